@@ -1,0 +1,5 @@
+import sys
+
+from jupyter_gpupool.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per ``gpupool`` verb; see :mod:`jupyter_gpupool.cli`."""

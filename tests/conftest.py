@@ -1,0 +1,1 @@
+pytest_plugins = ["jupyter_gpupool.sim.pytest_plugin"]
