@@ -1,0 +1,280 @@
+"""A running simulated cluster: store, scheduler, kubelet and HTTP server, in-process.
+
+::
+
+    async with SimCluster.from_file("examples/cluster.yaml") as cluster:
+        # cluster.url, cluster.kubeconfig (a kubeconfig file for any Kubernetes client)
+        cluster.cordon("gpu-node-1")
+        cluster.set_condition("gpu-node-2", "Ready", False)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import os
+import socket
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import tornado.httpserver
+import tornado.netutil
+import yaml
+
+from .kubelet import Kubelet
+from .resources import RESOURCES
+from .scheduler import Scheduler
+from .server import Faults, make_app
+from .spec import CONDITION_TYPES, ClusterSpec, NodeSpec, load_cluster_file, node_spec_from_dict
+from .store import ApiError, Store, now_iso
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def node_object(spec: NodeSpec, now: float) -> dict[str, Any]:
+    """The Node a kubelet with this spec would register."""
+    ts = now_iso(now)
+    cap = spec.capacity()
+    conds = []
+    for ctype in CONDITION_TYPES:
+        ok = spec.condition_status(ctype)
+        reasons = {
+            "Ready": ("KubeletReady", "KubeletNotReady"),
+            "MemoryPressure": ("KubeletHasSufficientMemory", "KubeletHasInsufficientMemory"),
+            "DiskPressure": ("KubeletHasNoDiskPressure", "KubeletHasDiskPressure"),
+            "PIDPressure": ("KubeletHasSufficientPID", "KubeletHasInsufficientPID"),
+            "NetworkUnavailable": ("RouteCreated", "NoRouteCreated"),
+        }[ctype]
+        good = ok if ctype == "Ready" else not ok
+        conds.append(
+            {
+                "type": ctype,
+                "status": "True" if ok else "False",
+                "reason": reasons[0] if good else reasons[1],
+                "message": f"simulated: {ctype} is {'True' if ok else 'False'}",
+                "lastHeartbeatTime": ts,
+                "lastTransitionTime": ts,
+            }
+        )
+    node: dict[str, Any] = {
+        "metadata": {
+            "name": spec.name,
+            "labels": spec.all_labels(),
+            "annotations": dict(spec.annotations),
+        },
+        "spec": {"taints": copy.deepcopy(spec.taints)} if spec.taints else {},
+        "status": {
+            "capacity": cap,
+            "allocatable": dict(cap),
+            "conditions": conds,
+            "addresses": [
+                {"type": "InternalIP", "address": "127.0.0.1"},
+                {"type": "Hostname", "address": spec.name},
+            ],
+            "nodeInfo": {
+                "kubeletVersion": "v1.32.0-gpupool-sim",
+                "kubeProxyVersion": "v1.32.0-gpupool-sim",
+                "osImage": "gpupool simulated node",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+                "containerRuntimeVersion": "sim://1.0",
+                "kernelVersion": "sim",
+                "machineID": spec.name,
+                "systemUUID": spec.name,
+                "bootID": spec.name,
+            },
+        },
+    }
+    if spec.unschedulable:
+        node["spec"]["unschedulable"] = True
+    return node
+
+
+def kubeconfig_text(url: str, name: str = "gpupool-sim") -> str:
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": name, "cluster": {"server": url}}],
+            "users": [{"name": name, "user": {"token": "gpupool-sim"}}],
+            "contexts": [
+                {"name": name, "context": {"cluster": name, "user": name, "namespace": "default"}}
+            ],
+            "current-context": name,
+            "preferences": {},
+        },
+        sort_keys=False,
+    )
+
+
+class SimCluster:
+    """The simulated cluster, serving on 127.0.0.1 while inside ``async with``."""
+
+    def __init__(
+        self,
+        spec: ClusterSpec | None = None,
+        *,
+        port: int = 0,
+        kubeconfig: str | os.PathLike[str] | None = None,
+        run_processes: bool = False,
+        start_delay: float = 0.0,
+        history_size: int = 10000,
+        clock: Callable[[], float] | None = None,
+    ):
+        self.spec = spec or ClusterSpec()
+        self.port = port
+        self._kubeconfig_arg = kubeconfig
+        self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
+        self.kubeconfig = ""
+        self.store = Store(history_size=history_size, **({"clock": clock} if clock else {}))
+        self.scheduler = Scheduler(self.store)
+        self.kubelet = Kubelet(self.store, run_processes=run_processes, start_delay=start_delay)
+        self.faults = Faults(store=self.store)
+        self._server: tornado.httpserver.HTTPServer | None = None
+        self.url = ""
+        self._populate()
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> SimCluster:
+        return cls(load_cluster_file(path), **kwargs)
+
+    def _populate(self) -> None:
+        for ns in (*SYSTEM_NAMESPACES, *self.spec.namespaces):
+            if self.store.find("namespaces", None, ns) is None:
+                self.store.create("namespaces", None, {"metadata": {"name": ns}})
+        for n in self.spec.nodes:
+            self._create_node(n)
+        self.store.create("serviceaccounts", "default", {"metadata": {"name": "default"}})
+
+    def _create_node(self, spec: NodeSpec) -> dict[str, Any]:
+        body = node_object(spec, self.store.clock())
+        # Status is written as the kubelet would: through the store directly, not the API.
+        return self.store.create("nodes", None, body)
+
+    # ---- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> SimCluster:
+        sockets = tornado.netutil.bind_sockets(self.port, "127.0.0.1", family=socket.AF_INET)
+        self.port = sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._server = tornado.httpserver.HTTPServer(make_app(self), idle_connection_timeout=3600)
+        self._server.add_sockets(sockets)
+        self.scheduler.start()
+        self.kubelet.start()
+        if self._kubeconfig_arg:
+            path = Path(self._kubeconfig_arg)
+        else:
+            self._tmpdir = tempfile.TemporaryDirectory(prefix="gpupool-sim-")
+            path = Path(self._tmpdir.name) / "kubeconfig"
+        path.write_text(kubeconfig_text(self.url))
+        self.kubeconfig = str(path)
+        return self
+
+    async def stop(self) -> None:
+        self.store.cut_watches()
+        await self.kubelet.stop()
+        await self.scheduler.stop()
+        if self._server is not None:
+            self._server.stop()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._server.close_all_connections(), 5)
+            self._server = None
+        if self._tmpdir is not None:
+            self._tmpdir.cleanup()
+            self._tmpdir = None
+
+    async def __aenter__(self) -> SimCluster:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # ---- changing the cluster while it runs -------------------------------------------------
+
+    def add_node(self, node: NodeSpec | Mapping[str, Any]) -> dict[str, Any]:
+        """Add a node (a :class:`NodeSpec` or a cluster-file node mapping)."""
+        spec = node if isinstance(node, NodeSpec) else node_spec_from_dict(node)
+        return self._create_node(spec)
+
+    def remove_node(self, name: str) -> None:
+        """Remove a node; its pods are deleted at once, as the pod garbage collector does."""
+        self.store.get("nodes", None, name)
+        for pod in list(self.store.iter("pods")):
+            if (pod.get("spec") or {}).get("nodeName") == name:
+                md = pod["metadata"]
+                with contextlib.suppress(ApiError):
+                    self.store.delete("pods", md["namespace"], md["name"], grace_period=0)
+        self.store.delete("nodes", None, name)
+
+    def cordon(self, name: str, unschedulable: bool = True) -> dict[str, Any]:
+        return self._update_node(
+            name, lambda n: n["spec"].__setitem__("unschedulable", unschedulable)
+        )
+
+    def set_condition(self, name: str, ctype: str, status: bool) -> dict[str, Any]:
+        if ctype not in CONDITION_TYPES:
+            raise ValueError(
+                f"unknown condition {ctype!r}; expected one of {', '.join(CONDITION_TYPES)}"
+            )
+
+        def change(n: dict[str, Any]) -> None:
+            ts = now_iso(self.store.clock())
+            for c in n["status"]["conditions"]:
+                if c["type"] == ctype:
+                    new = "True" if status else "False"
+                    if c["status"] != new:
+                        c["status"] = new
+                        c["lastTransitionTime"] = ts
+                        c["message"] = f"simulated: {ctype} is {new}"
+                    c["lastHeartbeatTime"] = ts
+
+        return self._update_node(name, change)
+
+    def label_node(self, name: str, key: str, value: str | None) -> dict[str, Any]:
+        def change(n: dict[str, Any]) -> None:
+            labels = n["metadata"].setdefault("labels", {})
+            if value is None:
+                labels.pop(key, None)
+            else:
+                labels[key] = value
+
+        return self._update_node(name, change)
+
+    def _update_node(self, name: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        old = self.store.get("nodes", None, name)
+        new = copy.deepcopy(old)
+        new.setdefault("spec", {})
+        change(new)
+        return self.store.write_internal(RESOURCES["nodes"], ("", name), old, new)
+
+    # ---- conveniences for tests ------------------------------------------------------------
+
+    async def wait_for(
+        self,
+        predicate: Callable[[], Any],
+        timeout: float = 10.0,
+        interval: float = 0.02,
+    ) -> Any:
+        """Poll ``predicate`` until it returns something truthy (or raise TimeoutError)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if loop.time() > deadline:
+                raise TimeoutError(f"condition not met within {timeout}s")
+            await asyncio.sleep(interval)
+
+    def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.store.find("pods", namespace, name)
+
+    def events_for(self, namespace: str, name: str) -> list[dict[str, Any]]:
+        return [
+            e
+            for e in self.store.iter("events", namespace)
+            if (e.get("involvedObject") or {}).get("name") == name
+        ]

@@ -1,0 +1,382 @@
+"""The simulated kubelet: runs the pods the scheduler bound.
+
+By default a bound pod is marked Running with a pod IP and ready containers after
+``start_delay`` seconds. With ``run_processes`` the first container's command runs as a local
+process with the pod's environment, so a real single-user server answers. Every pod gets its own
+loopback address (127.0.0.2, 127.0.0.3, …): a pod has its own network namespace in Kubernetes, so
+a server binding ``0.0.0.0:8888`` in two pods is fine there; here ``0.0.0.0`` in the command and
+environment is replaced by the pod's address, so several servers run side by side. The process's
+exit becomes the pod's phase (Succeeded for 0, Failed otherwise); its output is the pod's log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import copy
+import ipaddress
+import logging
+import os
+import signal
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .store import RESOURCES, ApiError, Store, WatchEvent, now_iso
+
+log = logging.getLogger(__name__)
+
+# Variables of the simulator's own environment that must not leak into pods.
+_DROP_ENV_PREFIXES = ("JUPYTERHUB_", "KUBERNETES_", "KUBECONFIG", "JPY_", "CONFIGPROXY_")
+
+
+class IPAllocator:
+    """Hands out loopback addresses 127.0.0.2 … 127.255.255.254, reusing freed ones."""
+
+    def __init__(self, first: str = "127.0.0.2"):
+        self._next = int(ipaddress.IPv4Address(first))
+        self._last = int(ipaddress.IPv4Address("127.255.255.254"))
+        self._free: list[int] = []
+
+    def allocate(self) -> str:
+        if self._free:
+            return str(ipaddress.IPv4Address(self._free.pop(0)))
+        if self._next > self._last:
+            raise RuntimeError("out of loopback addresses")
+        ip = self._next
+        self._next += 1
+        return str(ipaddress.IPv4Address(ip))
+
+    def release(self, ip: str) -> None:
+        self._free.append(int(ipaddress.IPv4Address(ip)))
+        self._free.sort()
+
+
+class Kubelet:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        run_processes: bool = False,
+        start_delay: float = 0.0,
+        workdir: str | None = None,
+    ):
+        self.store = store
+        self.run_processes = run_processes
+        self.start_delay = start_delay
+        self.ips = IPAllocator()
+        self._workdir = Path(workdir or tempfile.mkdtemp(prefix="gpupool-sim-pods-"))
+        self._tasks: dict[str, asyncio.Task] = {}  # pod uid -> task running it
+        self._procs: dict[str, asyncio.subprocess.Process] = {}
+        self._ips: dict[str, str] = {}
+        self._stopping: set[str] = set()
+
+    def start(self) -> None:
+        self.store.listeners.append(self._on_event)
+        for pod in list(self.store.iter("pods")):
+            self._consider(pod)
+
+    async def stop(self) -> None:
+        with contextlib.suppress(ValueError):
+            self.store.listeners.remove(self._on_event)
+        for proc in list(self._procs.values()):
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+        for proc in list(self._procs.values()):
+            try:
+                await asyncio.wait_for(proc.wait(), 5)
+            except asyncio.TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+        for task in list(self._tasks.values()):
+            task.cancel()
+        for task in list(self._tasks.values()):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    def log_path(self, pod: Mapping[str, Any]) -> Path:
+        return self._workdir / pod["metadata"]["uid"] / "log"
+
+    def read_log(self, pod: Mapping[str, Any]) -> str:
+        p = self.log_path(pod)
+        if p.exists():
+            return p.read_text(errors="replace")
+        return ""
+
+    # ---- reacting to the store -------------------------------------------------------------
+
+    def _on_event(self, ev: WatchEvent) -> None:
+        if ev.resource == "pods" and ev.type != "DELETED":
+            self._consider(ev.obj)
+        elif ev.resource == "pods":
+            ip = self._ips.pop(ev.obj["metadata"]["uid"], None)
+            if ip:
+                self.ips.release(ip)
+
+    def _consider(self, pod: dict[str, Any]) -> None:
+        uid = pod["metadata"]["uid"]
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            return
+        if pod["metadata"].get("deletionTimestamp"):
+            if uid not in self._stopping:
+                self._stopping.add(uid)
+                self._spawn(self._terminate(pod), f"kubelet-stop-{uid}")
+            return
+        phase = (pod.get("status") or {}).get("phase", "Pending")
+        if phase == "Pending" and uid not in self._tasks:
+            self._tasks[uid] = self._spawn(self._run_pod(pod), f"kubelet-run-{uid}")
+
+    def _spawn(self, coro: Any, name: str) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        task.add_done_callback(self._task_done)
+        return task
+
+    @staticmethod
+    def _task_done(task: asyncio.Task) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("kubelet task %s failed", task.get_name(), exc_info=task.exception())
+
+    def _current(self, pod: Mapping[str, Any]) -> dict[str, Any] | None:
+        md = pod["metadata"]
+        cur = self.store.find("pods", md["namespace"], md["name"])
+        if cur is None or cur["metadata"]["uid"] != md["uid"]:
+            return None
+        return cur
+
+    def _write_status(self, pod: Mapping[str, Any], status: dict[str, Any]) -> None:
+        cur = self._current(pod)
+        if cur is None:
+            return
+        new = copy.deepcopy(cur)
+        new["status"] = status
+        md = cur["metadata"]
+        self.store.write_internal(RESOURCES["pods"], (md["namespace"], md["name"]), cur, new)
+
+    # ---- running a pod ---------------------------------------------------------------------
+
+    async def _run_pod(self, pod: dict[str, Any]) -> None:
+        if self.start_delay:
+            await asyncio.sleep(self.start_delay)
+        pod = self._current(pod) or {}
+        if not pod or pod["metadata"].get("deletionTimestamp"):
+            return
+        uid = pod["metadata"]["uid"]
+        ip = self.ips.allocate()
+        self._ips[uid] = ip
+        started = now_iso(self.store.clock())
+        proc = None
+        if self.run_processes:
+            try:
+                proc = await self._start_process(pod, ip)
+            except (OSError, ValueError) as e:
+                self._finish(pod, 128, f"StartError: {e}", started, ip)
+                return
+            self._procs[uid] = proc
+        self._write_status(pod, self._running_status(pod, ip, started))
+        self._event(pod, "Normal", "Started", "Started container " + _containers(pod)[0]["name"])
+        if proc is None:
+            return
+        code = await proc.wait()
+        self._procs.pop(uid, None)
+        if uid in self._stopping:
+            return  # deletion in progress: the object goes away instead
+        self._finish(pod, code, "Completed" if code == 0 else "Error", started, ip)
+
+    def _running_status(self, pod: Mapping[str, Any], ip: str, started: str) -> dict[str, Any]:
+        status = copy.deepcopy(pod.get("status") or {})
+        ts = now_iso(self.store.clock())
+        conds = {c["type"]: c for c in status.get("conditions") or []}
+        for ctype in ("Initialized", "Ready", "ContainersReady", "PodScheduled"):
+            conds[ctype] = {"type": ctype, "status": "True", "lastTransitionTime": ts}
+        status.update(
+            phase="Running",
+            podIP=ip,
+            podIPs=[{"ip": ip}],
+            hostIP="127.0.0.1",
+            startTime=started,
+            conditions=list(conds.values()),
+            containerStatuses=[
+                {
+                    "name": c["name"],
+                    "image": c.get("image", ""),
+                    "imageID": f"sim://{c.get('image', '')}",
+                    "containerID": f"sim://{pod['metadata']['uid']}/{c['name']}",
+                    "ready": True,
+                    "started": True,
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": started}},
+                }
+                for c in _containers(pod)
+            ],
+        )
+        return status
+
+    def _finish(
+        self, pod: Mapping[str, Any], code: int, reason: str, started: str, ip: str
+    ) -> None:
+        cur = self._current(pod)
+        if cur is None:
+            return
+        status = copy.deepcopy(cur.get("status") or {})
+        ts = now_iso(self.store.clock())
+        status["phase"] = "Succeeded" if code == 0 else "Failed"
+        status.setdefault("podIP", ip)
+        status.setdefault("startTime", started)
+        conds = {c["type"]: c for c in status.get("conditions") or []}
+        for ctype in ("Ready", "ContainersReady"):
+            conds[ctype] = {
+                "type": ctype,
+                "status": "False",
+                "reason": "PodCompleted" if code == 0 else "PodFailed",
+                "lastTransitionTime": ts,
+            }
+        status["conditions"] = list(conds.values())
+        status["containerStatuses"] = [
+            {
+                "name": c["name"],
+                "image": c.get("image", ""),
+                "imageID": f"sim://{c.get('image', '')}",
+                "containerID": f"sim://{cur['metadata']['uid']}/{c['name']}",
+                "ready": False,
+                "started": False,
+                "restartCount": 0,
+                "state": {
+                    "terminated": {
+                        "exitCode": code,
+                        "reason": reason,
+                        "startedAt": started,
+                        "finishedAt": ts,
+                    }
+                },
+            }
+            for c in _containers(cur)
+        ]
+        self._write_status(cur, status)
+
+    async def _terminate(self, pod: Mapping[str, Any]) -> None:
+        uid = pod["metadata"]["uid"]
+        task = self._tasks.get(uid)
+        proc = self._procs.pop(uid, None)
+        grace = pod["metadata"].get("deletionGracePeriodSeconds", 30) or 0
+        if proc is not None and proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), max(grace, 0.1))
+            except asyncio.TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+        if task is not None and not task.done():
+            task.cancel()
+        self._tasks.pop(uid, None)
+        self._stopping.discard(uid)
+        md = pod["metadata"]
+        cur = self._current(pod)
+        if cur is not None:
+            self.store.finish_pod_deletion(md["namespace"], md["name"])
+
+    async def _start_process(self, pod: Mapping[str, Any], ip: str) -> asyncio.subprocess.Process:
+        c = _containers(pod)[0]
+        argv = [*(c.get("command") or []), *(c.get("args") or [])]
+        if not argv:
+            raise ValueError(f"container {c['name']!r} has no command: the simulator has no images")
+        argv = [a.replace("0.0.0.0", ip) for a in argv]
+        env = {k: v for k, v in os.environ.items() if not k.startswith(_DROP_ENV_PREFIXES)}
+        env.update({k: v.replace("0.0.0.0", ip) for k, v in self.pod_env(pod, c, ip).items()})
+        poddir = self._workdir / pod["metadata"]["uid"]
+        poddir.mkdir(parents=True, exist_ok=True)
+        cwd = poddir / "home"
+        cwd.mkdir(exist_ok=True)
+        env.setdefault("HOME", str(cwd))
+        # A local file opened once per pod start; handed to the child as its stdout.
+        logf = open(self.log_path(pod), "ab")  # noqa: SIM115, ASYNC230
+        try:
+            return await asyncio.create_subprocess_exec(
+                *argv,
+                env=env,
+                cwd=str(cwd),
+                stdout=logf,
+                stderr=asyncio.subprocess.STDOUT,
+                stdin=asyncio.subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        finally:
+            logf.close()
+
+    def pod_env(self, pod: Mapping[str, Any], c: Mapping[str, Any], ip: str) -> dict[str, str]:
+        """The container's environment: envFrom, then env, with valueFrom resolved."""
+        ns = pod["metadata"]["namespace"]
+        env: dict[str, str] = {}
+        for src in c.get("envFrom") or []:
+            prefix = src.get("prefix", "")
+            for kind, plural in (("secretRef", "secrets"), ("configMapRef", "configmaps")):
+                ref = src.get(kind)
+                if ref:
+                    obj = self.store.find(plural, ns, ref.get("name", ""))
+                    for k, v in ((obj or {}).get("data") or {}).items():
+                        env[prefix + k] = _decode(plural, v)
+        for item in c.get("env") or []:
+            name = item.get("name")
+            if not name:
+                continue
+            if "value" in item:
+                env[name] = str(item["value"])
+                continue
+            vf = item.get("valueFrom") or {}
+            if "fieldRef" in vf:
+                path = vf["fieldRef"].get("fieldPath", "")
+                env[name] = {
+                    "status.podIP": ip,
+                    "metadata.name": pod["metadata"]["name"],
+                    "metadata.namespace": ns,
+                    "spec.nodeName": pod["spec"].get("nodeName", ""),
+                    "status.hostIP": "127.0.0.1",
+                }.get(path, "")
+            for kind, plural in (("secretKeyRef", "secrets"), ("configMapKeyRef", "configmaps")):
+                ref = vf.get(kind)
+                if ref:
+                    obj = self.store.find(plural, ns, ref.get("name", ""))
+                    data = (obj or {}).get("data") or {}
+                    if ref.get("key") in data:
+                        env[name] = _decode(plural, data[ref["key"]])
+        return env
+
+    def _event(self, pod: Mapping[str, Any], etype: str, reason: str, message: str) -> None:
+        md = pod["metadata"]
+        with contextlib.suppress(ApiError):
+            self.store.create(
+                "events",
+                md["namespace"],
+                {
+                    "metadata": {"generateName": f"{md['name']}."},
+                    "involvedObject": {
+                        "kind": "Pod",
+                        "namespace": md["namespace"],
+                        "name": md["name"],
+                        "uid": md["uid"],
+                        "apiVersion": "v1",
+                    },
+                    "reason": reason,
+                    "message": message,
+                    "type": etype,
+                    "source": {"component": "kubelet", "host": pod["spec"].get("nodeName", "")},
+                    "reportingComponent": "kubelet",
+                },
+            )
+
+
+def _containers(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return list((pod.get("spec") or {}).get("containers") or [])
+
+
+def _decode(plural: str, value: str) -> str:
+    if plural == "secrets":
+        try:
+            return base64.b64decode(value).decode()
+        except ValueError:
+            return ""
+    return str(value)

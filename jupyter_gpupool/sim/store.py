@@ -1,0 +1,897 @@
+"""The simulated API server's object store: what etcd plus the API server's registry do.
+
+Objects are plain JSON dicts and are never mutated once stored: every write stores a new dict,
+so watch history and watchers can hold references without copying. One cluster-wide integer
+``resourceVersion`` orders all writes, as etcd's revision does.
+
+Watches follow the real semantics, since the product's usage accounting depends on them:
+
+* no ``resourceVersion`` (or ``"0"``): synthetic ADDED events for every existing object, then
+  changes;
+* a ``resourceVersion``: every change after it, replayed from history; if it is older than the
+  history window the watch gets a single ERROR event with a 410 ``Expired`` Status;
+* with label/field selectors an object that starts matching arrives as ADDED and one that stops
+  matching as DELETED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import json
+import re
+import secrets
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .patch import PatchError, apply_patch
+from .quantity import parse_quantity
+from .resources import RESOURCES, Resource
+from .selectors import (
+    FieldSelector,
+    LabelSelector,
+    SelectorError,
+    parse_field_selector,
+    parse_label_selector,
+)
+
+Obj = dict[str, Any]
+Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+
+# Pod spec fields an update may change (everything else is immutable, as in Kubernetes).
+_POD_MUTABLE_SPEC = ("activeDeadlineSeconds", "tolerations", "schedulingGates")
+
+
+def now_iso(ts: float | None = None) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if ts is None else ts))
+
+
+class ApiError(Exception):
+    """An error the API server answers with a ``Status`` object."""
+
+    REASONS = {
+        400: "BadRequest",
+        403: "Forbidden",
+        404: "NotFound",
+        405: "MethodNotAllowed",
+        409: "Conflict",
+        410: "Expired",
+        413: "RequestEntityTooLarge",
+        415: "UnsupportedMediaType",
+        422: "Invalid",
+        500: "InternalError",
+    }
+
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        reason: str | None = None,
+        details: dict | None = None,
+    ):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.reason = reason or self.REASONS.get(code, "Unknown")
+        self.details = details
+
+    def status(self) -> Obj:
+        st: Obj = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details:
+            st["details"] = self.details
+        return st
+
+
+def not_found(res: Resource, name: str) -> ApiError:
+    return ApiError(
+        404,
+        f'{res.plural} "{name}" not found',
+        details={"name": name, "kind": res.plural},
+    )
+
+
+def invalid(res: Resource, name: str, causes: list[tuple[str, str]]) -> ApiError:
+    """422 with one cause per bad field, worded as the API server does."""
+    text = ", ".join(f"{f}: {m}" for f, m in causes)
+    return ApiError(
+        422,
+        f'{res.kind} "{name}" is invalid: {text}',
+        details={
+            "name": name,
+            "kind": res.kind,
+            "causes": [
+                {"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in causes
+            ],
+        },
+    )
+
+
+@dataclass
+class WatchEvent:
+    rv: int
+    type: str  # ADDED | MODIFIED | DELETED
+    resource: str
+    obj: Obj
+    old: Obj | None = None
+
+
+@dataclass(eq=False)
+class Watcher:
+    resource: str
+    namespace: str | None
+    labels: LabelSelector
+    fields: FieldSelector
+    queue: asyncio.Queue = field(default_factory=asyncio.Queue)
+    closed: bool = False
+
+    def matches(self, obj: Obj | None) -> bool:
+        if obj is None:
+            return False
+        md = obj.get("metadata", {})
+        if self.namespace is not None and md.get("namespace") != self.namespace:
+            return False
+        return self.labels.matches(md.get("labels") or {}) and self.fields.matches(obj)
+
+    def offer(self, ev: WatchEvent) -> None:
+        """Queue ``ev`` as this watcher sees it, translating selector transitions."""
+        if self.closed:
+            return
+        now_m = self.matches(ev.obj)
+        if ev.type == "DELETED":
+            if now_m:
+                self.queue.put_nowait(("DELETED", ev.obj))
+            return
+        was_m = self.matches(ev.old) if ev.old is not None else False
+        if now_m and was_m:
+            self.queue.put_nowait(("MODIFIED", ev.obj))
+        elif now_m:
+            self.queue.put_nowait(("ADDED", ev.obj))
+        elif was_m:
+            self.queue.put_nowait(("DELETED", ev.obj))
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.queue.put_nowait(None)
+
+
+class Store:
+    """All objects of the simulated cluster, their history, and their watchers."""
+
+    def __init__(self, history_size: int = 10000, clock: Callable[[], float] = time.time):
+        self.clock = clock
+        self.rv = 0
+        self.objects: dict[str, dict[Key, Obj]] = {name: {} for name in RESOURCES}
+        self.history: deque[WatchEvent] = deque(maxlen=history_size)
+        # Every event with rv > compacted_rv is still in history; older ones are gone (410).
+        self.compacted_rv = 0
+        self.watchers: set[Watcher] = set()
+        self.listeners: list[Callable[[WatchEvent], None]] = []
+        self._owned: set[tuple[str, Key]] = set()  # objects that carry ownerReferences
+        # Pods being deleted gracefully wait for the kubelet to finish them.
+        self.graceful_pods = True
+
+    # ---- helpers -------------------------------------------------------------------------
+
+    @staticmethod
+    def resource(plural: str) -> Resource:
+        try:
+            return RESOURCES[plural]
+        except KeyError:
+            raise ApiError(
+                404, f"the server could not find the requested resource ({plural})"
+            ) from None
+
+    def _key(self, res: Resource, namespace: str | None, name: str) -> Key:
+        return ((namespace or "") if res.namespaced else "", name)
+
+    def _require_namespace(self, res: Resource, namespace: str | None) -> None:
+        if res.namespaced:
+            if not namespace:
+                raise ApiError(
+                    400,
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                )
+            if ("", namespace) not in self.objects["namespaces"]:
+                raise ApiError(
+                    404,
+                    f'namespaces "{namespace}" not found',
+                    details={"name": namespace, "kind": "namespaces"},
+                )
+
+    def _commit(self, etype: str, res: Resource, obj: Obj, old: Obj | None) -> None:
+        ev = WatchEvent(self.rv, etype, res.plural, obj, old)
+        if len(self.history) == self.history.maxlen and self.history:
+            self.compacted_rv = self.history[0].rv
+        self.history.append(ev)
+        for w in list(self.watchers):
+            if w.resource == res.plural:
+                w.offer(ev)
+        for listener in list(self.listeners):
+            listener(ev)
+
+    def _next_rv(self) -> str:
+        self.rv += 1
+        return str(self.rv)
+
+    def get(self, plural: str, namespace: str | None, name: str) -> Obj:
+        res = self.resource(plural)
+        obj = self.objects[plural].get(self._key(res, namespace, name))
+        if obj is None:
+            raise not_found(res, name)
+        return obj
+
+    def find(self, plural: str, namespace: str | None, name: str) -> Obj | None:
+        res = self.resource(plural)
+        return self.objects[plural].get(self._key(res, namespace, name))
+
+    def iter(self, plural: str, namespace: str | None = None) -> Iterable[Obj]:
+        for (ns, _), obj in self.objects[plural].items():
+            if namespace is None or ns == namespace:
+                yield obj
+
+    # ---- validation and defaults -------------------------------------------------------
+
+    def _validate(self, res: Resource, obj: Obj) -> None:
+        md = obj.get("metadata") or {}
+        name = md.get("name", "")
+        causes: list[tuple[str, str]] = []
+        pattern, limit = (_DNS1123_LABEL, 63) if res.label_names else (_DNS1123_SUBDOMAIN, 253)
+        if res.kind == "Event":
+            pattern = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+        if not pattern.match(name) or len(name) > limit:
+            causes.append(
+                (
+                    "metadata.name",
+                    f'Invalid value: "{name}": a lowercase RFC 1123 '
+                    f"{'label' if res.label_names else 'subdomain'} must consist of lower case "
+                    "alphanumeric characters, '-' or '.', and must start and end with an "
+                    "alphanumeric character",
+                )
+            )
+        for key, value in (md.get("labels") or {}).items():
+            kname = key.rsplit("/", 1)[-1]
+            prefix = key.rsplit("/", 1)[0] if "/" in key else ""
+            if (
+                not _QUALIFIED_NAME.match(kname)
+                or len(kname) > 63
+                or (prefix and not _DNS1123_SUBDOMAIN.match(prefix))
+            ):
+                causes.append(
+                    (
+                        "metadata.labels",
+                        f"Invalid value: \"{key}\": name part must consist of alphanumeric characters, '-', '_' or '.'",
+                    )
+                )
+            if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
+                causes.append(
+                    (
+                        "metadata.labels",
+                        f'Invalid value: "{value}": a valid label must be an empty string or '
+                        "consist of alphanumeric characters, '-', '_' or '.', and must start and "
+                        "end with an alphanumeric character (at most 63 characters)",
+                    )
+                )
+        for key, value in (md.get("annotations") or {}).items():
+            if not isinstance(value, str):
+                causes.append((f"metadata.annotations.{key}", "Invalid value: must be a string"))
+        if res.kind == "Pod":
+            causes.extend(_pod_causes(obj))
+        if causes:
+            raise invalid(res, name, causes)
+
+    def _defaults(self, res: Resource, obj: Obj) -> None:
+        if res.kind == "Pod":
+            spec = obj.setdefault("spec", {})
+            spec.setdefault("restartPolicy", "Always")
+            spec.setdefault("terminationGracePeriodSeconds", 30)
+            spec.setdefault("dnsPolicy", "ClusterFirst")
+            spec.setdefault("schedulerName", "default-scheduler")
+            spec.setdefault("serviceAccountName", "default")
+            spec.setdefault("priority", 0)
+            spec.setdefault("tolerations", [])
+            for c in spec.get("containers", []):
+                c.setdefault("imagePullPolicy", "IfNotPresent")
+                c.setdefault("terminationMessagePath", "/dev/termination-log")
+                res_ = c.setdefault("resources", {})
+                # Extended resources: requests default to limits (GPUs must set limits).
+                lim = res_.get("limits") or {}
+                if lim:
+                    req = res_.setdefault("requests", {})
+                    for k, v in lim.items():
+                        req.setdefault(k, v)
+            st = obj.setdefault("status", {})
+            st.setdefault("phase", "Pending")
+            st.setdefault("qosClass", _qos_class(spec))
+        elif res.kind == "Namespace":
+            obj.setdefault("spec", {"finalizers": ["kubernetes"]})
+            obj["status"] = {"phase": "Active"}
+        elif res.kind == "Service":
+            spec = obj.setdefault("spec", {})
+            spec.setdefault("type", "ClusterIP")
+            if spec.get("clusterIP") != "None":
+                n = self.rv % 65000 + 10
+                spec.setdefault("clusterIP", f"10.96.{n // 256}.{n % 256}")
+            obj.setdefault("status", {"loadBalancer": {}})
+        elif res.kind == "PersistentVolumeClaim":
+            # Dynamic provisioning is instant in the simulation.
+            spec = obj.setdefault("spec", {})
+            req = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "1Gi")
+            spec.setdefault("volumeName", f"pvc-{obj['metadata']['uid']}")
+            obj["status"] = {
+                "phase": "Bound",
+                "accessModes": spec.get("accessModes", ["ReadWriteOnce"]),
+                "capacity": {"storage": req},
+            }
+        elif res.kind == "Secret":
+            obj.setdefault("type", "Opaque")
+            string_data = obj.pop("stringData", None) or {}
+            data = obj.setdefault("data", {}) or {}
+            for k, v in string_data.items():
+                data[k] = base64.b64encode(str(v).encode()).decode()
+            obj["data"] = data
+        elif res.kind == "Event":
+            ts = now_iso(self.clock())
+            obj.setdefault("firstTimestamp", ts)
+            obj.setdefault("lastTimestamp", obj["firstTimestamp"])
+            obj.setdefault("count", 1)
+            obj.setdefault("type", "Normal")
+
+    # ---- writes ----------------------------------------------------------------------
+
+    def create(self, plural: str, namespace: str | None, body: Obj) -> Obj:
+        res = self.resource(plural)
+        if not isinstance(body, dict):
+            raise ApiError(400, "the request body must be a JSON object")
+        obj = copy.deepcopy(body)
+        md = obj.setdefault("metadata", {})
+        if not isinstance(md, dict):
+            raise ApiError(400, "metadata must be an object")
+        if res.namespaced:
+            body_ns = md.get("namespace")
+            if body_ns and namespace and body_ns != namespace:
+                raise ApiError(
+                    400,
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                )
+            namespace = namespace or body_ns or "default"
+            self._require_namespace(res, namespace)
+            md["namespace"] = namespace
+        else:
+            md.pop("namespace", None)
+        if not md.get("name"):
+            gen = md.get("generateName")
+            if not gen:
+                raise invalid(
+                    res, "", [("metadata.name", "Required value: name or generateName is required")]
+                )
+            alphabet = "bcdfghjklmnpqrstvwxz2456789"  # what the API server uses
+            md["name"] = gen + "".join(secrets.choice(alphabet) for _ in range(5))
+        key = self._key(res, namespace, md["name"])
+        if key in self.objects[plural]:
+            raise ApiError(
+                409,
+                f'{res.plural} "{md["name"]}" already exists',
+                reason="AlreadyExists",
+                details={"name": md["name"], "kind": res.plural},
+            )
+        obj["kind"] = res.kind
+        obj["apiVersion"] = "v1"
+        md["uid"] = str(uuid.uuid4())
+        md["creationTimestamp"] = now_iso(self.clock())
+        md.pop("deletionTimestamp", None)
+        md.pop("resourceVersion", None)
+        if res.kind in ("Pod",):
+            md["generation"] = 1
+        self._defaults(res, obj)
+        self._validate(res, obj)
+        md["resourceVersion"] = self._next_rv()
+        self.objects[plural][key] = obj
+        if md.get("ownerReferences"):
+            self._owned.add((plural, key))
+        self._commit("ADDED", res, obj, None)
+        return obj
+
+    def replace(
+        self,
+        plural: str,
+        namespace: str | None,
+        name: str,
+        body: Obj,
+        subresource: str | None = None,
+    ) -> Obj:
+        res = self.resource(plural)
+        if not isinstance(body, dict):
+            raise ApiError(400, "the request body must be a JSON object")
+        key = self._key(res, namespace, name)
+        old = self.objects[plural].get(key)
+        if old is None:
+            raise not_found(res, name)
+        new = copy.deepcopy(body)
+        md = new.setdefault("metadata", {})
+        if md.get("name", name) != name:
+            raise ApiError(
+                400,
+                f"the name of the object ({md.get('name')}) does not match the name on the URL ({name})",
+            )
+        want_rv = md.get("resourceVersion")
+        if want_rv and want_rv != old["metadata"]["resourceVersion"]:
+            raise conflict(res, name)
+        return self._store_update(res, key, old, new, subresource)
+
+    def patch(
+        self,
+        plural: str,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        content_type: str,
+        subresource: str | None = None,
+    ) -> Obj:
+        res = self.resource(plural)
+        key = self._key(res, namespace, name)
+        old = self.objects[plural].get(key)
+        if old is None:
+            raise not_found(res, name)
+        try:
+            new = apply_patch(old, body, content_type, res.kind)
+        except PatchError as e:
+            code = 415 if "unsupported" in str(e).lower() else 422
+            raise ApiError(code, str(e)) from None
+        if not isinstance(new, dict):
+            raise ApiError(422, "the patch must produce an object")
+        want_rv = (new.get("metadata") or {}).get("resourceVersion")
+        if want_rv and want_rv != old["metadata"]["resourceVersion"]:
+            raise conflict(res, name)
+        return self._store_update(res, key, old, new, subresource)
+
+    def _store_update(
+        self, res: Resource, key: Key, old: Obj, new: Obj, subresource: str | None
+    ) -> Obj:
+        if subresource not in (None, "status"):
+            raise ApiError(404, f"the server could not find the requested resource ({subresource})")
+        md = new.setdefault("metadata", {})
+        # Fields the server owns.
+        for f in (
+            "uid",
+            "creationTimestamp",
+            "name",
+            "namespace",
+            "deletionTimestamp",
+            "generation",
+        ):
+            if f in old["metadata"]:
+                md[f] = old["metadata"][f]
+            else:
+                md.pop(f, None)
+        if "deletionGracePeriodSeconds" in old["metadata"]:
+            md["deletionGracePeriodSeconds"] = old["metadata"]["deletionGracePeriodSeconds"]
+        new["kind"] = res.kind
+        new["apiVersion"] = "v1"
+        if res.has_status:
+            if subresource == "status":
+                # Only status changes through /status (plus labels/annotations, as k8s allows
+                # nothing else: keep the rest of the old object).
+                kept = copy.deepcopy(old)
+                kept["status"] = new.get("status", {})
+                new = kept
+                md = new["metadata"]
+            else:
+                new["status"] = copy.deepcopy(old.get("status", {}))
+        if res.kind == "Pod" and subresource is None:
+            _check_pod_update(res, old, new)
+        if res.kind == "Secret" and "stringData" in new:
+            string_data = new.pop("stringData") or {}
+            data = new.setdefault("data", {}) or {}
+            for k, v in string_data.items():
+                data[k] = base64.b64encode(str(v).encode()).decode()
+        self._validate(res, new)
+        if _without_rv(new) == _without_rv(old):
+            return old  # no-op writes don't bump resourceVersion (as the real server)
+        md["resourceVersion"] = self._next_rv()
+        self.objects[res.plural][key] = new
+        if md.get("ownerReferences"):
+            self._owned.add((res.plural, key))
+        else:
+            self._owned.discard((res.plural, key))
+        self._commit("MODIFIED", res, new, old)
+        self._finish_if_released(res, key, new)
+        return new
+
+    def _pod_awaits_kubelet(self, pod: Obj) -> bool:
+        return bool(
+            self.graceful_pods
+            and pod.get("spec", {}).get("nodeName")
+            and pod.get("status", {}).get("phase") not in ("Succeeded", "Failed")
+        )
+
+    def delete(
+        self,
+        plural: str,
+        namespace: str | None,
+        name: str,
+        grace_period: int | None = None,
+        propagation: str | None = None,
+        preconditions: dict | None = None,
+    ) -> Obj:
+        res = self.resource(plural)
+        key = self._key(res, namespace, name)
+        obj = self.objects[plural].get(key)
+        if obj is None:
+            raise not_found(res, name)
+        if preconditions:
+            if preconditions.get("uid") and preconditions["uid"] != obj["metadata"]["uid"]:
+                raise ApiError(
+                    409,
+                    f"Precondition failed: UID in precondition: {preconditions['uid']}, UID in object meta: {obj['metadata']['uid']}",
+                )
+            rv = preconditions.get("resourceVersion")
+            if rv and rv != obj["metadata"]["resourceVersion"]:
+                raise conflict(res, name)
+        if propagation == "Orphan":
+            self._orphan(obj["metadata"]["uid"])
+        if res.kind == "Namespace":
+            return self._delete_namespace(key, obj)
+        md = obj["metadata"]
+        grace = grace_period
+        if res.kind == "Pod":
+            if grace is None:
+                grace = obj.get("spec", {}).get("terminationGracePeriodSeconds", 30)
+            if grace and self._pod_awaits_kubelet(obj):
+                if md.get("deletionTimestamp"):
+                    return obj  # already terminating
+                return self._mark_terminating(res, key, obj, grace)
+        if md.get("finalizers"):
+            if md.get("deletionTimestamp"):
+                return obj
+            return self._mark_terminating(res, key, obj, 0)
+        return self._remove(res, key)
+
+    def _mark_terminating(self, res: Resource, key: Key, obj: Obj, grace: int) -> Obj:
+        new = copy.deepcopy(obj)
+        new["metadata"]["deletionTimestamp"] = now_iso(self.clock() + grace)
+        new["metadata"]["deletionGracePeriodSeconds"] = grace
+        new["metadata"]["resourceVersion"] = self._next_rv()
+        self.objects[res.plural][key] = new
+        self._commit("MODIFIED", res, new, obj)
+        return new
+
+    def bind(self, namespace: str, name: str, node: str) -> Obj:
+        """What ``POST pods/NAME/binding`` does: set ``spec.nodeName`` once."""
+        res = RESOURCES["pods"]
+        key = (namespace, name)
+        old = self.objects["pods"].get(key)
+        if old is None:
+            raise not_found(res, name)
+        if old.get("spec", {}).get("nodeName"):
+            raise ApiError(
+                409,
+                f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already '
+                f'assigned to node "{old["spec"]["nodeName"]}"',
+            )
+        if ("", node) not in self.objects["nodes"]:
+            raise not_found(RESOURCES["nodes"], node)
+        new = copy.deepcopy(old)
+        new["spec"]["nodeName"] = node
+        conds = [c for c in new["status"].get("conditions", []) if c.get("type") != "PodScheduled"]
+        conds.append(
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": now_iso(self.clock())}
+        )
+        new["status"]["conditions"] = conds
+        return self.write_internal(res, key, old, new)
+
+    def write_internal(self, res: Resource, key: Key, old: Obj, new: Obj) -> Obj:
+        """A write by the cluster's own components (scheduler, kubelet): no update rules."""
+        if _without_rv(new) == _without_rv(old):
+            return old
+        new["metadata"]["resourceVersion"] = self._next_rv()
+        self.objects[res.plural][key] = new
+        self._commit("MODIFIED", res, new, old)
+        self._finish_if_released(res, key, new)
+        return new
+
+    def _finish_if_released(self, res: Resource, key: Key, obj: Obj) -> None:
+        """A terminating object whose finalizers are all gone is removed (pods: by the kubelet)."""
+        md = obj["metadata"]
+        if (
+            md.get("deletionTimestamp")
+            and not md.get("finalizers")
+            and not (res.kind == "Pod" and self._pod_awaits_kubelet(obj))
+        ):
+            self._remove(res, key)
+
+    def finish_pod_deletion(self, namespace: str, name: str) -> None:
+        """The kubelet has stopped the pod's containers: the object goes away."""
+        res = RESOURCES["pods"]
+        key = (namespace, name)
+        if key in self.objects["pods"]:
+            self._remove(res, key)
+
+    def _remove(self, res: Resource, key: Key) -> Obj:
+        obj = self.objects[res.plural].pop(key)
+        self._owned.discard((res.plural, key))
+        gone = copy.deepcopy(obj)
+        gone["metadata"]["resourceVersion"] = self._next_rv()
+        self._commit("DELETED", res, gone, obj)
+        self._collect_garbage(gone["metadata"]["uid"])
+        return gone
+
+    def _delete_namespace(self, key: Key, obj: Obj) -> Obj:
+        # Namespace deletion is immediate here: remove everything in it, then the namespace.
+        ns = key[1]
+        for plural, r in RESOURCES.items():
+            if not r.namespaced:
+                continue
+            for k in [k for k in self.objects[plural] if k[0] == ns]:
+                self._remove(r, k)
+        return self._remove(RESOURCES["namespaces"], key)
+
+    def _orphan(self, owner_uid: str) -> None:
+        for plural, key in list(self._owned):
+            obj = self.objects[plural].get(key)
+            if obj is None:
+                continue
+            refs = obj["metadata"].get("ownerReferences") or []
+            if any(r.get("uid") == owner_uid for r in refs):
+                new = copy.deepcopy(obj)
+                new["metadata"]["ownerReferences"] = [r for r in refs if r.get("uid") != owner_uid]
+                self._store_update(RESOURCES[plural], key, obj, new, None)
+
+    def _collect_garbage(self, owner_uid: str) -> None:
+        """Delete dependents whose owners are all gone (background propagation)."""
+        live_uids: set[str] | None = None
+        for plural, key in list(self._owned):
+            obj = self.objects[plural].get(key)
+            if obj is None:
+                continue
+            refs = obj["metadata"].get("ownerReferences") or []
+            if not any(r.get("uid") == owner_uid for r in refs):
+                continue
+            if live_uids is None:
+                live_uids = {
+                    o["metadata"]["uid"] for objs in self.objects.values() for o in objs.values()
+                }
+            if all(r.get("uid") not in live_uids for r in refs):
+                try:
+                    self.delete(plural, key[0] or None, key[1])
+                except ApiError:
+                    pass
+
+    def delete_collection(
+        self,
+        plural: str,
+        namespace: str | None,
+        label_selector: str = "",
+        field_selector: str = "",
+    ) -> list[Obj]:
+        items, _ = self.list(plural, namespace, label_selector, field_selector)
+        out = []
+        for obj in items:
+            md = obj["metadata"]
+            try:
+                out.append(self.delete(plural, md.get("namespace"), md["name"]))
+            except ApiError:
+                pass
+        return out
+
+    # ---- reads and watches --------------------------------------------------------------
+
+    def list(
+        self,
+        plural: str,
+        namespace: str | None,
+        label_selector: str = "",
+        field_selector: str = "",
+    ) -> tuple[list[Obj], str]:
+        self.resource(plural)
+        labels, fields = _selectors(label_selector, field_selector)
+        items = [
+            o
+            for o in self.iter(plural, namespace)
+            if labels.matches(o["metadata"].get("labels") or {}) and fields.matches(o)
+        ]
+        items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+        return items, str(self.rv)
+
+    def watch(
+        self,
+        plural: str,
+        namespace: str | None,
+        resource_version: str | None,
+        label_selector: str = "",
+        field_selector: str = "",
+    ) -> Watcher:
+        """Register a watcher; its queue is pre-filled with what it must see first.
+
+        Raises ApiError(410) if ``resource_version`` is older than the history window.
+        """
+        self.resource(plural)
+        labels, fields = _selectors(label_selector, field_selector)
+        w = Watcher(plural, namespace, labels, fields)
+        if resource_version in (None, "", "0"):
+            for obj in self.list(plural, namespace, label_selector, field_selector)[0]:
+                w.queue.put_nowait(("ADDED", obj))
+        else:
+            try:
+                since = int(resource_version)
+            except ValueError:
+                raise ApiError(400, f"invalid resource version {resource_version!r}") from None
+            if since < self.compacted_rv:
+                raise ApiError(
+                    410,
+                    f"too old resource version: {since} ({self.compacted_rv + 1})",
+                    reason="Expired",
+                )
+            for ev in self.history:
+                if ev.rv > since and ev.resource == plural:
+                    w.offer(ev)
+        self.watchers.add(w)
+        return w
+
+    def stop_watch(self, w: Watcher) -> None:
+        self.watchers.discard(w)
+        w.close()
+
+    def cut_watches(self) -> int:
+        """Close every open watch (clients must resume from their last resourceVersion)."""
+        ws = list(self.watchers)
+        for w in ws:
+            self.stop_watch(w)
+        return len(ws)
+
+    def expire_history(self) -> None:
+        """Forget all history: any watch resuming from an existing version now gets 410."""
+        self.history.clear()
+        self.compacted_rv = self.rv
+
+
+def conflict(res: Resource, name: str) -> ApiError:
+    return ApiError(
+        409,
+        f'Operation cannot be fulfilled on {res.plural} "{name}": the object has been modified; '
+        "please apply your changes to the latest version and try again",
+        details={"name": name, "kind": res.plural},
+    )
+
+
+def _without_rv(obj: Obj) -> str:
+    o = dict(obj)
+    o["metadata"] = {k: v for k, v in obj.get("metadata", {}).items() if k != "resourceVersion"}
+    return json.dumps(o, sort_keys=True)
+
+
+def _selectors(label_selector: str, field_selector: str) -> tuple[LabelSelector, FieldSelector]:
+    try:
+        return parse_label_selector(label_selector or ""), parse_field_selector(
+            field_selector or ""
+        )
+    except SelectorError as e:
+        raise ApiError(400, str(e)) from None
+
+
+def _qos_class(spec: Obj) -> str:
+    containers = spec.get("containers") or []
+    any_set = False
+    guaranteed = bool(containers)
+    for c in containers:
+        r = c.get("resources") or {}
+        req, lim = r.get("requests") or {}, r.get("limits") or {}
+        if req or lim:
+            any_set = True
+        for k in ("cpu", "memory"):
+            if k not in lim or req.get(k, lim.get(k)) != lim.get(k):
+                guaranteed = False
+    if guaranteed:
+        return "Guaranteed"
+    return "Burstable" if any_set else "BestEffort"
+
+
+def _pod_causes(pod: Obj) -> list[tuple[str, str]]:
+    causes: list[tuple[str, str]] = []
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        return [("spec", "Required value")]
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        return [("spec.containers", "Required value")]
+    names = set()
+    for i, c in enumerate(containers):
+        path = f"spec.containers[{i}]"
+        if not isinstance(c, dict):
+            causes.append((path, "Invalid value: must be an object"))
+            continue
+        cname = c.get("name")
+        if not cname:
+            causes.append((f"{path}.name", "Required value"))
+        elif not _DNS1123_LABEL.match(str(cname)):
+            causes.append((f"{path}.name", f'Invalid value: "{cname}": must be a DNS-1123 label'))
+        elif cname in names:
+            causes.append((f"{path}.name", f'Duplicate value: "{cname}"'))
+        names.add(cname)
+        if not c.get("image"):
+            causes.append((f"{path}.image", "Required value"))
+        for kind in ("requests", "limits"):
+            for rname, q in ((c.get("resources") or {}).get(kind) or {}).items():
+                try:
+                    if parse_quantity(q) < 0:
+                        raise ValueError
+                except (ValueError, TypeError):
+                    causes.append(
+                        (
+                            f"{path}.resources.{kind}[{rname}]",
+                            f'Invalid value: "{q}": must be a quantity',
+                        )
+                    )
+                    continue
+                if rname == "nvidia.com/gpu" and parse_quantity(q) != int(parse_quantity(q)):
+                    causes.append(
+                        (
+                            f"{path}.resources.{kind}[{rname}]",
+                            f'Invalid value: "{q}": must be an integer',
+                        )
+                    )
+        lim = ((c.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu")
+        req = ((c.get("resources") or {}).get("requests") or {}).get("nvidia.com/gpu")
+        if req is not None and lim is None:
+            causes.append(
+                (
+                    f"{path}.resources.limits",
+                    "Required value: Limit must be set for non overcommitable resources",
+                )
+            )
+        elif req is not None and lim is not None and str(req) != str(lim):
+            causes.append(
+                (
+                    f"{path}.resources.requests",
+                    f'Invalid value: "{req}": must be equal to nvidia.com/gpu limit of {lim}',
+                )
+            )
+    return causes
+
+
+def _check_pod_update(res: Resource, old: Obj, new: Obj) -> None:
+    def strip(spec: Obj) -> Obj:
+        s = {k: v for k, v in (spec or {}).items() if k not in _POD_MUTABLE_SPEC}
+        s["containers"] = [
+            {k: v for k, v in c.items() if k != "image"} for c in s.get("containers") or []
+        ]
+        return s
+
+    if strip(old.get("spec", {})) != strip(new.get("spec", {})):
+        raise invalid(
+            res,
+            old["metadata"]["name"],
+            [
+                (
+                    "spec",
+                    "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
+                    "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing "
+                    "tolerations) or `spec.schedulingGates`",
+                )
+            ],
+        )
+    old_node = old.get("spec", {}).get("nodeName")
+    if old_node and new.get("spec", {}).get("nodeName") != old_node:
+        raise invalid(
+            res, old["metadata"]["name"], [("spec.nodeName", "Forbidden: field is immutable")]
+        )

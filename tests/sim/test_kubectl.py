@@ -1,0 +1,225 @@
+"""`gpupool sim` as a user runs it, driven by kubectl (issue 2's "done means")."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cluster.yaml"
+
+
+@pytest.fixture
+def sim(tmp_path):
+    """Run `gpupool sim` in a subprocess; yield a kubectl runner bound to its kubeconfig."""
+    kubeconfig = tmp_path / "kubeconfig"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jupyter_gpupool",
+            "sim",
+            "--cluster",
+            str(EXAMPLE),
+            "--port",
+            "0",
+            "--kubeconfig",
+            str(kubeconfig),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if line.startswith("ready "):
+            url = line.split()[1]
+            break
+        if not line and proc.poll() is not None:
+            break
+    assert url, f"gpupool sim did not become ready: {proc.stderr.read()}"
+
+    def kubectl(*args, check=True):
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+        result = subprocess.run(
+            ["kubectl", *args], capture_output=True, text=True, env=env, timeout=60
+        )
+        if check:
+            assert result.returncode == 0, result.stderr
+        return result
+
+    kubectl.url = url
+    kubectl.proc = proc
+    kubectl.tmp = tmp_path
+    yield kubectl
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+
+
+def wait_until(fn, timeout=10):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out")
+        time.sleep(0.1)
+
+
+def test_sim_writes_a_kubeconfig_and_kubectl_lists_8_nodes(sim):
+    out = sim("get", "nodes", "-L", "runwhere.ai/pool").stdout.splitlines()
+    assert out[0].split() == ["NAME", "STATUS", "ROLES", "AGE", "VERSION", "POOL"]
+    rows = {line.split()[0]: line.split() for line in out[1:]}
+    assert len(rows) == 8
+    assert rows["gpu-node-1"][1] == "Ready" and rows["gpu-node-1"][-1] == "training-pool"
+    assert len(rows["node-6"]) == 5  # no pool label
+    assert sim("version", "-o", "json").returncode == 0
+
+
+def test_gpu_pods_run_in_their_pool_or_stay_pending_with_a_reason(sim):
+    for name, gpus in (("two", 2), ("sixteen", 16)):
+        manifest = sim.tmp / f"{name}.yaml"
+        manifest.write_text(
+            textwrap.dedent(
+                f"""\
+                apiVersion: v1
+                kind: Pod
+                metadata: {{name: {name}}}
+                spec:
+                  nodeSelector: {{runwhere.ai/pool: training-pool}}
+                  containers:
+                  - name: main
+                    image: busybox
+                    resources: {{limits: {{nvidia.com/gpu: {gpus}}}}}
+                """
+            )
+        )
+        sim("create", "-f", str(manifest))
+    two = wait_until(
+        lambda: (
+            (p := json.loads(sim("get", "pod", "two", "-o", "json").stdout))["status"]["phase"]
+            == "Running"
+            and p
+        )
+    )
+    assert two["spec"]["nodeName"] in ("gpu-node-1", "gpu-node-2")
+    status = sim("get", "pod", "sixteen", "-o", "jsonpath={.status.phase}").stdout
+    assert status == "Pending"
+    described = sim("describe", "pod", "sixteen").stdout
+    assert "FailedScheduling" in described
+    assert (
+        "0/8 nodes are available: 2 Insufficient nvidia.com/gpu, "
+        "6 node(s) didn't match Pod's node affinity/selector." in described
+    )
+    events = sim("get", "events", "--field-selector", "reason=FailedScheduling").stdout
+    assert "pod/sixteen" in events
+
+
+def test_kubectl_label_moves_a_node_between_pools(sim):
+    assert (
+        sim("label", "node", "node-6", "runwhere.ai/pool=training-pool").stdout.strip()
+        == "node/node-6 labeled"
+    )
+    refused = sim("label", "node", "node-6", "runwhere.ai/pool=inference-pool", check=False)
+    assert refused.returncode != 0 and "--overwrite is false" in refused.stderr
+    sim("label", "node", "node-6", "runwhere.ai/pool=inference-pool", "--overwrite")
+    pools = sim(
+        "get", "nodes", "-l", "runwhere.ai/pool=inference-pool", "-o", "name"
+    ).stdout.split()
+    assert pools == ["node/gpu-node-3", "node/gpu-node-4", "node/node-6"]
+    sim("label", "node", "node-6", "runwhere.ai/pool-")
+    assert (
+        sim("get", "node", "node-6", "-o", "jsonpath={.metadata.labels.runwhere\\.ai/pool}").stdout
+        == ""
+    )
+
+
+def test_kubectl_run_describe_cordon_delete(sim):
+    sim("run", "tmp", "--image=busybox", "--restart=Never", "--", "sleep", "1")
+    wait_until(lambda: "Running" in sim("get", "pod", "tmp").stdout)
+    assert "Successfully assigned default/tmp to" in sim("describe", "pod", "tmp").stdout
+    sim("cordon", "gpu-node-5")
+    assert "SchedulingDisabled" in sim("get", "node", "gpu-node-5").stdout
+    node = sim("describe", "node", "gpu-node-5").stdout
+    assert "Unschedulable:      true" in node and "nvidia.com/gpu:  4" in node
+    sim("uncordon", "gpu-node-5")
+    sim("delete", "pod", "tmp")
+    assert "tmp" not in sim("get", "pods").stdout
+
+
+def test_sim_exits_0_on_sigterm_and_sigint(sim):
+    sim.proc.send_signal(signal.SIGINT)
+    assert sim.proc.wait(timeout=10) == 0
+
+
+def test_bad_cluster_file_exits_1_naming_line_and_field(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("nodes:\n  - name: a\n    gpu: {cont: 4}\n")
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jupyter_gpupool",
+            "sim",
+            "--cluster",
+            str(bad),
+            "--kubeconfig",
+            str(tmp_path / "kc"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert f"{bad}:3: nodes[0].gpu.cont: unknown key 'cont'; did you mean 'count'?" in result.stderr
+
+
+def control(sim, method, path, body=None):
+    import urllib.request
+
+    req = urllib.request.Request(
+        f"{sim.url}/sim/v1/{path}",
+        method=method,
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read() or b"null")
+
+
+def test_control_endpoints_change_the_running_cluster(sim):
+    control(
+        sim,
+        "POST",
+        "nodes",
+        {
+            "name": "gpu-node-7",
+            "labels": {"runwhere.ai/pool": "dev-pool"},
+            "gpu": {"count": 2, "type": "L4-24G"},
+        },
+    )
+    assert (
+        "gpu-node-7" in sim("get", "nodes", "-l", "runwhere.ai/pool=dev-pool", "-o", "name").stdout
+    )
+    control(sim, "PUT", "nodes/gpu-node-7/cordon", {"unschedulable": True})
+    control(sim, "PUT", "nodes/gpu-node-7/conditions", {"Ready": False})
+    assert "NotReady,SchedulingDisabled" in sim("get", "node", "gpu-node-7").stdout
+    control(sim, "DELETE", "nodes/gpu-node-7")
+    assert "gpu-node-7" not in sim("get", "nodes").stdout
+    control(sim, "PUT", "faults", {"error_rate": 1.0, "paths": ["/namespaces"]})
+    failed = sim("get", "namespaces", check=False)
+    assert failed.returncode != 0 and "injected fault" in failed.stderr
+    control(sim, "PUT", "faults", {"error_rate": 0})
+    assert "kube-system" in sim("get", "namespaces").stdout

@@ -1,0 +1,174 @@
+"""The kubelet in process mode: pods run as local processes on their own loopback address."""
+
+import asyncio
+import sys
+
+import pytest
+import tornado.httpclient
+
+from jupyter_gpupool.sim import SimCluster, parse_cluster
+
+CLUSTER = "nodes:\n  - {name: n1, gpu: {count: 4}}\n"
+
+
+def server_pod(name, port=8000, env=None):
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "containers": [
+                {
+                    "name": "server",
+                    "image": "python",
+                    "command": [sys.executable, "-m", "http.server"],
+                    "args": ["--bind", "0.0.0.0", str(port)],
+                    "env": env or [],
+                }
+            ]
+        },
+    }
+
+
+@pytest.fixture
+async def cluster():
+    async with SimCluster(parse_cluster(CLUSTER), run_processes=True) as c:
+        yield c
+
+
+def running(cluster, name):
+    pod = cluster.pod("default", name)
+    return pod if pod and pod["status"]["phase"] == "Running" else None
+
+
+async def fetch(url, attempts=50):
+    http = tornado.httpclient.AsyncHTTPClient()
+    for _ in range(attempts):
+        try:
+            return await http.fetch(url, request_timeout=2)
+        except (ConnectionError, OSError, tornado.httpclient.HTTPClientError):
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"{url} never answered")
+
+
+async def test_two_servers_on_the_same_port_run_side_by_side(cluster):
+    cluster.store.create("pods", "default", server_pod("a"))
+    cluster.store.create("pods", "default", server_pod("b"))
+    a = await cluster.wait_for(lambda: running(cluster, "a"))
+    b = await cluster.wait_for(lambda: running(cluster, "b"))
+    assert a["status"]["podIP"] != b["status"]["podIP"]
+    assert a["status"]["podIP"].startswith("127.")
+    for pod in (a, b):
+        resp = await fetch(f"http://{pod['status']['podIP']}:8000/")
+        assert resp.code == 200
+    cluster.store.delete("pods", "default", "a", grace_period=5)
+    await cluster.wait_for(lambda: cluster.pod("default", "a") is None)
+
+
+async def test_env_comes_from_values_fields_and_secrets_and_exit_code_is_the_phase(cluster):
+    cluster.store.create(
+        "secrets", "default", {"metadata": {"name": "s"}, "stringData": {"token": "t0k"}}
+    )
+    script = "import os,sys; print(os.environ['A'], os.environ['TOKEN'], os.environ['NAME'], os.environ['IP']); sys.exit(int(os.environ['CODE']))"
+    for name, code in (("ok", "0"), ("bad", "3")):
+        cluster.store.create(
+            "pods",
+            "default",
+            {
+                "metadata": {"name": name},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "python",
+                            "command": [sys.executable, "-c", script],
+                            "env": [
+                                {"name": "A", "value": "hello"},
+                                {"name": "CODE", "value": code},
+                                {
+                                    "name": "TOKEN",
+                                    "valueFrom": {"secretKeyRef": {"name": "s", "key": "token"}},
+                                },
+                                {
+                                    "name": "NAME",
+                                    "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
+                                },
+                                {
+                                    "name": "IP",
+                                    "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}},
+                                },
+                            ],
+                        }
+                    ],
+                },
+            },
+        )
+    ok = await cluster.wait_for(
+        lambda: (p := cluster.pod("default", "ok")) and p["status"]["phase"] == "Succeeded" and p
+    )
+    bad = await cluster.wait_for(
+        lambda: (p := cluster.pod("default", "bad")) and p["status"]["phase"] == "Failed" and p
+    )
+    assert bad["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
+    log = cluster.kubelet.read_log(ok)
+    assert log.split() == ["hello", "t0k", "ok", ok["status"]["podIP"]]
+
+
+async def test_a_finished_pod_frees_its_gpus(cluster):
+    pod = {
+        "metadata": {"name": "job"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "python",
+                    "command": [sys.executable, "-c", "pass"],
+                    "resources": {"limits": {"nvidia.com/gpu": "4"}},
+                }
+            ]
+        },
+    }
+    cluster.store.create("pods", "default", pod)
+    waiting = server_pod("waiting")
+    waiting["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "4"}}
+    await cluster.wait_for(lambda: cluster.pod("default", "job")["status"]["phase"] == "Succeeded")
+    cluster.store.create("pods", "default", waiting)
+    await cluster.wait_for(lambda: running(cluster, "waiting"))
+
+
+async def test_log_is_served_by_the_api(cluster):
+    cluster.store.create(
+        "pods",
+        "default",
+        {
+            "metadata": {"name": "echo"},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "python",
+                        "command": [sys.executable, "-c", "print('from the pod')"],
+                    }
+                ]
+            },
+        },
+    )
+    await cluster.wait_for(lambda: cluster.pod("default", "echo")["status"]["phase"] == "Succeeded")
+    resp = await fetch(f"{cluster.url}/api/v1/namespaces/default/pods/echo/log")
+    assert resp.body.decode().strip() == "from the pod"
+
+
+async def test_pod_without_command_fails_with_a_reason(cluster):
+    cluster.store.create(
+        "pods",
+        "default",
+        {
+            "metadata": {"name": "nocmd"},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+        },
+    )
+    pod = await cluster.wait_for(
+        lambda: (p := cluster.pod("default", "nocmd")) and p["status"]["phase"] == "Failed" and p
+    )
+    assert (
+        "has no command" in pod["status"]["containerStatuses"][0]["state"]["terminated"]["reason"]
+    )
