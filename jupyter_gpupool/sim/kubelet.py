@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .store import RESOURCES, ApiError, Store, WatchEvent, now_iso
+from .store import RESOURCES, Store, WatchEvent, now_iso
 
 log = logging.getLogger(__name__)
 
@@ -345,28 +345,9 @@ class Kubelet:
                         env[name] = _decode(plural, data[ref["key"]])
         return env
 
-    def _event(self, pod: Mapping[str, Any], etype: str, reason: str, message: str) -> None:
-        md = pod["metadata"]
-        with contextlib.suppress(ApiError):
-            self.store.create(
-                "events",
-                md["namespace"],
-                {
-                    "metadata": {"generateName": f"{md['name']}."},
-                    "involvedObject": {
-                        "kind": "Pod",
-                        "namespace": md["namespace"],
-                        "name": md["name"],
-                        "uid": md["uid"],
-                        "apiVersion": "v1",
-                    },
-                    "reason": reason,
-                    "message": message,
-                    "type": etype,
-                    "source": {"component": "kubelet", "host": pod["spec"].get("nodeName", "")},
-                    "reportingComponent": "kubelet",
-                },
-            )
+    def _event(self, pod: dict[str, Any], etype: str, reason: str, message: str) -> None:
+        host = pod["spec"].get("nodeName", "")
+        self.store.record_pod_event(pod, etype, reason, message, "kubelet", host)
 
 
 def _containers(pod: Mapping[str, Any]) -> list[dict[str, Any]]:

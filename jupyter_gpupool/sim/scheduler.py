@@ -329,29 +329,5 @@ class Scheduler:
         self.store.write_internal(RESOURCES["pods"], (md["namespace"], md["name"]), pod, new)
         self._event(new, "Warning", "FailedScheduling", message)
 
-    def _event(self, pod: Mapping[str, Any], etype: str, reason: str, message: str) -> None:
-        md = pod["metadata"]
-        ts = now_iso(self.store.clock())
-        self.store.create(
-            "events",
-            md["namespace"],
-            {
-                "metadata": {"generateName": f"{md['name']}."},
-                "involvedObject": {
-                    "kind": "Pod",
-                    "namespace": md["namespace"],
-                    "name": md["name"],
-                    "uid": md["uid"],
-                    "apiVersion": "v1",
-                    "resourceVersion": md["resourceVersion"],
-                },
-                "reason": reason,
-                "message": message,
-                "type": etype,
-                "source": {"component": "default-scheduler"},
-                "reportingComponent": "default-scheduler",
-                "firstTimestamp": ts,
-                "lastTimestamp": ts,
-                "count": 1,
-            },
-        )
+    def _event(self, pod: dict[str, Any], etype: str, reason: str, message: str) -> None:
+        self.store.record_pod_event(pod, etype, reason, message, "default-scheduler")

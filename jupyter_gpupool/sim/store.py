@@ -620,6 +620,42 @@ class Store:
         ):
             self._remove(res, key)
 
+    def record_pod_event(
+        self,
+        pod: Obj,
+        etype: str,
+        reason: str,
+        message: str,
+        component: str,
+        host: str | None = None,
+    ) -> Obj | None:
+        """Create a core/v1 Event about ``pod``, as a cluster component reports one."""
+        md = pod["metadata"]
+        source = {"component": component, **({"host": host} if host else {})}
+        try:
+            return self.create(
+                "events",
+                md["namespace"],
+                {
+                    "metadata": {"generateName": f"{md['name']}."},
+                    "involvedObject": {
+                        "kind": "Pod",
+                        "namespace": md["namespace"],
+                        "name": md["name"],
+                        "uid": md["uid"],
+                        "apiVersion": "v1",
+                        "resourceVersion": md.get("resourceVersion", ""),
+                    },
+                    "reason": reason,
+                    "message": message,
+                    "type": etype,
+                    "source": source,
+                    "reportingComponent": component,
+                },
+            )
+        except ApiError:  # e.g. the namespace is being deleted
+            return None
+
     def finish_pod_deletion(self, namespace: str, name: str) -> None:
         """The kubelet has stopped the pod's containers: the object goes away."""
         res = RESOURCES["pods"]
