@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 # Modules under jupyter_gpupool.commands, in the order their verbs appear in --help.
-COMMAND_MODULES = ["sim", "validate"]
+COMMAND_MODULES = ["demo", "sim", "validate"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -285,13 +285,15 @@ class Kubelet:
         if not argv:
             raise ValueError(f"container {c['name']!r} has no command: the simulator has no images")
         argv = [a.replace("0.0.0.0", ip) for a in argv]
-        env = {k: v for k, v in os.environ.items() if not k.startswith(_DROP_ENV_PREFIXES)}
-        env.update({k: v.replace("0.0.0.0", ip) for k, v in self.pod_env(pod, c, ip).items()})
         poddir = self._workdir / pod["metadata"]["uid"]
         poddir.mkdir(parents=True, exist_ok=True)
         cwd = poddir / "home"
         cwd.mkdir(exist_ok=True)
-        env.setdefault("HOME", str(cwd))
+        # The host's environment stands in for the image's (PATH, locale …), but each pod has a
+        # home of its own, as a container would, so servers don't share runtime files.
+        env = {k: v for k, v in os.environ.items() if not k.startswith(_DROP_ENV_PREFIXES)}
+        env["HOME"] = str(cwd)
+        env.update({k: v.replace("0.0.0.0", ip) for k, v in self.pod_env(pod, c, ip).items()})
         # A local file opened once per pod start; handed to the child as its stdout.
         logf = open(self.log_path(pod), "ab")  # noqa: SIM115, ASYNC230
         try:

@@ -1,0 +1,109 @@
+"""JupyterHub configuration for ``gpupool demo``.
+
+``gpupool demo`` starts JupyterHub with this file and passes everything that varies through
+``GPUPOOL_DEMO_*`` environment variables, so the file also reads as an example of wiring the
+gpupool service, its scopes and roles into a hub. For a real cluster, start from
+``examples/jupyterhub_config.py`` instead.
+"""
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+c = get_config()  # type: ignore[name-defined]  # noqa: F821 - provided by JupyterHub
+
+env = os.environ
+state = Path(env["GPUPOOL_DEMO_STATE_DIR"])
+bindir = Path(sys.executable).parent
+
+# --- the hub, on 127.0.0.1 only ------------------------------------------------------------
+c.JupyterHub.ip = "127.0.0.1"
+c.JupyterHub.port = int(env["GPUPOOL_DEMO_PORT"])
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.hub_port = int(env["GPUPOOL_DEMO_HUB_PORT"])
+c.JupyterHub.db_url = f"sqlite:///{state / 'jupyterhub.sqlite'}"
+c.JupyterHub.cookie_secret_file = str(state / "jupyterhub_cookie_secret")
+c.JupyterHub.log_level = env.get("GPUPOOL_DEMO_LOG_LEVEL", "INFO")
+
+# The Python port of configurable-http-proxy, so that pip alone installs the demo.
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{env['GPUPOOL_DEMO_PROXY_API_PORT']}"
+c.ConfigurableHTTPProxy.command = [
+    shutil.which("configurable-http-proxy", path=str(bindir)) or "configurable-http-proxy"
+]
+c.ConfigurableHTTPProxy.pid_file = str(state / "jupyterhub-proxy.pid")
+
+# --- users: anyone may log in with any password; `admin` is an admin -------------------------
+c.JupyterHub.authenticator_class = "dummy"
+c.Authenticator.allow_all = True
+c.Authenticator.admin_users = {"admin"}
+c.JupyterHub.load_groups = {
+    "ml-research": {"users": ["alice", "bob"]},
+    "ml-ops": {"users": ["carol"]},
+}
+
+# --- single-user servers: pods on the simulated cluster, run as local processes -------------
+c.JupyterHub.spawner_class = env.get("GPUPOOL_DEMO_SPAWNER", "kubespawner.KubeSpawner")
+c.KubeSpawner.namespace = "default"
+c.KubeSpawner.image = "jupyter-gpupool/demo-notebook"  # not pulled: the kubelet runs processes
+c.KubeSpawner.cmd = [str(bindir / "jupyterhub-singleuser")]
+if os.geteuid() == 0:
+    # jupyter-server refuses to run as root without it, and the hub would answer with a bare 500
+    c.KubeSpawner.args = ["--allow-root"]
+c.KubeSpawner.start_timeout = 120
+c.KubeSpawner.http_timeout = 60
+c.Spawner.default_url = "/lab"
+
+# --- the gpupool service and its scopes -------------------------------------------------------
+c.JupyterHub.custom_scopes = {
+    "custom:gpupool:use": {
+        "description": "Use GPU pools: see pools and your own servers, quota and admissions.",
+    },
+    "custom:gpupool:admin": {
+        "description": "Administer GPU pools: pools, nodes, quotas and everyone's servers.",
+    },
+}
+service_cmd = env.get("GPUPOOL_DEMO_SERVICE_COMMAND")
+services: list[dict[str, object]] = [
+    # A token for scripts and the CLI: `gpupool --token-file STATE/admin-token ...`
+    {"name": "demo-admin", "api_token": (state / "admin-token").read_text().strip()},
+]
+if service_cmd:
+    services.append(
+        {
+            "name": "gpupool",
+            "url": f"http://127.0.0.1:{env['GPUPOOL_DEMO_SERVICE_PORT']}",
+            "command": service_cmd.split("\0"),
+            "oauth_no_confirm": True,
+            "display": True,
+        }
+    )
+c.JupyterHub.services = services
+c.JupyterHub.load_roles = [
+    {
+        # every user may use pools and open the service's pages
+        "name": "user",
+        "scopes": ["self", "custom:gpupool:use", "access:services!service=gpupool"],
+    },
+    {
+        "name": "gpupool-admins",
+        "users": ["admin"],
+        "services": ["demo-admin"],
+        "scopes": [
+            "admin:users",
+            "admin:servers",
+            "admin:groups",
+            "custom:gpupool:admin",
+            "access:services",
+            "access:servers",
+            "list:users",
+            "read:users",
+        ],
+    },
+    {
+        # what the service itself needs: look up users' groups, stop servers it reclaims
+        "name": "gpupool-service",
+        "services": ["gpupool"] if service_cmd else [],
+        "scopes": ["list:users", "read:users", "read:groups", "admin:servers"],
+    },
+]

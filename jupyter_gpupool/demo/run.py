@@ -1,0 +1,207 @@
+"""Start and stop the demo: simulated cluster (in this process), JupyterHub (a child process,
+which in turn runs the proxy and the gpupool service as a managed service)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tornado.httpclient
+
+from ..sim import SimCluster
+from ..sim.pytest_plugin import example_cluster_spec
+from ..sim.spec import load_cluster_file
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass
+class DemoOptions:
+    port: int = 8000
+    state_dir: Path = Path("gpupool-demo")
+    cluster_file: Path | None = None
+    pools_dir: Path | None = None
+    log_level: str = "INFO"
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def read_or_create_token(path: Path) -> str:
+    if path.exists():
+        token = path.read_text().strip()
+        if token:
+            return token
+    token = secrets.token_hex(32)
+    path.write_text(token + "\n")
+    path.chmod(0o600)
+    return token
+
+
+def default_pools_dir() -> Path | None:
+    """``examples/pools`` from the source tree, else the copy shipped in the package."""
+    for candidate in (HERE.parents[1] / "examples" / "pools", HERE / "pools"):
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def service_command(opts: DemoOptions, port: int, kubeconfig: str) -> list[str] | None:
+    """The gpupool service's command line, once the service module exists."""
+    try:
+        import jupyter_gpupool.service  # noqa: F401
+    except ImportError:
+        return None
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyter_gpupool.service",
+        f"--port={port}",
+        f"--kubeconfig={kubeconfig}",
+    ]
+    pools = opts.pools_dir or default_pools_dir()
+    if pools is not None:
+        cmd.append(f"--pools={pools}")
+    return cmd
+
+
+class Demo:
+    def __init__(self, opts: DemoOptions):
+        self.opts = opts
+        self.state = opts.state_dir.resolve()
+        self.cluster: SimCluster | None = None
+        self.hub: subprocess.Popen[bytes] | None = None
+        self.url = f"http://127.0.0.1:{opts.port}"
+        self.admin_token = ""
+
+    async def start(self) -> None:
+        self.state.mkdir(parents=True, exist_ok=True)
+        spec = (
+            load_cluster_file(self.opts.cluster_file)
+            if self.opts.cluster_file
+            else example_cluster_spec()
+        )
+        self.admin_token = read_or_create_token(self.state / "admin-token")
+        self.cluster = SimCluster(spec, kubeconfig=self.state / "kubeconfig", run_processes=True)
+        await self.cluster.start()
+        service_port = free_port()
+        env = {
+            **os.environ,
+            **self.opts.extra_env,
+            "KUBECONFIG": self.cluster.kubeconfig,
+            "GPUPOOL_DEMO_STATE_DIR": str(self.state),
+            "GPUPOOL_DEMO_PORT": str(self.opts.port),
+            "GPUPOOL_DEMO_HUB_PORT": str(free_port()),
+            "GPUPOOL_DEMO_PROXY_API_PORT": str(free_port()),
+            "GPUPOOL_DEMO_SERVICE_PORT": str(service_port),
+            "GPUPOOL_DEMO_LOG_LEVEL": self.opts.log_level,
+        }
+        cmd = service_command(self.opts, service_port, self.cluster.kubeconfig)
+        if cmd:
+            env["GPUPOOL_DEMO_SERVICE_COMMAND"] = "\0".join(cmd)
+        self.hub = self._spawn_hub(env)
+        await self.wait_ready(with_service=bool(cmd))
+
+    def _spawn_hub(self, env: dict[str, str]) -> subprocess.Popen[bytes]:
+        with open(self.state / "jupyterhub.log", "ab") as log:
+            return subprocess.Popen(
+                [sys.executable, "-m", "jupyterhub", "-f", str(HERE / "jupyterhub_config.py")],
+                cwd=self.state,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # its own process group, so nothing is left behind
+            )
+
+    async def wait_ready(self, with_service: bool, timeout: float = 120) -> None:
+        http = tornado.httpclient.AsyncHTTPClient()
+        deadline = time.monotonic() + timeout
+        urls = [f"{self.url}/hub/api/"]
+        if with_service:
+            urls.append(f"{self.url}/services/gpupool/api/v1/pools")
+        headers = {"Authorization": f"token {self.admin_token}"}
+        for url in urls:
+            while True:
+                if self.hub is not None and self.hub.poll() is not None:
+                    raise RuntimeError(
+                        f"JupyterHub exited with {self.hub.returncode}; "
+                        f"see {self.state / 'jupyterhub.log'}"
+                    )
+                try:
+                    resp = await http.fetch(
+                        url, headers=headers, request_timeout=5, raise_error=False
+                    )
+                    if resp.code == 200:
+                        break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{url} did not answer within {timeout:.0f}s")
+                await asyncio.sleep(0.25)
+
+    async def stop(self) -> None:
+        hub = self.hub
+        if hub is not None and hub.poll() is None:
+            # JupyterHub stops the single-user servers, the proxy and its services on SIGTERM.
+            hub.send_signal(signal.SIGTERM)
+            for _ in range(300):
+                if hub.poll() is not None:
+                    break
+                await asyncio.sleep(0.1)
+        if hub is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(hub.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                hub.wait(timeout=5)
+        self.hub = None
+        if self.cluster is not None:
+            await self.cluster.stop()  # the kubelet stops any pod process still running
+            self.cluster = None
+
+
+async def run_demo(opts: DemoOptions) -> int:
+    demo = Demo(opts)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await demo.start()
+    except BaseException as e:
+        await demo.stop()
+        if isinstance(e, RuntimeError):
+            print(f"gpupool demo: {e}", file=sys.stderr)
+            return 1
+        raise
+    print(
+        f"JupyterHub: {demo.url}  (log in as alice, bob, carol, dave or admin; any password)\n"
+        f"state:      {demo.state} (hub log: jupyterhub.log; API token for scripts: admin-token)\n"
+        f"kubeconfig: {demo.cluster.kubeconfig if demo.cluster else ''}",
+        flush=True,
+    )
+    print(f"ready {demo.url}", flush=True)
+    hub = demo.hub
+    try:
+        while not stop.is_set():
+            if hub is not None and hub.poll() is not None:
+                print(f"gpupool demo: JupyterHub exited with {hub.returncode}", file=sys.stderr)
+                return 1
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), 1)
+    finally:
+        await demo.stop()
+    return 0
