@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..quantities import parse_quantity
 from .patch import PatchError, apply_patch
-from .quantity import parse_quantity
 from .resources import RESOURCES, Resource
 from .selectors import (
     FieldSelector,

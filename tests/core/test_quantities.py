@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jupyter_gpupool.sim.quantity import cpu_millis, format_memory, memory_bytes, parse_quantity
+from jupyter_gpupool.quantities import cpu_millis, format_bytes, memory_bytes, parse_quantity
 
 
 @pytest.mark.parametrize(
@@ -159,8 +159,8 @@ def test_memory_bytes(value: str | int, nbytes: int) -> None:
         ("64Gi", "64Gi"),
     ],
 )
-def test_format_memory(value: int | str, text: str) -> None:
-    assert format_memory(value) == text
+def test_format_bytes(value: int | str, text: str) -> None:
+    assert format_bytes(value) == text
 
 
 @given(st.integers(min_value=0, max_value=2**62), st.sampled_from(["", "Ki", "Mi", "Gi", "Ti"]))
@@ -170,8 +170,8 @@ def test_binary_suffixes_are_powers_of_two(n: int, suffix: str) -> None:
 
 
 @given(st.integers(min_value=1, max_value=2**50))
-def test_exact_format_memory_parses_back(n: int) -> None:
-    text = format_memory(n)
+def test_exact_format_bytes_parses_back(n: int) -> None:
+    text = format_bytes(n)
     if "." not in text:
         assert memory_bytes(text) == n
 

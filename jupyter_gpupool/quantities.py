@@ -104,8 +104,8 @@ def memory_bytes(value: str | int | float | Decimal) -> int:
 _UNITS = (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10))
 
 
-def format_memory(value: int | str | float | Decimal) -> str:
-    """A short human form of a byte count for messages and tables.
+def format_bytes(value: int | str | float | Decimal) -> str:
+    """A short human form of a byte count for messages and tables (may round: not for manifests).
 
     Exact multiples use the largest binary suffix that keeps an integer (``512Gi``, ``1536Mi``,
     ``0``); other values of at least 1Ki get one decimal in the largest suffix not exceeding
@@ -127,3 +127,20 @@ def format_memory(value: int | str | float | Decimal) -> str:
         if round(scaled, 1) < 1024 or unit == "Ei":
             return f"{sign}{scaled:.1f}{unit}"
     raise AssertionError("unreachable")
+
+
+def format_cpu(cores: Decimal) -> str:
+    """Whole cores as ``"8"``, fractions as millicores ``"1500m"``."""
+    if cores == cores.to_integral_value():
+        return str(int(cores))
+    return f"{int((cores * 1000).to_integral_value())}m"
+
+
+def format_memory(amount: Decimal) -> str:
+    """The largest binary unit that divides the amount exactly: ``"32Gi"``, ``"1536Mi"``."""
+    amount = amount.to_integral_value()
+    for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+        unit = Decimal(2 ** dict(_UNITS)[suffix])
+        if amount >= unit and amount % unit == 0:
+            return f"{int(amount // unit)}{suffix}"
+    return str(int(amount))

@@ -1,0 +1,412 @@
+"""Benchmark of the usage index and admission on a large synthetic cluster.
+
+Builds a cluster (default: 5,000 nodes x 8 GPUs in 50 pools, 100,000 pods, 2,000 users in 200
+groups), feeds it to the :class:`~jupyter_gpupool.usage.UsageIndex` as watch events (each pod is
+created pending, then bound and running; one in ten then finishes or is deleted), then runs
+admissions the way the service does (decide, then reserve; pods of admitted requests appear and
+reservations expire as time passes). Prints one JSON line:
+
+- ``events_per_s``: watch events applied per second;
+- ``admissions_per_s``, ``admission_p50_ms``, ``admission_p99_ms``: decide + reserve;
+- ``rss_mb``: resident memory after feeding and admitting (the index's working set);
+- ``baseline_ratio``: time of a naive admission that recomputes usage from the full pod list
+  (what gpuctl does per call), divided by ours, measured in the same run.
+
+Only the applying and the deciding are timed, not building the synthetic objects. Run::
+
+    python benchmarks/bench_admission.py            # full size
+    python benchmarks/bench_admission.py --nodes 50 --pools 5 --pods 500 --users 40 --groups 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import resource
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from jupyter_gpupool import labels as L
+from jupyter_gpupool.admission import AdmissionRequest, AdmissionState, decide
+from jupyter_gpupool.poolfile import load_string
+from jupyter_gpupool.pools import Registry
+from jupyter_gpupool.reservations import Reservations
+from jupyter_gpupool.usage import UsageIndex, pod_gpus
+
+GPU_TYPES = ("A100-80G", "H100-80G", "L40S-48G", "A10-24G")
+CREATED = "2025-01-01T00:00:00Z"
+
+
+def rss_mb() -> float:
+    """Current resident set size (Linux), else the peak."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class Synthetic:
+    """The synthetic cluster: registry, node objects, and pods generated in batches."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.rng = random.Random(args.seed)
+        self.pools = [f"pool-{i:02d}" for i in range(args.pools)]
+        self.groups = [f"group-{i:03d}" for i in range(args.groups)]
+        self.users = [f"user{i:04d}@example.org" for i in range(args.users)]
+        self.memberships: dict[str, tuple[str, ...]] = {}
+        for i, u in enumerate(self.users):
+            gs = [self.groups[i % args.groups]]
+            if i % 3 == 0:
+                gs.append(self.groups[(i * 7 + 1) % args.groups])
+            self.memberships[u] = tuple(dict.fromkeys(gs))
+        self.node_pool: dict[str, str] = {}
+        self.pool_nodes: dict[str, list[str]] = defaultdict(list)
+        for i in range(args.nodes):
+            name = f"node-{i:05d}"
+            pool = self.pools[i % args.pools]
+            self.node_pool[name] = pool
+            self.pool_nodes[pool].append(name)
+        self.free = dict.fromkeys(self.node_pool, args.gpus_per_node)
+        self.alive: dict[str, tuple[Any, ...]] = {}  # final state, for the baseline
+
+    def registry(self) -> Registry:
+        docs: list[dict[str, Any]] = []
+        rng = random.Random(self.args.seed + 1)
+        per_pool = max(1, len(self.groups) * 10 // max(1, len(self.pools)))
+        for i, pool in enumerate(self.pools):
+            quota_groups = rng.sample(self.groups, min(per_pool, len(self.groups)))
+            docs.append(
+                {
+                    "kind": "pool",
+                    "version": "v0.1",
+                    "pool": {"name": pool},
+                    "quota": {
+                        "borrowing": i % 4 != 0,
+                        "user-default": {"guaranteed": 0, "limit": 16},
+                        "groups": {
+                            g: {"guaranteed": rng.choice([8, 16, 24]), "limit": 64}
+                            for g in quota_groups
+                        },
+                    },
+                    "defaults": {"cpu-per-gpu": 8, "memory-per-gpu": "32Gi", "cpu": 1},
+                    "limits": {"max-gpus": 8},
+                    "template": {
+                        "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+                        "env": [{"name": "POOL", "value": pool}],
+                    },
+                }
+            )
+        docs.append(
+            {
+                "kind": "quota",
+                "quota": {"name": "bench"},
+                "namespace": {g: {"gpu": 400} for g in self.groups[:20]},
+                "default": {"gpu": 32},
+                "default-pools": {
+                    "groups": {
+                        g: rng.sample(self.pools, min(3, len(self.pools))) for g in self.groups
+                    }
+                },
+            }
+        )
+        return load_string("\n---\n".join(json.dumps(d) for d in docs), "<bench>")
+
+    def node_objects(self) -> list[dict[str, Any]]:
+        out = []
+        for i, (name, pool) in enumerate(self.node_pool.items()):
+            labels = {
+                L.HOSTNAME_LABEL: name,
+                L.POOL_LABEL: pool,
+                L.GPU_TYPE_LABEL: GPU_TYPES[(i // len(self.pools)) % 2 + (i % 2) * 2],
+            }
+            spec: dict[str, Any] = {}
+            if i % 5 == 0:
+                spec["taints"] = [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]
+            out.append(
+                {
+                    "metadata": {"name": name, "labels": labels, "resourceVersion": str(i)},
+                    "spec": spec,
+                    "status": {
+                        "allocatable": {
+                            "cpu": "96",
+                            "memory": "1024Gi",
+                            L.GPU_RESOURCE: str(self.args.gpus_per_node),
+                        },
+                        "conditions": [
+                            {"type": "Ready", "status": "False" if i % 97 == 0 else "True"},
+                            {"type": "MemoryPressure", "status": "False"},
+                            {"type": "DiskPressure", "status": "False"},
+                        ],
+                    },
+                }
+            )
+        return out
+
+    def pod_object(
+        self, key: int, gpus: int, node: str | None, user: str | None, charged: str | None
+    ) -> dict[str, Any]:
+        container: dict[str, Any] = {"name": "main", "image": "quay.io/jupyter/base-notebook"}
+        if gpus:
+            container["resources"] = {
+                "limits": {L.GPU_RESOURCE: str(gpus)},
+                "requests": {"cpu": "1", "memory": "4Gi", L.GPU_RESOURCE: str(gpus)},
+            }
+        labels: dict[str, str] = {"app": "jupyterhub", "component": "singleuser-server"}
+        annotations: dict[str, str] = {}
+        if user is not None and charged is not None:
+            labels[L.POD_USER] = L.safe_label_value(user)
+            labels[L.POD_OVER_QUOTA] = "false"
+            labels[L.POD_POOL] = self.node_pool[node] if node else ""
+            annotations[L.POD_USER] = user
+            annotations[L.POD_CHARGED] = charged
+        spec: dict[str, Any] = {"containers": [container]}
+        if node is not None:
+            spec["nodeName"] = node
+        return {
+            "metadata": {
+                "name": f"pod-{key:06d}",
+                "namespace": "jhub" if user else "batch",
+                "uid": f"uid-{key}",
+                "labels": labels,
+                "annotations": annotations,
+                "creationTimestamp": CREATED,
+                "resourceVersion": str(key),
+            },
+            "spec": spec,
+            "status": {"phase": "Running" if node else "Pending"},
+        }
+
+    def pod_batches(self, batch: int) -> Iterator[list[tuple[str, dict[str, Any]]]]:
+        """Events for all pods, ``batch`` pods at a time: pending, bound, maybe finished."""
+        args, rng = self.args, self.rng
+        node_names = list(self.node_pool)
+        # GPU pods averaging 1.5 GPUs, enough of them to fill ~70% of the GPUs before one in
+        # ten ends; the other pods use no GPU (CPU notebooks, batch jobs, daemons).
+        gpu_pods = args.nodes * args.gpus_per_node * 0.7 / 1.5
+        gpu_every = max(1, round(args.pods / max(gpu_pods, 1)))
+        events: list[tuple[str, dict[str, Any]]] = []
+        for key in range(args.pods):
+            gpus = 0
+            if key % gpu_every == 0:
+                gpus = rng.choice((1, 1, 2, 2, 4)) if key % 2 else 1
+            node = rng.choice(node_names)
+            if gpus:
+                pool_nodes = self.pool_nodes[self.node_pool[node]]
+                for _ in range(8):
+                    if self.free[node] >= gpus:
+                        break
+                    node = rng.choice(pool_nodes)
+                else:
+                    gpus = 0
+            user = charged = None
+            if key % 4 != 3:  # three in four pods are notebook servers
+                user = self.users[key % len(self.users)]
+                groups = self.memberships[user]
+                charged = f"group:{groups[0]}" if key % 2 else f"user:{user}"
+            if gpus:
+                self.free[node] -= gpus
+            pending = self.pod_object(key, gpus, None, user, charged)
+            bound = self.pod_object(key, gpus, node, user, charged)
+            events.append(("ADDED", pending))
+            events.append(("MODIFIED", bound))
+            if key % 10 == 0:
+                events.append(("DELETED", bound))
+                self.free[node] += gpus
+            else:
+                self.alive[f"pod-{key:06d}"] = (key, gpus, node, user, charged)
+            if len(events) >= batch * 2:
+                yield events
+                events = []
+        if events:
+            yield events
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    if not sorted_values:
+        return 0.0
+    i = min(len(sorted_values) - 1, round(q * (len(sorted_values) - 1)))
+    return sorted_values[i]
+
+
+def naive_decide(
+    req: AdmissionRequest, reg: Registry, nodes: list[dict[str, Any]], pods: list[dict[str, Any]]
+) -> str | None:
+    """gpuctl's way: list everything and recompute usage for every decision."""
+    node_pool: dict[str, str] = {}
+    node_total: dict[str, int] = {}
+    for n in nodes:
+        meta = n["metadata"]
+        ready = any(
+            c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"]
+        )
+        if not ready or n["spec"].get("unschedulable"):
+            continue
+        node_pool[meta["name"]] = meta["labels"].get(L.POOL_LABEL, "default")
+        node_total[meta["name"]] = int(n["status"]["allocatable"].get(L.GPU_RESOURCE, 0))
+    used: dict[str, int] = defaultdict(int)
+    subject: dict[tuple[str, str], int] = defaultdict(int)
+    for p in pods:
+        if p["status"]["phase"] in ("Succeeded", "Failed"):
+            continue
+        g = pod_gpus(p["spec"])
+        node = p["spec"].get("nodeName")
+        if node:
+            used[node] += g
+        charged = p["metadata"]["annotations"].get(L.POD_CHARGED)
+        if charged and node in node_pool:
+            subject[(node_pool[node], charged)] += g
+    for pool in req.pools or reg.default_pool_order(req.groups):
+        quota = reg.quota(pool)
+        if quota is not None:
+            gs = [g for g in quota.groups if g in req.groups]
+            if gs and subject[(pool, f"group:{gs[0]}")] + req.gpus > (
+                quota.groups[gs[0]].limit or 10**9
+            ):
+                continue
+        for name, total in node_total.items():
+            if node_pool[name] == pool and total - used[name] >= req.gpus:
+                return pool
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--gpus-per-node", type=int, default=8)
+    parser.add_argument("--pools", type=int, default=50)
+    parser.add_argument("--pods", type=int, default=100_000)
+    parser.add_argument("--users", type=int, default=2000)
+    parser.add_argument("--groups", type=int, default=200)
+    parser.add_argument("--admissions", type=int, default=20_000)
+    parser.add_argument("--baseline-admissions", type=int, default=20)
+    parser.add_argument("--batch", type=int, default=10_000, help="pods generated at a time")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+
+    syn = Synthetic(args)
+    registry = syn.registry()
+    reservations = Reservations()
+    index = UsageIndex(on_admission=reservations.observe)
+    state = AdmissionState(registry, index, reservations)
+
+    # --- feed watch events ---------------------------------------------------------------------
+    events = 0
+    feed_time = 0.0
+    node_objects = syn.node_objects()
+    t0 = time.perf_counter()
+    for n in node_objects:
+        index.apply_node("ADDED", n)
+    feed_time += time.perf_counter() - t0
+    events += len(node_objects)
+    gc.collect()
+    for batch in syn.pod_batches(args.batch):
+        apply = index.apply_pod
+        t0 = time.perf_counter()
+        for etype, obj in batch:
+            apply(etype, obj)
+        feed_time += time.perf_counter() - t0
+        events += len(batch)
+        del batch
+
+    # --- admissions ----------------------------------------------------------------------------
+    rng = random.Random(args.seed + 2)
+    latencies: list[float] = []
+    admitted = 0
+    now = 0.0
+    pending: list[tuple[str, Any]] = []
+    for i in range(args.admissions):
+        user = rng.choice(syn.users)
+        groups = syn.memberships[user]
+        pools: tuple[str, ...] = ()
+        if i % 2:
+            pools = tuple(rng.sample(syn.pools, min(len(syn.pools), rng.randint(1, 3))))
+        gpus = rng.choice((1, 1, 1, 2, 2, 4, 8))
+        req = AdmissionRequest(
+            user,
+            groups,
+            pools,
+            gpus,
+            gpu_type=GPU_TYPES[i % 4] if i % 5 == 0 else None,
+            server=f"s{i}",
+            admission_id=f"bench-{i}",
+        )
+        t0 = time.perf_counter()
+        d = decide(req, state)
+        if d.admitted:
+            reservations.add(d.reservation(expires_at=now + 30.0))
+        latencies.append(time.perf_counter() - t0)
+        if d.admitted:
+            admitted += 1
+            pending.append((req.admission_id, d))
+        # time passes; most admitted pods show up (bound), the rest expire
+        now += 0.01
+        if i % 50 == 49:
+            reservations.expire(now)
+            for aid, dec in pending[:-5]:
+                if aid in reservations and rng.random() < 0.8:
+                    p = syn.pod_object(
+                        10_000_000 + i, dec.request.gpus, dec.node, user, dec.charged
+                    )
+                    p["metadata"]["labels"][L.POD_ADMISSION] = aid
+                    p["metadata"]["name"] = f"adm-{aid}"
+                    index.apply_pod("ADDED", p)
+            pending = pending[-5:]
+    admit_time = sum(latencies)
+    latencies.sort()
+    rss = rss_mb()
+
+    # --- the naive baseline, on the same cluster ----------------------------------------------
+    ours_mean = admit_time / max(1, len(latencies))
+    alive = list(syn.alive.values())
+    syn.alive.clear()
+    pod_list = [syn.pod_object(*a) for a in alive]
+    del alive
+    naive = []
+    brng = random.Random(args.seed + 3)
+    for _ in range(args.baseline_admissions):
+        user = brng.choice(syn.users)
+        req = AdmissionRequest(user, syn.memberships[user], (), brng.choice((1, 2, 4)))
+        t0 = time.perf_counter()
+        naive_decide(req, registry, node_objects, pod_list)
+        naive.append(time.perf_counter() - t0)
+    naive_mean = sum(naive) / max(1, len(naive))
+
+    result = {
+        "events_per_s": round(events / feed_time),
+        "admissions_per_s": round(len(latencies) / admit_time),
+        "admission_p50_ms": round(percentile(latencies, 0.50) * 1000, 4),
+        "admission_p99_ms": round(percentile(latencies, 0.99) * 1000, 4),
+        "rss_mb": round(rss, 1),
+        "baseline_ratio": round(naive_mean / ours_mean, 1),
+        "events": events,
+        "admissions": len(latencies),
+        "admitted": admitted,
+        "baseline_ms": round(naive_mean * 1000, 2),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+        "nodes": args.nodes,
+        "pods": args.pods,
+        "pools": args.pools,
+    }
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,262 @@
+"""List and watch Nodes and Pods, feeding every event to the usage index.
+
+This is the one module of the core that does I/O. Per kind (nodes, pods) one task:
+
+1. list (paginated), then :meth:`UsageIndex.reset` with the result, and mark that kind synced;
+2. watch from the list's resourceVersion, applying each event; when the server ends the watch
+   (``timeoutSeconds``), watch again from the last resourceVersion seen (bookmarks included);
+3. on ``410 Gone`` (the resourceVersion is too old) list again: the index diffs itself against
+   the new list, so nothing is double counted;
+4. on any other error, wait (exponential backoff with full jitter, capped) and resume.
+
+Objects are read as raw JSON dicts, never as kubernetes_asyncio model objects: the index reads a
+dozen fields per object, and building ``V1Pod`` models for every event costs far more than the
+index update itself (and would double the memory of a 100,000-pod relist). kubernetes_asyncio's
+``Watch`` deserializes only when the listing function documents a return type, so the functions
+handed to it here are thin wrappers without one; they also check the HTTP status, which the client
+does not when ``_preload_content=False``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kubernetes_asyncio import client, watch
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from .usage import UsageIndex
+
+log = logging.getLogger(__name__)
+
+#: Finished pods use nothing; leaving them out of lists and watches keeps relists small on
+#: clusters with many completed jobs. A pod that finishes then arrives as a DELETED event.
+ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+
+KINDS = ("nodes", "pods")
+
+
+def backoff_delay(attempt: int, base: float, cap: float, rng: Callable[[], float]) -> float:
+    """Full jitter: uniform in [0, min(cap, base * 2**attempt)]."""
+    return rng() * min(cap, base * (2 ** min(attempt, 32)))
+
+
+class ClusterView:
+    """Keeps a :class:`~jupyter_gpupool.usage.UsageIndex` in step with the cluster.
+
+    ``api_client`` is a configured ``kubernetes_asyncio.client.ApiClient`` (the caller owns and
+    closes it). ``namespace`` limits pods to one namespace; the default, all namespaces, is what
+    makes node usage right, since other workloads use GPUs too.
+    """
+
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        index: UsageIndex,
+        *,
+        namespace: str | None = None,
+        pod_field_selector: str | None = ACTIVE_PODS,
+        watch_timeout: int = 300,
+        page_size: int = 500,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 30.0,
+        rng: Callable[[], float] = random.random,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ):
+        self.index = index
+        self.core = client.CoreV1Api(api_client)
+        self.namespace = namespace
+        self.pod_field_selector = pod_field_selector
+        self.watch_timeout = watch_timeout
+        self.page_size = page_size
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self._rng = rng
+        self._sleep = sleep
+        self._synced = {kind: asyncio.Event() for kind in KINDS}
+        self._tasks: list[asyncio.Task[None]] = []
+        #: Counters for /metrics and debugging.
+        self.stats = {"events": 0, "lists": 0, "relists_410": 0, "errors": 0, "watches": 0}
+        self.last_error: str | None = None
+        self.resource_versions: dict[str, str | None] = dict.fromkeys(KINDS)
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the list+watch tasks (idempotent)."""
+        if self._tasks:
+            return
+        self._tasks = [
+            asyncio.create_task(self._run(kind), name=f"gpupool-watch-{kind}") for kind in KINDS
+        ]
+
+    async def stop(self) -> None:
+        """Stop watching; the index keeps what it knows."""
+        tasks, self._tasks = self._tasks, []
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+
+    async def __aenter__(self) -> ClusterView:
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    @property
+    def synced(self) -> bool:
+        """True once nodes and pods have both been listed into the index."""
+        return all(e.is_set() for e in self._synced.values())
+
+    async def wait_synced(self, timeout: float | None = None) -> None:
+        """Wait until :attr:`synced` (``asyncio.TimeoutError`` after ``timeout`` seconds)."""
+        await asyncio.wait_for(asyncio.gather(*(e.wait() for e in self._synced.values())), timeout)
+
+    # --- the loop --------------------------------------------------------------------------------
+
+    async def _run(self, kind: str) -> None:
+        attempt = 0
+        # After stop() and start() the index still holds what it knew: resume, don't relist.
+        rv = self.resource_versions[kind] if self._synced[kind].is_set() else None
+        while True:
+            try:
+                if rv is None:
+                    items, rv = await self._list(kind)
+                    self._reset(kind, items)
+                    self.resource_versions[kind] = rv
+                    self._synced[kind].set()
+                    attempt = 0
+                rv, progressed = await self._watch(kind, rv)
+                if progressed:
+                    attempt = 0
+                    continue
+                # The server closed a watch at once, without a single event: don't spin.
+                await self._backoff(kind, attempt, None)
+                attempt += 1
+            except asyncio.CancelledError:
+                raise
+            except ApiException as e:
+                if e.status == 410:
+                    log.info("%s: resourceVersion %s expired (410 Gone); listing again", kind, rv)
+                    self.stats["relists_410"] += 1
+                    rv = None
+                    continue
+                await self._backoff(kind, attempt, e)
+                attempt += 1
+            except Exception as e:  # network errors, bad responses: retry, never die
+                await self._backoff(kind, attempt, e)
+                attempt += 1
+
+    async def _backoff(self, kind: str, attempt: int, error: BaseException | None) -> None:
+        delay = backoff_delay(attempt, self.backoff_base, self.backoff_cap, self._rng)
+        if error is not None:
+            self.stats["errors"] += 1
+            self.last_error = f"{kind}: {type(error).__name__}: {error}"
+            log.warning("watching %s failed (%s); retrying in %.1fs", kind, error, delay)
+        await self._sleep(delay)
+
+    def _reset(self, kind: str, items: list[dict[str, Any]]) -> None:
+        if kind == "nodes":
+            self.index.reset(nodes=items)
+        else:
+            self.index.reset(pods=items)
+
+    def _apply(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
+        if kind == "nodes":
+            self.index.apply_node(event_type, obj)
+        else:
+            self.index.apply_pod(event_type, obj)
+
+    # --- API calls -------------------------------------------------------------------------------
+
+    def _api_call(self, kind: str) -> Callable[..., Awaitable[Any]]:
+        """The list function for ``kind``, wrapped to check the HTTP status.
+
+        The wrapper has no docstring on purpose: ``Watch`` then finds no return type and hands
+        out raw dicts instead of model objects.
+        """
+        if kind == "nodes":
+            func: Callable[..., Awaitable[Any]] = self.core.list_node
+            extra: dict[str, Any] = {}
+        else:
+            extra = {}
+            if self.pod_field_selector:
+                extra["field_selector"] = self.pod_field_selector
+            if self.namespace is None:
+                func = self.core.list_pod_for_all_namespaces
+            else:
+                func = self.core.list_namespaced_pod
+                extra["namespace"] = self.namespace
+
+        async def call(**kwargs: Any) -> Any:
+            kwargs["_preload_content"] = False  # raw response (Watch sets it too)
+            resp = await func(**extra, **kwargs)
+            if resp.status >= 400:
+                body = await resp.read()
+                resp.release()
+                reason = body.decode("utf-8", "replace")
+                with contextlib.suppress(ValueError, AttributeError):
+                    reason = json.loads(reason).get("message", reason)
+                raise ApiException(status=resp.status, reason=reason)
+            return resp
+
+        return call
+
+    async def _list(self, kind: str) -> tuple[list[dict[str, Any]], str | None]:
+        call = self._api_call(kind)
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"limit": self.page_size}
+            if token:
+                kwargs["_continue"] = token
+            resp = await call(**kwargs, _request_timeout=60)
+            try:
+                data = json.loads(await resp.read())
+            finally:
+                resp.release()
+            items.extend(data.get("items") or ())
+            meta = data.get("metadata") or {}
+            token = meta.get("continue")
+            if not token:
+                self.stats["lists"] += 1
+                return items, meta.get("resourceVersion")
+
+    async def _watch(self, kind: str, rv: str | None) -> tuple[str | None, bool]:
+        """Watch from ``rv`` until the server ends the watch; ``(last rv, any events?)``."""
+        self.stats["watches"] += 1
+        w = watch.Watch()
+        started = time.monotonic()
+        progressed = False
+        try:
+            stream = w.stream(
+                self._api_call(kind),
+                resource_version=rv,
+                timeout_seconds=self.watch_timeout,
+                allow_watch_bookmarks=True,
+                _request_timeout=self.watch_timeout + 30,
+            )
+            async for event in stream:
+                if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
+                    raise ValueError(f"unexpected watch data: {str(event)[:200]!r}")
+                progressed = True
+                etype = event.get("type", "")
+                if etype != "BOOKMARK":
+                    self._apply(kind, etype, event["object"])
+                    self.stats["events"] += 1
+                if w.resource_version:
+                    self.resource_versions[kind] = w.resource_version
+        finally:
+            await w.close()
+        # A watch the server kept open for a while is progress even if nothing happened.
+        progressed = progressed or time.monotonic() - started >= 1.0
+        return w.resource_version or rv, progressed

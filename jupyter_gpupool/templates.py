@@ -1,0 +1,82 @@
+"""Merging pod templates: pool template, then platform template, then what admission adds.
+
+Admins write partial pod settings at several levels (as OSMO's pod templates), and a server gets
+their merge, later layers winning:
+
+- mappings merge key by key, recursively (``nodeSelector``, ``labels``, ``resources.limits``);
+- lists whose items are all mappings with a ``name`` (``env``) merge by name: an item of a later
+  layer replaces the earlier item of that name in place, new names are appended;
+- other lists (``tolerations``) are concatenated, leaving out items equal to one already there;
+- anything else is replaced; ``None`` in a later layer removes the key.
+
+Replacing a named item whole (instead of merging its fields) is deliberate: merging
+``{name: X, value: 1}`` with ``{name: X, valueFrom: ...}`` would give an env var with both.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def merge_templates(*layers: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Merge ``layers`` in order, later wins; inputs are never modified or aliased."""
+    out: dict[str, Any] = {}
+    for layer in layers:
+        if layer:
+            _merge_into(out, layer)
+    return out
+
+
+def _merge_into(base: dict[str, Any], over: Mapping[str, Any]) -> None:
+    for key, value in over.items():
+        if value is None:
+            base.pop(key, None)
+            continue
+        current = base.get(key)
+        if isinstance(value, Mapping) and isinstance(current, dict):
+            _merge_into(current, value)
+        elif isinstance(value, list) and isinstance(current, list):
+            base[key] = merge_lists(current, value)
+        else:
+            base[key] = copy.deepcopy(value)
+
+
+def _is_named_list(items: Sequence[Any]) -> bool:
+    return all(isinstance(i, Mapping) and isinstance(i.get("name"), str) for i in items)
+
+
+def merge_lists(base: Sequence[Any], over: Sequence[Any]) -> list[Any]:
+    """Merge two lists by the rules in the module docstring."""
+    if base and over and _is_named_list(base) and _is_named_list(over):
+        out = [copy.deepcopy(i) for i in base]
+        where = {item["name"]: n for n, item in enumerate(out)}
+        for item in over:
+            if item["name"] in where:
+                out[where[item["name"]]] = copy.deepcopy(item)
+            else:
+                where[item["name"]] = len(out)
+                out.append(copy.deepcopy(item))
+        return out
+    out = [copy.deepcopy(i) for i in base]
+    for item in over:
+        if item not in out:
+            out.append(copy.deepcopy(item))
+    return out
+
+
+def tolerates(tolerations: Sequence[Mapping[str, Any]], key: str, value: str, effect: str) -> bool:
+    """Whether any toleration matches the taint ``key=value:effect`` (Kubernetes' rules)."""
+    for t in tolerations:
+        t_effect = t.get("effect") or ""
+        if t_effect and t_effect != effect:
+            continue
+        t_key = t.get("key") or ""
+        operator = t.get("operator") or "Equal"
+        if operator == "Exists":
+            if not t_key or t_key == key:
+                return True
+        elif t_key == key and (t.get("value") or "") == value:
+            return True
+    return False

@@ -1,0 +1,918 @@
+"""Live GPU usage per pool, node, user and group, kept up to date from watch events.
+
+Kubernetes is the only record of usage: nodes say what they have (allocatable ``nvidia.com/gpu``,
+labels, conditions, cordon, taints), pods say what they use (GPU requests, node, our labels). The
+:class:`UsageIndex` is fed every Node and Pod event by the cluster view and answers the questions
+of admission and of the service pages without ever rescanning all pods or nodes:
+
+- a pod event touches one pod record, its node and its pool: O(1);
+- a node event touches the node and the pods bound to it (a handful): O(pods on the node);
+- admission's "does ONE node have n free GPUs" is answered from :class:`PlacementGroup` s: per pool,
+  nodes are grouped by (GPU type, taints) and counted per number of free GPUs. GPUs per node are
+  small integers, so the largest free block is a scan over at most a few counters.
+
+Only what these answers need is stored per pod and per node (slotted records), not the objects.
+
+Accounting rules (the ones the issue left open are marked *decided*):
+
+- A pod uses the GPUs of its containers (limits, else requests, ``nvidia.com/gpu``), or the
+  largest init container's if more, as the scheduler computes it (sidecars included).
+- Pods use node GPUs once bound (``spec.nodeName``). Pending pods are listed as pending servers
+  and count towards their user's and charged subject's quota, but not towards any node.
+- Succeeded and Failed pods free their GPUs.
+- *Decided:* pods being deleted (``deletionTimestamp``) keep their GPUs until they are gone: the
+  kubelet has not released the devices yet and the scheduler still counts them, so admitting
+  against them would only produce an Unschedulable pod. They are listed as terminating.
+- Pods without our labels (other workloads) use node GPUs like any other.
+- A node's pool is its pool label's value; else the first pool whose ``selector`` matches the
+  node's labels; else ``default``. A node that changes pool takes its pods' usage with it.
+- A node takes new servers only when Ready, not cordoned, and free of memory, disk or PID
+  pressure and network trouble. A node with GPU labels but no allocatable ``nvidia.com/gpu``
+  (device plugin missing) is reported with that reason and offers no GPUs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .labels import (
+    GFD_COUNT_LABEL,
+    GFD_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    GPU_TYPE_LABEL,
+    HOSTNAME_LABEL,
+    KUBESPAWNER_SERVER,
+    KUBESPAWNER_USER,
+    POD_ADMISSION,
+    POD_CHARGED,
+    POD_OVER_QUOTA,
+    POD_PLATFORM,
+    POD_POOL,
+    POD_SERVER,
+    POD_USER,
+    POOL_LABEL,
+)
+from .pools import DEFAULT_POOL
+from .quantities import parse_quantity
+
+# Node problems, as bits. The first six keep servers off the node.
+NOT_READY = 1
+MEMORY_PRESSURE = 2
+DISK_PRESSURE = 4
+PID_PRESSURE = 8
+NETWORK_UNAVAILABLE = 16
+CORDONED = 32
+GPU_MISSING = 64
+_BLOCKING = (
+    NOT_READY | MEMORY_PRESSURE | DISK_PRESSURE | PID_PRESSURE | NETWORK_UNAVAILABLE | CORDONED
+)
+
+#: Words for each problem, in the order they are reported (Run:ai's node status column).
+REASONS: tuple[tuple[int, str], ...] = (
+    (NOT_READY, "not ready"),
+    (MEMORY_PRESSURE, "memory pressure"),
+    (DISK_PRESSURE, "disk pressure"),
+    (PID_PRESSURE, "PID pressure"),
+    (NETWORK_UNAVAILABLE, "network unavailable"),
+    (CORDONED, "cordoned (scheduling disabled)"),
+    (GPU_MISSING, "GPU resource missing (no device plugin)"),
+)
+_PRESSURE = {
+    "MemoryPressure": MEMORY_PRESSURE,
+    "DiskPressure": DISK_PRESSURE,
+    "PIDPressure": PID_PRESSURE,
+    "NetworkUnavailable": NETWORK_UNAVAILABLE,
+}
+_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
+# Taints Kubernetes itself sets for conditions and cordon; the flags above already cover them.
+_SYSTEM_TAINT_PREFIX = "node.kubernetes.io/"
+
+Taint = tuple[str, str, str]  # key, value, effect
+GroupKey = tuple[str, str | None, tuple[Taint, ...]]  # gpu type, label it came from, taints
+
+#: Called with (admission id, "pending" | "bound" | "gone") when a pod carrying an admission
+#: label appears, is bound, or ends; :class:`~jupyter_gpupool.reservations.Reservations.observe`.
+AdmissionListener = Callable[[str, str], None]
+
+
+def quantity_int(value: Any) -> int:
+    """A GPU count from a quantity (``2``, ``"2"``); fractions round up as the scheduler's do."""
+    if type(value) is int:
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    try:
+        q = parse_quantity(value)
+    except ValueError:
+        return 0
+    return max(0, int(q.to_integral_value(rounding="ROUND_CEILING")))
+
+
+def _container_gpus(container: Mapping[str, Any]) -> int:
+    res = container.get("resources")
+    if not res:
+        return 0
+    limits = res.get("limits")
+    value = limits.get(GPU_RESOURCE) if limits else None
+    if value is None:
+        requests = res.get("requests")
+        value = requests.get(GPU_RESOURCE) if requests else None
+    return 0 if value is None else quantity_int(value)
+
+
+def pod_gpus(spec: Mapping[str, Any]) -> int:
+    """GPUs the scheduler reserves for a pod spec (containers, init containers, sidecars)."""
+    total = 0
+    for c in spec.get("containers") or ():
+        total += _container_gpus(c)
+    init_peak = 0
+    sidecars = 0
+    for c in spec.get("initContainers") or ():
+        g = _container_gpus(c)
+        if c.get("restartPolicy") == "Always":  # a sidecar runs alongside everything after it
+            sidecars += g
+            init_peak = max(init_peak, sidecars)
+        else:
+            init_peak = max(init_peak, sidecars + g)
+    return max(total + sidecars, init_peak)
+
+
+class PlacementGroup:
+    """Schedulable nodes of one pool with the same GPU type and taints, counted by free GPUs.
+
+    ``members[f]`` holds the nodes with exactly ``f`` free GPUs, in the order they got there (a
+    dict used as an ordered set, so choices are deterministic).
+    """
+
+    __slots__ = ("counts", "gpu_type", "members", "taints", "type_key")
+
+    def __init__(self, gpu_type: str, type_key: str | None, taints: tuple[Taint, ...]):
+        self.gpu_type = gpu_type
+        self.type_key = type_key
+        self.taints = taints
+        self.counts: list[int] = []
+        self.members: list[dict[str, None]] = []
+
+    def _add(self, node: str, free: int) -> None:
+        while len(self.counts) <= free:
+            self.counts.append(0)
+            self.members.append({})
+        self.counts[free] += 1
+        self.members[free][node] = None
+
+    def _remove(self, node: str, free: int) -> None:
+        self.counts[free] -= 1
+        del self.members[free][node]
+
+    def __len__(self) -> int:
+        return sum(self.counts)
+
+    def max_free(self) -> int:
+        for f in range(len(self.counts) - 1, -1, -1):
+            if self.counts[f]:
+                return f
+        return 0
+
+    def count_at_least(self, n: int) -> int:
+        return sum(self.counts[n:])
+
+    def nodes_with(self, free: int) -> Mapping[str, None]:
+        return self.members[free] if free < len(self.members) else {}
+
+
+class _Node:
+    __slots__ = (
+        "flags",
+        "gpu_total",
+        "gpu_type",
+        "gpu_used",
+        "group",
+        "hostname",
+        "labels",
+        "name",
+        "pods",
+        "pool",
+        "taints",
+        "type_key",
+    )
+
+    def __init__(self, name: str):
+        self.name = name
+        self.pool = DEFAULT_POOL
+        self.labels: Mapping[str, str] = {}
+        self.gpu_total = 0
+        self.gpu_used = 0
+        self.gpu_type = ""
+        self.type_key: str | None = None
+        self.flags = 0
+        self.taints: tuple[Taint, ...] = ()
+        self.hostname = name
+        self.group: PlacementGroup | None = None
+        self.pods: dict[str, None] = {}
+
+    def signature(self) -> tuple[Any, ...]:
+        return (
+            self.pool,
+            self.gpu_total,
+            self.gpu_type,
+            self.type_key,
+            self.flags,
+            self.taints,
+            self.hostname,
+        )
+
+    @property
+    def free(self) -> int:
+        free = self.gpu_total - self.gpu_used
+        return free if free > 0 else 0
+
+
+class _Pod:
+    __slots__ = (
+        "admission",
+        "charged",
+        "created",
+        "gpus",
+        "key",
+        "linked_pool",
+        "name",
+        "namespace",
+        "node",
+        "over_quota",
+        "phase",
+        "platform",
+        "pool_label",
+        "server",
+        "terminating",
+        "uid",
+        "user",
+    )
+
+    key: str
+    namespace: str
+    name: str
+    uid: str
+    node: str | None
+    gpus: int
+    user: str | None
+    server: str
+    charged: str | None
+    over_quota: bool
+    admission: str | None
+    pool_label: str | None
+    created: str
+    phase: str
+    terminating: bool
+    platform: str | None
+    linked_pool: str | None
+
+
+class _PoolState:
+    __slots__ = (
+        "eligible_free",
+        "eligible_nodes",
+        "gpu_total",
+        "gpu_used",
+        "groups",
+        "name",
+        "nodes",
+        "over_quota",
+        "servers",
+        "subject_used",
+        "user_used",
+    )
+
+    def __init__(self, name: str):
+        self.name = name
+        self.nodes: dict[str, None] = {}
+        self.gpu_total = 0
+        self.gpu_used = 0
+        self.eligible_nodes = 0
+        self.eligible_free = 0
+        self.groups: dict[GroupKey, PlacementGroup] = {}
+        self.servers: dict[str, None] = {}
+        self.over_quota: dict[str, None] = {}
+        self.subject_used: dict[str, int] = {}
+        self.user_used: dict[str, int] = {}
+
+
+# --- what the index returns ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PoolUsage:
+    """A pool's row on the pools page (gpuctl's ``get pools`` columns and more)."""
+
+    name: str
+    status: str  # active | degraded | unavailable | empty
+    gpu_total: int
+    gpu_used: int
+    gpu_free: int
+    gpu_free_schedulable: int
+    largest_free_block: int
+    node_count: int
+    schedulable_nodes: int
+    gpu_types: tuple[str, ...]
+    servers: int
+    pending_servers: int
+
+
+@dataclass(frozen=True)
+class NodeUsage:
+    """A node's row on the nodes page, with its status reasons."""
+
+    name: str
+    pool: str
+    gpu_type: str
+    gpu_total: int
+    gpu_used: int
+    gpu_free: int
+    status: str  # kubectl's wording: Ready, NotReady, Ready,SchedulingDisabled
+    reasons: tuple[str, ...]
+    schedulable: bool
+    pods: int
+
+
+@dataclass(frozen=True)
+class ServerUsage:
+    """A server pod as the pages and reclaim see it."""
+
+    namespace: str
+    name: str
+    user: str
+    server: str
+    pool: str | None
+    node: str | None
+    gpus: int
+    state: str  # pending | starting | running | terminating
+    over_quota: bool
+    charged: str | None
+    admission: str | None
+    platform: str | None
+    created: str
+
+
+def _reasons(flags: int) -> tuple[str, ...]:
+    return tuple(words for bit, words in REASONS if flags & bit)
+
+
+class UsageIndex:
+    """Incremental usage, fed by :meth:`apply_node` / :meth:`apply_pod` / :meth:`reset`.
+
+    ``pool_label`` is the node label that names a node's pool (gpuctl's by default).
+    ``selectors`` are ``(pool, {label: value})`` pairs for pools defined by other labels.
+    ``on_admission`` is told when pods carrying an admission label appear, bind or end.
+    """
+
+    def __init__(
+        self,
+        pool_label: str = POOL_LABEL,
+        selectors: Sequence[tuple[str, Mapping[str, str]]] = (),
+        on_admission: AdmissionListener | None = None,
+    ):
+        self.pool_label = pool_label
+        self._selectors: tuple[tuple[str, Mapping[str, str]], ...] = tuple(selectors)
+        self.on_admission = on_admission
+        self._nodes: dict[str, _Node] = {}
+        self._pods: dict[str, _Pod] = {}
+        self._pools: dict[str, _PoolState] = {}
+        self._orphans: dict[str, dict[str, None]] = {}  # node name -> pods bound to unknown node
+        self._unpooled: dict[str, None] = {}  # servers with no pool yet (unbound, no label)
+        self._subject_total: dict[str, int] = {}
+        self._user_total: dict[str, int] = {}
+        self._by_admission: dict[str, str] = {}
+
+    # --- feeding ---------------------------------------------------------------------------------
+
+    def set_selectors(self, selectors: Sequence[tuple[str, Mapping[str, str]]]) -> None:
+        """Change the label selectors of pools (registry reload) and re-place every node."""
+        self._selectors = tuple(selectors)
+        for node in list(self._nodes.values()):
+            self._replace_node(node.name, self._pool_of(node.labels), node)
+
+    def apply_node(self, event_type: str, node: Mapping[str, Any]) -> None:
+        """One Node watch event (``ADDED``, ``MODIFIED``, ``DELETED``; others are ignored)."""
+        meta = node.get("metadata") or {}
+        name = meta.get("name")
+        if not name:
+            return
+        if event_type == "DELETED":
+            self._delete_node(name)
+        elif event_type in ("ADDED", "MODIFIED"):
+            self._upsert_node(name, meta, node)
+
+    def apply_pod(self, event_type: str, pod: Mapping[str, Any]) -> None:
+        """One Pod watch event (``ADDED``, ``MODIFIED``, ``DELETED``; others are ignored)."""
+        meta = pod.get("metadata") or {}
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        if event_type == "DELETED":
+            old = self._pods.pop(key, None)
+            if old is not None:
+                self._unlink(old)
+                self._notify(old, "gone")
+            return
+        if event_type not in ("ADDED", "MODIFIED"):
+            return
+        old = self._pods.get(key)
+        new = self._parse_pod(key, meta, pod, old)
+        if new is None:  # finished: frees everything
+            if old is not None:
+                del self._pods[key]
+                self._unlink(old)
+                self._notify(old, "gone")
+            return
+        if old is not None:
+            if _same_pod(old, new):
+                old.phase = new.phase  # phase alone changes nothing that is counted
+                return
+            self._unlink(old)
+        self._pods[key] = new
+        self._link(new)
+
+    def reset(
+        self,
+        nodes: Iterable[Mapping[str, Any]] | None = None,
+        pods: Iterable[Mapping[str, Any]] | None = None,
+    ) -> None:
+        """Make the index match a fresh list (after a relist). ``None`` keeps that kind as is."""
+        if nodes is not None:
+            seen: set[str] = set()
+            for n in nodes:
+                name = (n.get("metadata") or {}).get("name")
+                if name:
+                    seen.add(name)
+                    self.apply_node("MODIFIED", n)
+            for name in [n for n in self._nodes if n not in seen]:
+                self._delete_node(name)
+        if pods is not None:
+            seen_pods: set[str] = set()
+            for p in pods:
+                meta = p.get("metadata") or {}
+                seen_pods.add(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+                self.apply_pod("MODIFIED", p)
+            for key in [k for k in self._pods if k not in seen_pods]:
+                old = self._pods.pop(key)
+                self._unlink(old)
+                self._notify(old, "gone")
+
+    # --- nodes -----------------------------------------------------------------------------------
+
+    def _pool_of(self, labels: Mapping[str, str]) -> str:
+        pool = labels.get(self.pool_label)
+        if pool:
+            return pool
+        for name, selector in self._selectors:
+            if selector and all(labels.get(k) == v for k, v in selector.items()):
+                return name
+        return DEFAULT_POOL
+
+    def _upsert_node(self, name: str, meta: Mapping[str, Any], obj: Mapping[str, Any]) -> None:
+        labels = meta.get("labels") or {}
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
+        new = _Node(name)
+        new.labels = labels
+        new.pool = self._pool_of(labels)
+        new.gpu_total = quantity_int((status.get("allocatable") or {}).get(GPU_RESOURCE, 0))
+        gpu_type = labels.get(GPU_TYPE_LABEL)
+        if gpu_type:
+            new.gpu_type, new.type_key = gpu_type, GPU_TYPE_LABEL
+        elif labels.get(GFD_PRODUCT_LABEL):
+            new.gpu_type, new.type_key = labels[GFD_PRODUCT_LABEL], GFD_PRODUCT_LABEL
+        flags = NOT_READY
+        for cond in status.get("conditions") or ():
+            ctype = cond.get("type")
+            if ctype == "Ready":
+                if cond.get("status") == "True":
+                    flags &= ~NOT_READY
+            elif ctype in _PRESSURE and cond.get("status") == "True":
+                flags |= _PRESSURE[ctype]
+        if spec.get("unschedulable"):
+            flags |= CORDONED
+        if new.gpu_total == 0 and (
+            new.gpu_type or quantity_int(labels.get(GFD_COUNT_LABEL, 0)) > 0
+        ):
+            flags |= GPU_MISSING
+        new.flags = flags
+        new.taints = tuple(
+            sorted(
+                (t.get("key") or "", t.get("value") or "", t.get("effect") or "")
+                for t in spec.get("taints") or ()
+                if t.get("effect") in _TAINT_EFFECTS
+                and not (t.get("key") or "").startswith(_SYSTEM_TAINT_PREFIX)
+            )
+        )
+        new.hostname = labels.get(HOSTNAME_LABEL, name)
+        old = self._nodes.get(name)
+        if old is not None and old.signature() == new.signature():
+            old.labels = labels
+            return
+        self._replace_node(name, new.pool, old, new)
+
+    def _replace_node(
+        self, name: str, pool: str, old: _Node | None, new: _Node | None = None
+    ) -> None:
+        """Swap a node record, moving its pods' usage along (pool or capacity may have changed)."""
+        if new is None:  # same node, new pool (selectors changed)
+            assert old is not None
+            if old.pool == pool:
+                return
+            new = _Node(name)
+            for attr in ("labels", "gpu_total", "gpu_type", "type_key", "flags", "taints"):
+                setattr(new, attr, getattr(old, attr))
+            new.hostname = old.hostname
+            new.pool = pool
+        pods: list[_Pod] = []
+        if old is not None:
+            pods = [self._pods[k] for k in old.pods]
+            for p in pods:
+                self._unlink(p)
+            self._remove_node(old)
+        orphans = self._orphans.pop(name, {})
+        for k in orphans:
+            p = self._pods[k]
+            self._unlink(p)
+            pods.append(p)
+        self._add_node(new)
+        for p in pods:
+            self._link(p)
+
+    def _delete_node(self, name: str) -> None:
+        old = self._nodes.get(name)
+        if old is None:
+            return
+        pods = [self._pods[k] for k in old.pods]
+        for p in pods:
+            self._unlink(p)
+        self._remove_node(old)
+        for p in pods:
+            self._link(p)  # bound to a node we no longer know: kept as orphans
+
+    def _pool_state(self, name: str) -> _PoolState:
+        ps = self._pools.get(name)
+        if ps is None:
+            ps = self._pools[name] = _PoolState(name)
+        return ps
+
+    def _add_node(self, node: _Node) -> None:
+        self._nodes[node.name] = node
+        ps = self._pool_state(node.pool)
+        ps.nodes[node.name] = None
+        ps.gpu_total += node.gpu_total
+        ps.gpu_used += node.gpu_used
+        if not node.flags & _BLOCKING:
+            key: GroupKey = (node.gpu_type, node.type_key, node.taints)
+            group = ps.groups.get(key)
+            if group is None:
+                group = ps.groups[key] = PlacementGroup(node.gpu_type, node.type_key, node.taints)
+            node.group = group
+            group._add(node.name, node.free)
+            ps.eligible_nodes += 1
+            ps.eligible_free += node.free
+
+    def _remove_node(self, node: _Node) -> None:
+        del self._nodes[node.name]
+        ps = self._pools[node.pool]
+        del ps.nodes[node.name]
+        ps.gpu_total -= node.gpu_total
+        ps.gpu_used -= node.gpu_used
+        if node.group is not None:
+            node.group._remove(node.name, node.free)
+            ps.eligible_nodes -= 1
+            ps.eligible_free -= node.free
+            if not len(node.group):
+                del ps.groups[(node.group.gpu_type, node.group.type_key, node.group.taints)]
+            node.group = None
+        self._drop_if_empty(ps)
+
+    def _drop_if_empty(self, ps: _PoolState) -> None:
+        if not ps.nodes and not ps.servers and not ps.subject_used and not ps.user_used:
+            del self._pools[ps.name]
+
+    def _node_used(self, node: _Node, delta: int) -> None:
+        ps = self._pools[node.pool]
+        if node.group is not None:
+            before = node.free
+            node.group._remove(node.name, before)
+            node.gpu_used += delta
+            node.group._add(node.name, node.free)
+            ps.eligible_free += node.free - before
+        else:
+            node.gpu_used += delta
+        ps.gpu_used += delta
+
+    # --- pods ------------------------------------------------------------------------------------
+
+    def _parse_pod(
+        self, key: str, meta: Mapping[str, Any], obj: Mapping[str, Any], old: _Pod | None
+    ) -> _Pod | None:
+        status = obj.get("status") or {}
+        phase = status.get("phase") or "Pending"
+        if phase == "Succeeded" or phase == "Failed":
+            return None
+        spec = obj.get("spec") or {}
+        uid = meta.get("uid") or ""
+        p = _Pod()
+        p.key = key
+        p.namespace = meta.get("namespace", "")
+        p.name = meta.get("name", "")
+        p.uid = uid
+        p.node = spec.get("nodeName") or None
+        # Container resources of a pod never change, so a known pod's count is reused.
+        p.gpus = old.gpus if old is not None and old.uid == uid else pod_gpus(spec)
+        p.phase = phase
+        p.terminating = bool(meta.get("deletionTimestamp"))
+        p.created = meta.get("creationTimestamp") or ""
+        labels = meta.get("labels") or {}
+        ann = meta.get("annotations") or {}
+        user = ann.get(POD_USER) or labels.get(POD_USER) or ann.get(KUBESPAWNER_USER)
+        p.user = user
+        p.server = ann.get(POD_SERVER) or ann.get(KUBESPAWNER_SERVER) or ""
+        p.charged = ann.get(POD_CHARGED) or (f"user:{user}" if user else None)
+        p.over_quota = labels.get(POD_OVER_QUOTA) == "true"
+        p.admission = labels.get(POD_ADMISSION)
+        p.pool_label = labels.get(POD_POOL) or labels.get(POOL_LABEL)
+        p.platform = labels.get(POD_PLATFORM)
+        p.linked_pool = None
+        return p
+
+    def _link(self, p: _Pod) -> None:
+        node = self._nodes.get(p.node) if p.node else None
+        if p.node and node is None:
+            self._orphans.setdefault(p.node, {})[p.key] = None
+        if node is not None:
+            node.pods[p.key] = None
+            if p.gpus:
+                self._node_used(node, p.gpus)
+        pool = node.pool if node is not None else p.pool_label
+        p.linked_pool = pool
+        if p.user is not None:
+            if pool is None:
+                self._unpooled[p.key] = None
+            else:
+                ps = self._pool_state(pool)
+                ps.servers[p.key] = None
+                if p.over_quota and node is not None:
+                    ps.over_quota[p.key] = None
+                if p.gpus:
+                    _add(ps.user_used, p.user, p.gpus)
+                    if p.charged:
+                        _add(ps.subject_used, p.charged, p.gpus)
+            if p.gpus:
+                _add(self._user_total, p.user, p.gpus)
+                if p.charged:
+                    _add(self._subject_total, p.charged, p.gpus)
+        if p.admission:
+            self._by_admission[p.admission] = p.key
+            self._notify(p, "bound" if p.node else "pending")
+
+    def _unlink(self, p: _Pod) -> None:
+        node = self._nodes.get(p.node) if p.node else None
+        if p.node and node is None:
+            orphans = self._orphans.get(p.node)
+            if orphans is not None:
+                orphans.pop(p.key, None)
+                if not orphans:
+                    del self._orphans[p.node]
+        if node is not None:
+            node.pods.pop(p.key, None)
+            if p.gpus:
+                self._node_used(node, -p.gpus)
+        pool = p.linked_pool
+        if p.user is not None:
+            if pool is None:
+                self._unpooled.pop(p.key, None)
+            else:
+                ps = self._pools[pool]
+                ps.servers.pop(p.key, None)
+                ps.over_quota.pop(p.key, None)
+                if p.gpus:
+                    _add(ps.user_used, p.user, -p.gpus)
+                    if p.charged:
+                        _add(ps.subject_used, p.charged, -p.gpus)
+                self._drop_if_empty(ps)
+            if p.gpus:
+                _add(self._user_total, p.user, -p.gpus)
+                if p.charged:
+                    _add(self._subject_total, p.charged, -p.gpus)
+        if p.admission and self._by_admission.get(p.admission) == p.key:
+            del self._by_admission[p.admission]
+        p.linked_pool = None
+
+    def _notify(self, p: _Pod, state: str) -> None:
+        if p.admission and self.on_admission is not None:
+            self.on_admission(p.admission, state)
+
+    # --- reading: admission ----------------------------------------------------------------------
+
+    def placement_groups(self, pool: str) -> Iterable[PlacementGroup]:
+        """The pool's schedulable nodes, grouped by GPU type and taints."""
+        ps = self._pools.get(pool)
+        return ps.groups.values() if ps is not None else ()
+
+    def node_free(self, node: str) -> int:
+        n = self._nodes.get(node)
+        return n.free if n is not None else 0
+
+    def node_group(self, node: str) -> PlacementGroup | None:
+        """The placement group a schedulable node is in (None when it takes no servers)."""
+        n = self._nodes.get(node)
+        return n.group if n is not None else None
+
+    def node_hostname(self, node: str) -> str:
+        n = self._nodes.get(node)
+        return n.hostname if n is not None else node
+
+    def has_pool(self, pool: str) -> bool:
+        return pool in self._pools
+
+    def pool_totals(self, pool: str) -> tuple[int, int, int]:
+        """``(GPUs, nodes, schedulable nodes)`` of a pool."""
+        ps = self._pools.get(pool)
+        if ps is None:
+            return 0, 0, 0
+        return ps.gpu_total, len(ps.nodes), ps.eligible_nodes
+
+    def subject_used(self, pool: str, subject: str) -> int:
+        """GPUs charged to ``subject`` (``group:NAME`` / ``user:NAME``) in ``pool``."""
+        ps = self._pools.get(pool)
+        return ps.subject_used.get(subject, 0) if ps is not None else 0
+
+    def user_used(self, pool: str, user: str) -> int:
+        """All of ``user``'s GPUs in ``pool``, whoever they are charged to."""
+        ps = self._pools.get(pool)
+        return ps.user_used.get(user, 0) if ps is not None else 0
+
+    def subject_used_total(self, subject: str) -> int:
+        return self._subject_total.get(subject, 0)
+
+    def user_used_total(self, user: str) -> int:
+        return self._user_total.get(user, 0)
+
+    def over_quota_servers(self, pool: str) -> list[ServerUsage]:
+        """Bound servers in ``pool`` that borrow GPUs: the candidates for reclaim."""
+        ps = self._pools.get(pool)
+        if ps is None:
+            return []
+        return [self._server(self._pods[k]) for k in ps.over_quota]
+
+    def admission_state(self, admission_id: str) -> str | None:
+        """``"pending"`` or ``"bound"`` for a live pod with this admission id, else None."""
+        key = self._by_admission.get(admission_id)
+        if key is None:
+            return None
+        return "bound" if self._pods[key].node else "pending"
+
+    # --- reading: pages --------------------------------------------------------------------------
+
+    def pool_names(self) -> list[str]:
+        """Pools that have nodes or servers right now (the registry may know more)."""
+        return sorted(self._pools)
+
+    def pool_usage(self, pool: str) -> PoolUsage:
+        ps = self._pools.get(pool)
+        if ps is None:
+            return PoolUsage(pool, "empty", 0, 0, 0, 0, 0, 0, 0, (), 0, 0)
+        types: dict[str, None] = {}
+        for name in ps.nodes:
+            t = self._nodes[name].gpu_type
+            if t:
+                types[t] = None
+        pending = sum(1 for k in ps.servers if self._pods[k].node is None)
+        if not ps.nodes:
+            status = "empty"
+        elif ps.eligible_nodes == 0:
+            status = "unavailable"
+        elif any(self._nodes[n].flags for n in ps.nodes):
+            status = "degraded"
+        else:
+            status = "active"
+        return PoolUsage(
+            name=pool,
+            status=status,
+            gpu_total=ps.gpu_total,
+            gpu_used=ps.gpu_used,
+            gpu_free=max(0, ps.gpu_total - ps.gpu_used),
+            gpu_free_schedulable=ps.eligible_free,
+            largest_free_block=max((g.max_free() for g in ps.groups.values()), default=0),
+            node_count=len(ps.nodes),
+            schedulable_nodes=ps.eligible_nodes,
+            gpu_types=tuple(sorted(types)),
+            servers=len(ps.servers),
+            pending_servers=pending,
+        )
+
+    def pools(self) -> list[PoolUsage]:
+        return [self.pool_usage(name) for name in sorted(self._pools)]
+
+    def _node_usage(self, n: _Node) -> NodeUsage:
+        ready = "NotReady" if n.flags & NOT_READY else "Ready"
+        return NodeUsage(
+            name=n.name,
+            pool=n.pool,
+            gpu_type=n.gpu_type,
+            gpu_total=n.gpu_total,
+            gpu_used=n.gpu_used,
+            gpu_free=n.free,
+            status=ready + (",SchedulingDisabled" if n.flags & CORDONED else ""),
+            reasons=_reasons(n.flags),
+            schedulable=n.group is not None,
+            pods=len(n.pods),
+        )
+
+    def node(self, name: str) -> NodeUsage | None:
+        n = self._nodes.get(name)
+        return self._node_usage(n) if n is not None else None
+
+    def nodes(self, pool: str | None = None) -> list[NodeUsage]:
+        if pool is None:
+            names: Iterable[str] = sorted(self._nodes)
+        else:
+            ps = self._pools.get(pool)
+            names = sorted(ps.nodes) if ps is not None else []
+        return [self._node_usage(self._nodes[n]) for n in names]
+
+    def _server(self, p: _Pod) -> ServerUsage:
+        if p.terminating:
+            state = "terminating"
+        elif p.node is None:
+            state = "pending"
+        elif p.phase == "Running":
+            state = "running"
+        else:
+            state = "starting"
+        return ServerUsage(
+            namespace=p.namespace,
+            name=p.name,
+            user=p.user or "",
+            server=p.server,
+            pool=p.linked_pool,
+            node=p.node,
+            gpus=p.gpus,
+            state=state,
+            over_quota=p.over_quota,
+            charged=p.charged,
+            admission=p.admission,
+            platform=p.platform,
+            created=p.created,
+        )
+
+    def servers(self, pool: str | None = None, user: str | None = None) -> list[ServerUsage]:
+        """Server pods (ours, or KubeSpawner's), by pool and/or user, oldest first."""
+        if pool is None:
+            keys: list[str] = [k for k, p in self._pods.items() if p.user is not None]
+        else:
+            ps = self._pools.get(pool)
+            keys = list(ps.servers) if ps is not None else []
+        out = [self._server(self._pods[k]) for k in keys]
+        if user is not None:
+            out = [s for s in out if s.user == user]
+        out.sort(key=lambda s: (s.created, s.namespace, s.name))
+        return out
+
+    def usage_by_subject(self, pool: str | None = None) -> dict[str, int]:
+        """GPUs per charged subject, in one pool or across all."""
+        if pool is None:
+            return {k: v for k, v in self._subject_total.items() if v}
+        ps = self._pools.get(pool)
+        return {k: v for k, v in ps.subject_used.items() if v} if ps is not None else {}
+
+    def usage_by_user(self, pool: str | None = None) -> dict[str, int]:
+        if pool is None:
+            return {k: v for k, v in self._user_total.items() if v}
+        ps = self._pools.get(pool)
+        return {k: v for k, v in ps.user_used.items() if v} if ps is not None else {}
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    @property
+    def node_count(self) -> int:
+        return len(self._nodes)
+
+
+def _add(counter: dict[str, int], key: str, delta: int) -> None:
+    value = counter.get(key, 0) + delta
+    if value:
+        counter[key] = value
+    else:
+        del counter[key]
+
+
+def _same_pod(a: _Pod, b: _Pod) -> bool:
+    """Whether two records of a pod count the same (so an event can be skipped)."""
+    return (
+        a.node == b.node
+        and a.gpus == b.gpus
+        and a.uid == b.uid
+        and a.terminating == b.terminating
+        and a.user == b.user
+        and a.charged == b.charged
+        and a.over_quota == b.over_quota
+        and a.admission == b.admission
+        and a.pool_label == b.pool_label
+        and a.server == b.server
+        and a.platform == b.platform
+    )
