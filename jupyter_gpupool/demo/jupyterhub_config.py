@@ -6,6 +6,7 @@ gpupool service, its scopes and roles into a hub. For a real cluster, start from
 ``examples/jupyterhub_config.py`` instead.
 """
 
+import json
 import os
 import shutil
 import sys
@@ -73,8 +74,10 @@ if service_cmd:
         {
             "name": "gpupool",
             "url": f"http://127.0.0.1:{env['GPUPOOL_DEMO_SERVICE_PORT']}",
-            "command": service_cmd.split("\0"),
+            "command": json.loads(service_cmd),  # a JSON list of arguments
             "oauth_no_confirm": True,
+            # so that the service's page cookie carries the visitor's gpupool scopes
+            "oauth_client_allowed_scopes": ["custom:gpupool:use", "custom:gpupool:admin"],
             "display": True,
         }
     )
@@ -93,6 +96,7 @@ c.JupyterHub.load_roles = [
             "admin:users",
             "admin:servers",
             "admin:groups",
+            "tokens",  # scripts (and the tests) make API tokens for users
             "custom:gpupool:admin",
             "access:services",
             "access:servers",

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -59,23 +61,37 @@ def default_pools_dir() -> Path | None:
     return None
 
 
+def demo_pools_dir(opts: DemoOptions) -> Path:
+    """The service's pools directory: ``--pools`` if given, else ``STATE/pools``, a copy of the
+    shipped examples made on first start (the service writes pool changes back to its
+    directory, and must not change the examples)."""
+    if opts.pools_dir is not None:
+        return opts.pools_dir.resolve()
+    target = opts.state_dir.resolve() / "pools"
+    source = default_pools_dir()
+    if not target.exists():
+        target.mkdir(parents=True)
+        if source is not None:
+            for f in sorted(source.iterdir()):
+                if f.is_file() and f.suffix in (".yaml", ".yml", ".json"):
+                    shutil.copy2(f, target / f.name)
+    return target
+
+
 def service_command(opts: DemoOptions, port: int, kubeconfig: str) -> list[str] | None:
     """The gpupool service's command line, once the service module exists."""
     try:
         import jupyter_gpupool.service  # noqa: F401
     except ImportError:
         return None
-    cmd = [
+    return [
         sys.executable,
         "-m",
         "jupyter_gpupool.service",
         f"--port={port}",
         f"--kubeconfig={kubeconfig}",
+        f"--pools={demo_pools_dir(opts)}",
     ]
-    pools = opts.pools_dir or default_pools_dir()
-    if pools is not None:
-        cmd.append(f"--pools={pools}")
-    return cmd
 
 
 class Demo:
@@ -111,7 +127,8 @@ class Demo:
         }
         cmd = service_command(self.opts, service_port, self.cluster.kubeconfig)
         if cmd:
-            env["GPUPOOL_DEMO_SERVICE_COMMAND"] = "\0".join(cmd)
+            # JSON: an environment variable cannot hold the NUL bytes that would separate args
+            env["GPUPOOL_DEMO_SERVICE_COMMAND"] = json.dumps(cmd)
         self.hub = self._spawn_hub(env)
         await self.wait_ready(with_service=bool(cmd))
 
