@@ -93,7 +93,11 @@ def load_documents(text: str, file: str = "<string>") -> list[Document]:
     Raises :class:`DocumentError` for YAML syntax errors, pointing at the line PyYAML blames.
     Empty documents are skipped.
     """
-    loader = yaml.SafeLoader(text)
+    try:
+        # the reader rejects some characters (NUL...) as soon as it is made
+        loader = yaml.SafeLoader(text)
+    except yaml.YAMLError as e:
+        raise DocumentError([Problem(file, 1, "(yaml)", f"invalid YAML: {e}")]) from None
     docs: list[Document] = []
     try:
         while loader.check_node():
@@ -113,6 +117,10 @@ def load_documents(text: str, file: str = "<string>") -> list[Document]:
         raise DocumentError([Problem(file, line, "(yaml)", f"invalid YAML: {msg}")]) from None
     except yaml.YAMLError as e:
         raise DocumentError([Problem(file, 1, "(yaml)", f"invalid YAML: {e}")]) from None
+    except RecursionError:
+        raise DocumentError(
+            [Problem(file, 1, "(yaml)", "invalid YAML: nested too deeply")]
+        ) from None
     finally:
         loader.dispose()
     return docs

@@ -108,6 +108,6 @@ c.JupyterHub.load_roles = [
         # what the service itself needs: look up users' groups, stop servers it reclaims
         "name": "gpupool-service",
         "services": ["gpupool"] if service_cmd else [],
-        "scopes": ["list:users", "read:users", "read:groups", "admin:servers"],
+        "scopes": ["read:users:groups", "delete:servers"],
     },
 ]

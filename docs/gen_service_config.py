@@ -1,0 +1,129 @@
+"""Regenerate the configuration reference in ``docs/service.md`` from the service's traits.
+
+The reference is the text between the two marker lines below; everything else in the file is
+written by hand. Each setting of :class:`jupyter_gpupool.service.GPUPoolService` that is
+configurable becomes one section: its config name, type, default, command-line alias, and its
+``help`` (reStructuredText ``Example::`` blocks become Python code blocks). ::
+
+    python docs/gen_service_config.py           # rewrite the section in place
+    python docs/gen_service_config.py --check   # exit 1 if the committed section is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import traitlets  # noqa: E402
+
+from jupyter_gpupool.service import GPUPoolService  # noqa: E402
+
+DOC = ROOT / "docs" / "service.md"
+BEGIN = "<!-- BEGIN GENERATED CONFIG REFERENCE: python docs/gen_service_config.py -->"
+END = "<!-- END GENERATED CONFIG REFERENCE -->"
+
+
+def _markdown(help_text: str) -> str:
+    """Trait help (reST-ish) as Markdown: ``x`` -> `x`, ``Label::`` + indented block -> code."""
+    lines = inspect.cleandoc(help_text).splitlines()
+    out: list[str] = []
+    in_code = False
+    for line in lines:
+        if in_code:
+            if line.strip() and not line.startswith("    "):
+                out.append("```")
+                in_code = False
+            else:
+                out.append(line[4:])
+                continue
+        if line.rstrip().endswith("::"):
+            out.append(re.sub(r"``([^`]+)``", r"`\1`", line.rstrip()[:-1]))
+            out.append("")
+            out.append("```python")
+            in_code = True
+            continue
+        out.append(re.sub(r"``([^`]+)``", r"`\1`", line))
+    if in_code:
+        out.append("```")
+    # drop the blank line the reST block left right after the fence opened
+    text = "\n".join(out)
+    text = re.sub(r"```python\n\n+", "```python\n", text)
+    # a command line is not Python
+    text = re.sub(r"```python\n(?=python -m )", "```console\n", text)
+    return re.sub(r"\n+```\n", "\n```\n", text).strip()
+
+
+def _type(trait: traitlets.TraitType) -> str:
+    name = type(trait).__name__
+    if isinstance(trait, traitlets.Enum):
+        return "one of " + ", ".join(f"`{v}`" for v in trait.values or ())
+    return {"Int": "integer", "Unicode": "string", "Float": "number", "Bool": "boolean"}.get(
+        name, name
+    )
+
+
+def _default(cls: type[GPUPoolService], name: str, trait: traitlets.TraitType) -> str:
+    if name in cls._trait_default_generators:
+        return "computed when the service starts (see below)"
+    return f"`{trait.default_value!r}`"
+
+
+def reference(cls: type[GPUPoolService] = GPUPoolService) -> str:
+    aliases = {
+        target.split(".", 1)[1]: flag
+        for flag, target in cls.aliases.items()
+        if isinstance(target, str) and target.startswith(cls.__name__ + ".")
+    }
+    sections = [
+        f"Settings of `{cls.__name__}`, in a config file (`--config FILE`) as "
+        f"`c.{cls.__name__}.NAME = value`, or on the command line as "
+        f"`--{cls.__name__}.NAME=value` (or the short option shown). "
+        "The log level is `--log-level` (`c.Application.log_level`)."
+    ]
+    for name, trait in cls.__dict__.items():
+        if not isinstance(trait, traitlets.TraitType) or not trait.metadata.get("config"):
+            continue
+        facts = [f"type: {_type(trait)}", f"default: {_default(cls, name, trait)}"]
+        if name in aliases:
+            facts.append(f"command line: `--{aliases[name]}`")
+        sections.append(
+            f"### `c.{cls.__name__}.{name}`\n\n{'; '.join(facts)}\n\n{_markdown(trait.help)}"
+        )
+    return "\n\n".join(sections) + "\n"
+
+
+def render(current: str) -> str:
+    """``current`` with the generated section replaced."""
+    try:
+        head, rest = current.split(BEGIN, 1)
+        _, tail = rest.split(END, 1)
+    except ValueError:
+        raise SystemExit(f"{DOC}: the markers {BEGIN!r} and {END!r} are missing") from None
+    return f"{head}{BEGIN}\n\n{reference()}\n{END}{tail}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="fail if docs/service.md is stale")
+    args = parser.parse_args()
+    current = DOC.read_text(encoding="utf-8")
+    new = render(current)
+    if args.check:
+        if new != current:
+            print(f"{DOC} is out of date; run: python docs/gen_service_config.py", file=sys.stderr)
+            return 1
+        return 0
+    if new != current:
+        DOC.write_text(new, encoding="utf-8")
+        print(f"updated {DOC}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

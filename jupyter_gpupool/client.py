@@ -1,0 +1,352 @@
+"""The one HTTP client of the gpupool service API, for the spawner, magics, widget, CLI and tests.
+
+::
+
+    client = GPUPoolClient("http://127.0.0.1:8000/services/gpupool/", token)
+    pools = await client.pools()
+    try:
+        admission = await client.admit(user="alice", pools=["training-pool"], gpus=2)
+    except AdmissionRejected as e:
+        print(e.message)             # one line per pool skipped, in words a user understands
+    else:
+        ...                          # create the pod with admission["overrides"]
+        await client.release(admission["id"])   # if the spawn fails before the pod exists
+    await client.close()
+
+Every method is a coroutine returning the decoded JSON answer (typed with ``TypedDict`` s for
+the answers callers read field by field). Any answer other than a success raises
+:class:`GPUPoolError` carrying the HTTP status and the service's message;
+:class:`AdmissionRejected` (409) and :class:`AdmissionForbidden` (403) add the pools skipped.
+No answer at all (connection refused, timeout) raises :class:`GPUPoolError` with status 0.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypedDict
+from urllib.parse import quote, urlencode
+
+import tornado.httpclient
+
+__all__ = [
+    "Admission",
+    "AdmissionForbidden",
+    "AdmissionRejected",
+    "GPUPoolClient",
+    "GPUPoolError",
+    "PoolSummary",
+    "Skip",
+]
+
+
+class Skip(TypedDict):
+    pool: str
+    reason: str
+
+
+class PoolSummary(TypedDict, total=False):
+    """One row of ``GET api/v1/pools``."""
+
+    name: str
+    description: str | None
+    status: str  # active | degraded | unavailable | empty
+    gpu_total: int
+    gpu_used: int
+    gpu_free: int
+    gpu_reserved: int
+    gpu_available: int  # free on schedulable nodes, minus what admissions hold
+    node_count: int
+    schedulable_nodes: int
+    gpu_types: list[str]
+    largest_free_block: int
+    server_count: int
+    pending_servers: int
+    placement: str
+    platforms: list[dict[str, Any]]
+    default_platform: str | None
+    limits: dict[str, Any]
+    defined: bool
+
+
+class Admission(TypedDict, total=False):
+    """A 201 answer of ``POST api/v1/admissions``."""
+
+    id: str
+    pool: str
+    platform: str | None
+    gpu_type: str | None
+    node: str | None
+    over_quota: bool
+    charged: str
+    skipped: list[Skip]
+    expires_at: str
+    user: str
+    groups: list[str]
+    server: str
+    gpus: int
+    nodes_fit: int
+    overrides: dict[str, Any]  # pod settings: nodeSelector, tolerations, labels, resources...
+    reclaimed: list[dict[str, Any]]
+    message: str
+
+
+class GPUPoolError(Exception):
+    """The service answered with an error (``status``), or not at all (``status`` 0)."""
+
+    def __init__(self, status: int, message: str, body: Mapping[str, Any] | None = None):
+        super().__init__(f"{status}: {message}" if status else message)
+        self.status = status
+        self.message = message
+        self.body: Mapping[str, Any] = body or {}
+
+
+class AdmissionRejected(GPUPoolError):
+    """409: no pool of the list can take the request now; ``skipped`` says why for each."""
+
+    @property
+    def skipped(self) -> list[Skip]:
+        return list(self.body.get("skipped") or [])
+
+    @property
+    def reclaimed(self) -> list[dict[str, Any]]:
+        return list(self.body.get("reclaimed") or [])
+
+
+class AdmissionForbidden(GPUPoolError):
+    """403: the user may use none of the pools asked for (or the caller may not ask)."""
+
+    @property
+    def skipped(self) -> list[Skip]:
+        return list(self.body.get("skipped") or [])
+
+
+def _q(name: str) -> str:
+    return quote(name, safe="")
+
+
+class GPUPoolClient:
+    """Async client of one gpupool service.
+
+    ``url`` is the service's base URL, e.g. ``http://hub.example.org/services/gpupool/`` (or the
+    service's own address from inside the hub); ``token`` a JupyterHub API token whose owner has
+    ``custom:gpupool:use`` or ``custom:gpupool:admin``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        request_timeout: float = 30.0,
+        admission_timeout: float = 120.0,
+        max_clients: int = 10,
+    ):
+        self.url = url.rstrip("/") + "/"
+        self.token = token
+        self.request_timeout = request_timeout
+        # An admission that reclaims GPUs waits for servers to stop before it answers.
+        self.admission_timeout = admission_timeout
+        self.max_clients = max_clients
+        self._http: tornado.httpclient.AsyncHTTPClient | None = None
+
+    def _client(self) -> tornado.httpclient.AsyncHTTPClient:
+        # Created on first use, inside the running event loop (tornado binds it to the loop).
+        if self._http is None:
+            self._http = tornado.httpclient.AsyncHTTPClient(
+                force_instance=True, max_clients=self.max_clients
+            )
+        return self._http
+
+    async def close(self) -> None:
+        if self._http is not None:
+            self._http.close()
+            self._http = None
+
+    async def __aenter__(self) -> GPUPoolClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- plumbing --------------------------------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        text: str | None = None,
+        content_type: str = "application/json",
+        params: Mapping[str, str | None] | None = None,
+        timeout: float | None = None,
+    ) -> tornado.httpclient.HTTPResponse:
+        """One request to ``url + path``; raises :class:`GPUPoolError` unless it succeeds."""
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        url = self.url + path + (f"?{urlencode(query)}" if query else "")
+        body: bytes | None = None
+        headers = {"Authorization": f"token {self.token}", "Accept": "application/json"}
+        if json_body is not None:
+            body = json.dumps(json_body).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        elif text is not None:
+            body = text.encode("utf-8")
+            headers["Content-Type"] = content_type
+        req = tornado.httpclient.HTTPRequest(
+            url,
+            method=method,
+            headers=headers,
+            body=body,
+            request_timeout=timeout or self.request_timeout,
+            allow_nonstandard_methods=True,
+        )
+        try:
+            resp = await self._client().fetch(req, raise_error=False)
+        except (OSError, tornado.httpclient.HTTPClientError) as e:
+            # refused, reset, closed or timed out: no answer (HTTP errors are answers, below)
+            raise GPUPoolError(0, f"no answer from the gpupool service at {self.url}: {e}") from e
+        if resp.code == 599:
+            raise GPUPoolError(0, f"no answer from the gpupool service at {self.url}: {resp.error}")
+        if resp.code >= 400:
+            raise self._error(resp)
+        return resp
+
+    def _error(self, resp: tornado.httpclient.HTTPResponse) -> GPUPoolError:
+        body: dict[str, Any] = {}
+        message = resp.reason or f"HTTP {resp.code}"
+        try:
+            data = json.loads(resp.body or b"")
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            body = data
+            message = str(data.get("message") or message)
+        cls = {409: AdmissionRejected, 403: AdmissionForbidden}.get(resp.code, GPUPoolError)
+        if cls is not GPUPoolError and not resp.request.url.split("?")[0].endswith("admissions"):
+            cls = GPUPoolError
+        return cls(resp.code, message, body)
+
+    async def _json(self, method: str, path: str, **kw: Any) -> Any:
+        resp = await self.request(method, path, **kw)
+        return json.loads(resp.body) if resp.body else None
+
+    # --- the API ---------------------------------------------------------------------------------
+
+    async def info(self) -> dict[str, Any]:
+        """Who the service thinks the caller is (``name``, ``admin``, ``groups``) and its version."""
+        return await self._json("GET", "api/v1/")
+
+    async def pools(self) -> list[PoolSummary]:
+        """Pools the caller may use (all, for an admin), with free GPUs."""
+        return list((await self._json("GET", "api/v1/pools"))["pools"])
+
+    async def pool(self, name: str) -> dict[str, Any]:
+        """One pool with its nodes, servers and quota usage."""
+        return await self._json("GET", f"api/v1/pools/{_q(name)}")
+
+    async def apply_pools(self, documents: str | Mapping[str, Any]) -> dict[str, Any]:
+        """Create or replace pools from YAML text (one or more documents) or one JSON document."""
+        if isinstance(documents, str):
+            return await self._json(
+                "POST", "api/v1/pools", text=documents, content_type="application/yaml"
+            )
+        return await self._json("POST", "api/v1/pools", json_body=documents)
+
+    async def delete_pool(self, name: str) -> dict[str, Any]:
+        """Delete a pool: its document and its nodes' pool label. Servers keep running."""
+        return await self._json("DELETE", f"api/v1/pools/{_q(name)}")
+
+    async def nodes(self, pool: str | None = None) -> list[dict[str, Any]]:
+        return list((await self._json("GET", "api/v1/nodes", params={"pool": pool}))["nodes"])
+
+    async def node_labels(self, node: str, key: str | None = None) -> dict[str, str]:
+        data = await self._json("GET", f"api/v1/nodes/{_q(node)}/labels", params={"key": key})
+        return dict(data["labels"])
+
+    async def label_node(
+        self, node: str, labels: Mapping[str, str | None], *, overwrite: bool = False
+    ) -> dict[str, Any]:
+        """Set node labels (None removes one); an existing other value needs ``overwrite``."""
+        return await self._json(
+            "PATCH",
+            f"api/v1/nodes/{_q(node)}/labels",
+            json_body={"labels": dict(labels), "overwrite": overwrite},
+        )
+
+    async def servers(
+        self, pool: str | None = None, user: str | None = None
+    ) -> list[dict[str, Any]]:
+        data = await self._json("GET", "api/v1/servers", params={"pool": pool, "user": user})
+        return list(data["servers"])
+
+    async def quotas(self) -> dict[str, Any]:
+        return await self._json("GET", "api/v1/quotas")
+
+    async def put_quotas(self, documents: str | Mapping[str, Any]) -> dict[str, Any]:
+        """Replace every quota document by these (YAML text, or one JSON document)."""
+        if isinstance(documents, str):
+            return await self._json(
+                "PUT", "api/v1/quotas", text=documents, content_type="application/yaml"
+            )
+        return await self._json("PUT", "api/v1/quotas", json_body=documents)
+
+    async def usage(self) -> dict[str, Any]:
+        return await self._json("GET", "api/v1/usage")
+
+    async def admit(
+        self,
+        *,
+        user: str | None = None,
+        pools: Sequence[str] = (),
+        gpus: int = 0,
+        gpu_type: str | None = None,
+        server: str = "",
+        groups: Iterable[str] | None = None,
+        reclaim: bool = True,
+    ) -> Admission:
+        """Ask for ``gpus`` GPUs in the first of ``pools`` that can take them.
+
+        ``user`` and ``groups`` default to the caller's own; only an admin caller may name
+        another user or give groups. Raises :class:`AdmissionRejected` (409) when no pool can
+        take it now and :class:`AdmissionForbidden` (403) when the user may use none of them.
+        """
+        body: dict[str, Any] = {
+            "pools": list(pools),
+            "gpus": gpus,
+            "gpu_type": gpu_type,
+            "server": server,
+            "reclaim": reclaim,
+        }
+        if user is not None:
+            body["user"] = user
+        if groups is not None:
+            body["groups"] = list(groups)
+        data = await self._json(
+            "POST", "api/v1/admissions", json_body=body, timeout=self.admission_timeout
+        )
+        return data
+
+    async def release(self, admission_id: str, *, missing_ok: bool = True) -> bool:
+        """Give an admission's GPUs back. False if it was no longer held (its pod appeared, it
+        expired or was released), unless ``missing_ok`` is False (then that raises)."""
+        try:
+            await self.request("DELETE", f"api/v1/admissions/{_q(admission_id)}")
+        except GPUPoolError as e:
+            if e.status == 404 and missing_ok:
+                return False
+            raise
+        return True
+
+    async def admissions(self) -> list[dict[str, Any]]:
+        """Admissions still waiting for their pod (the caller's own, or all for an admin)."""
+        return list((await self._json("GET", "api/v1/admissions"))["admissions"])
+
+    async def pools_csv(self) -> str:
+        return (await self.request("GET", "api/v1/pools.csv")).body.decode("utf-8")
+
+    async def nodes_csv(self) -> str:
+        return (await self.request("GET", "api/v1/nodes.csv")).body.decode("utf-8")
+
+    async def metrics(self) -> str:
+        return (await self.request("GET", "metrics")).body.decode("utf-8")

@@ -1,0 +1,225 @@
+"""The admission desk: one lock around decide + reserve, reservations, expiry and reclaim.
+
+Decisions are made by :func:`jupyter_gpupool.admission.decide` (pure); this module only
+serializes them and carries them out:
+
+- **Serialized.** Every decision and the reservation it makes happen under one asyncio lock, so
+  two concurrent spawns never both see the same free GPUs.
+- **Reserved.** An admitted request holds its GPUs until the usage index sees its pod (by the
+  admission label), it is released, or ``ttl`` seconds pass; :meth:`sweep` drops expired ones.
+- **Reclaim.** When a request within quota only lacks room because borrowing (over-quota)
+  servers hold the GPUs, the desk holds the node for the requester, asks JupyterHub to stop the
+  victims (deleting the pod directly for pods the hub does not know), waits up to
+  ``reclaim_wait`` seconds for their GPUs to come free, and decides again. The answer names the
+  servers that were stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from ..admission import AdmissionRequest, Decision, ReclaimPlan, decide, user_subject
+from ..reservations import Reservation
+from ..usage import ServerUsage
+from . import clock
+from .errors import ApiError
+from .hubapi import HubAPI
+from .kube import Kube, KubeError
+from .metrics import Metrics
+from .state import ServiceState
+from .views import pool_exists, pool_or_bare
+
+log = logging.getLogger(__name__)
+
+NO_ACCESS = "you don't have access to this pool"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How an admission request ended: 201 admitted, 409 not now, 403 no pool allowed."""
+
+    status: int
+    decision: Decision
+    reservation: Reservation | None = None
+    reclaimed: tuple[ServerUsage, ...] = ()
+    note: str = ""
+
+    @property
+    def message(self) -> str:
+        return "\n".join(x for x in (self.decision.message, self.note) if x)
+
+
+def new_admission_id() -> str:
+    """16 hex digits: unguessable enough, and a valid label value as it is."""
+    return secrets.token_hex(8)
+
+
+class AdmissionDesk:
+    def __init__(
+        self,
+        state: ServiceState,
+        *,
+        metrics: Metrics,
+        ttl: float = 120.0,
+        hub: HubAPI | None = None,
+        kube: Kube | None = None,
+        reclaim_wait: float = 30.0,
+    ):
+        self.state = state
+        self.metrics = metrics
+        self.ttl = ttl
+        self.hub = hub
+        self.kube = kube
+        self.reclaim_wait = reclaim_wait
+        self.lock = asyncio.Lock()
+
+    # --- checks before deciding ------------------------------------------------------------------
+
+    def check_pools(self, request: AdmissionRequest) -> None:
+        """400 for a pool that does not exist; 403 when the user may use none of the pools."""
+        registry, index = self.state.registry, self.state.index
+        names = request.pools or registry.default_pool_order(request.groups)
+        unknown = [n for n in request.pools if not pool_exists(registry, index, n)]
+        if unknown:
+            known = sorted(set(registry.pools) | set(index.pool_names()) | {"default"})
+            raise ApiError(
+                400,
+                f"unknown pool {unknown[0]!r} (pools: {', '.join(known)})",
+                unknown_pools=unknown,
+            )
+        if names and not any(
+            pool_or_bare(registry, n).allows(request.user, request.groups) for n in names
+        ):
+            raise ApiError(
+                403,
+                f"{request.user} may not use any of the pools asked for ({', '.join(names)})",
+                skipped=[{"pool": n, "reason": NO_ACCESS} for n in names],
+            )
+
+    # --- deciding --------------------------------------------------------------------------------
+
+    def sweep(self) -> list[Reservation]:
+        """Drop reservations whose pod never came."""
+        gone = self.state.reservations.expire(clock.now())
+        if gone:
+            self.metrics.expired.inc(len(gone))
+            log.info("%d reservation(s) expired: %s", len(gone), [r.admission_id for r in gone])
+        return gone
+
+    def _decide_and_reserve(self, request: AdmissionRequest) -> Decision:
+        """Under the lock: decide, and hold the GPUs of an admitted request."""
+        self.sweep()
+        decision = decide(request, self.state.admission_state())
+        if decision.admitted:
+            self.state.reservations.add(decision.reservation(clock.now() + self.ttl))
+        return decision
+
+    async def admit(self, request: AdmissionRequest) -> Outcome:
+        """Admit ``request`` (its ``admission_id`` is set here when empty)."""
+        if not request.admission_id:
+            request = replace(request, admission_id=new_admission_id())
+        self.check_pools(request)
+        async with self.lock:
+            decision = self._decide_and_reserve(request)
+            if decision.admitted:
+                return self._admitted(decision)
+            plan = decision.reclaim
+            if plan is None:
+                return Outcome(409, decision)
+            hold = self._hold_for(request, plan)
+        return await self._reclaim(request, decision, plan, hold)
+
+    def _admitted(self, decision: Decision, **kw: object) -> Outcome:
+        res = self.state.reservations.get(decision.request.admission_id)
+        return Outcome(201, decision, reservation=res, **kw)  # type: ignore[arg-type]
+
+    def release(self, admission_id: str) -> Reservation | None:
+        return self.state.reservations.release(admission_id)
+
+    # --- reclaim ---------------------------------------------------------------------------------
+
+    def _hold_for(self, request: AdmissionRequest, plan: ReclaimPlan) -> Reservation:
+        """Keep the node's GPUs for the requester while the victims stop."""
+        hold = Reservation(
+            admission_id=f"{request.admission_id}-reclaim",
+            pool=plan.pool,
+            node=plan.node,
+            gpus=request.gpus,
+            user=request.user,
+            charged=user_subject(request.user),
+            over_quota=False,
+            expires_at=clock.now() + self.reclaim_wait + 5,
+        )
+        self.state.reservations.add(hold)
+        return hold
+
+    async def _reclaim(
+        self, request: AdmissionRequest, first: Decision, plan: ReclaimPlan, hold: Reservation
+    ) -> Outcome:
+        victims = plan.victims
+        names = ", ".join(f"{v.user}/{v.server}" if v.server else v.user for v in victims)
+        log.info(
+            "Reclaiming %d GPUs on %s in %s for %s: stopping %s",
+            plan.gpus_freed,
+            plan.node,
+            plan.pool,
+            request.user,
+            names,
+        )
+        try:
+            await asyncio.gather(*(self._stop(v) for v in victims))
+            self.metrics.reclaimed.inc(len(victims))
+            freed = await self._wait_gone(victims, self.reclaim_wait)
+        finally:
+            async with self.lock:
+                self.state.reservations.release(hold.admission_id)
+        async with self.lock:
+            decision = self._decide_and_reserve(replace(request, reclaim=False))
+        note = (
+            f"{plan.pool}: stopped {len(victims)} server{'s' if len(victims) != 1 else ''} "
+            f"borrowing GPUs beyond their quota to give you your guaranteed GPUs: {names}"
+        )
+        if decision.admitted:
+            return self._admitted(decision, reclaimed=victims, note=note)
+        if not freed:
+            note += "; their GPUs are not free yet, try again in a moment"
+        return Outcome(409, decision, reclaimed=victims, note=note)
+
+    async def _stop(self, victim: ServerUsage) -> None:
+        """Stop through the hub (so it knows the server is gone); delete the pod if it can't."""
+        if self.hub is not None and victim.user:
+            try:
+                status = await self.hub.stop_server(victim.user, victim.server)
+            except ApiError as e:
+                log.warning("Cannot ask JupyterHub to stop %s: %s", victim.name, e.message)
+                status = 0
+            if status in (202, 204):
+                return
+        if self.kube is not None:
+            try:
+                await self.kube.delete_pod(victim.namespace, victim.name)
+            except KubeError as e:
+                log.warning("Cannot delete pod %s/%s: %s", victim.namespace, victim.name, e)
+
+    async def _wait_gone(self, victims: Sequence[ServerUsage], timeout: float) -> bool:
+        """Wait until the index no longer counts the victims' pods (True), or time out."""
+        keys = {(v.namespace, v.name) for v in victims}
+        pools = {v.pool for v in victims}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            left = [
+                s
+                for p in pools
+                for s in self.state.index.servers(pool=p)
+                if (s.namespace, s.name) in keys
+            ]
+            if not left:
+                return True
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.1)

@@ -1,0 +1,178 @@
+"""Request bodies: parsed and checked before anything is looked up or changed.
+
+Each parser takes the decoded JSON value and returns a plain value object, or raises a 400
+:class:`~jupyter_gpupool.service.errors.ApiError` whose message names the field and says what is
+wrong with it. Unknown fields are refused (with a suggestion for near misses), booleans never pass
+as numbers, and GPU counts must be whole numbers between 0 and the configured maximum.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..labels import is_label_key, is_label_value
+from ..yamldoc import unknown_key_message
+from .errors import bad_request
+
+#: Most pools one admission request may list (a spawn form offers a handful).
+MAX_POOLS_PER_REQUEST = 64
+#: Longest user, group, server or pool name accepted in a request.
+MAX_NAME_LENGTH = 255
+
+
+def parse_json(body: bytes) -> Any:
+    """The JSON value of a request body; a 400 that says where the syntax breaks otherwise."""
+    if not body.strip():
+        raise bad_request("the request needs a JSON body")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise bad_request(f"the request body is not UTF-8: {e}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise bad_request(
+            f"the request body is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})"
+        ) from None
+    except RecursionError:
+        raise bad_request("the request body is nested too deeply") from None
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _object(value: Any, what: str, allowed: tuple[str, ...]) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise bad_request(f"{what} must be a JSON object, not {_describe(value)}")
+    for key in value:
+        if key not in allowed:
+            raise bad_request(f"{what}: {unknown_key_message(str(key), allowed)}")
+    return value
+
+
+def _name(value: Any, field: str, *, empty_ok: bool = False) -> str:
+    if not isinstance(value, str):
+        raise bad_request(f"{field} must be a string, not {_describe(value)}")
+    if not value and not empty_ok:
+        raise bad_request(f"{field} must not be empty")
+    if len(value) > MAX_NAME_LENGTH:
+        raise bad_request(f"{field} is longer than {MAX_NAME_LENGTH} characters")
+    return value
+
+
+def _names(value: Any, field: str, *, limit: int | None = None) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise bad_request(f"{field} must be a list of strings, not {_describe(value)}")
+    if limit is not None and len(value) > limit:
+        raise bad_request(f"{field} lists {len(value)} entries; at most {limit} are allowed")
+    return tuple(_name(v, f"{field}[{i}]") for i, v in enumerate(value))
+
+
+def gpu_count(value: Any, field: str, maximum: int) -> int:
+    """A whole, non-negative GPU count no larger than ``maximum``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise bad_request(f"{field} must be a whole number of GPUs, not {_describe(value)}")
+    if value < 0:
+        raise bad_request(f"{field} must not be negative, not {value}")
+    if value > maximum:
+        raise bad_request(f"{field} is {value}; one server may ask for at most {maximum} GPUs")
+    return value
+
+
+@dataclass(frozen=True)
+class AdmissionBody:
+    """``POST api/v1/admissions``. ``user``/``groups`` None: the caller's own."""
+
+    user: str | None
+    groups: tuple[str, ...] | None
+    pools: tuple[str, ...]
+    gpus: int
+    gpu_type: str | None
+    server: str
+    reclaim: bool
+
+
+ADMISSION_FIELDS = ("user", "groups", "pools", "gpus", "gpu_type", "server", "reclaim")
+
+
+def parse_admission(value: Any, *, max_gpus: int) -> AdmissionBody:
+    data = _object(value, "the admission request", ADMISSION_FIELDS)
+    user = data.get("user")
+    groups = data.get("groups")
+    gpu_type = data.get("gpu_type")
+    reclaim = data.get("reclaim", True)
+    if not isinstance(reclaim, bool):
+        raise bad_request(f"reclaim must be true or false, not {_describe(reclaim)}")
+    pools = _names(data.get("pools", []), "pools", limit=MAX_POOLS_PER_REQUEST)
+    return AdmissionBody(
+        user=None if user is None else _name(user, "user"),
+        groups=None if groups is None else _names(groups, "groups"),
+        pools=tuple(dict.fromkeys(pools)),  # a pool listed twice is tried once
+        gpus=gpu_count(data.get("gpus", 0), "gpus", max_gpus),
+        gpu_type=None if gpu_type in (None, "") else _name(gpu_type, "gpu_type"),
+        server=_name(data.get("server", ""), "server", empty_ok=True),
+        reclaim=reclaim,
+    )
+
+
+@dataclass(frozen=True)
+class LabelPatch:
+    """``PATCH api/v1/nodes/{name}/labels``: values to set, None to remove (kubectl's ``key-``)."""
+
+    labels: Mapping[str, str | None]
+    overwrite: bool
+
+
+def parse_label_patch(value: Any) -> LabelPatch:
+    data = _object(value, "the label change", ("labels", "overwrite"))
+    if "labels" not in data:
+        raise bad_request('the label change needs "labels": {"KEY": "VALUE" or null, ...}')
+    labels = data["labels"]
+    if not isinstance(labels, Mapping) or not labels:
+        raise bad_request(
+            f"labels must be a non-empty object of KEY: VALUE (null removes), "
+            f"not {_describe(labels)}"
+        )
+    out: dict[str, str | None] = {}
+    for key, val in labels.items():
+        if not is_label_key(key):
+            raise bad_request(f"{key!r} is not a valid Kubernetes label key (NAME or PREFIX/NAME)")
+        if val is not None:
+            if not isinstance(val, str):
+                raise bad_request(
+                    f"labels.{key} must be a string or null, not {_describe(val)}"
+                    + (f' (quote it: "{val}")' if isinstance(val, (int, float)) else "")
+                )
+            if not is_label_value(val):
+                raise bad_request(
+                    f"labels.{key}: {val!r} is not a valid Kubernetes label value (at most 63 "
+                    "letters, digits, '-', '_' or '.', starting and ending with a letter or digit)"
+                )
+        out[key] = val
+    overwrite = data.get("overwrite", False)
+    if not isinstance(overwrite, bool):
+        raise bad_request(f"overwrite must be true or false, not {_describe(overwrite)}")
+    return LabelPatch(out, overwrite)
+
+
+def text_body(body: bytes) -> str:
+    """A YAML or JSON document body as text (pool and quota documents)."""
+    if not body.strip():
+        raise bad_request("the request needs a YAML or JSON body with pool or quota documents")
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise bad_request(f"the request body is not UTF-8: {e}") from None

@@ -1,0 +1,393 @@
+"""The HTTP API (``api/v1/...``) and ``metrics``: thin handlers over the state and the desks.
+
+Every handler authenticates in :meth:`APIHandler.prepare` (401 without an identity, 403 without
+the route's scope), parses its input with :mod:`.bodies`, calls one method of the state, the
+admission desk or the pool manager, and writes what :mod:`.views` returns. Errors are JSON
+``{"status", "message", ...}``; bodies are streamed so an oversized one is refused with a 400
+before it is read.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from jupyterhub.services.auth import HubOAuthenticated
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from tornado import web
+
+from .. import __version__
+from ..admission import AdmissionRequest
+from . import views
+from .admissions import Outcome
+from .auth import ADMIN_SCOPE, USE_SCOPE, Caller
+from .bodies import parse_admission, parse_json, parse_label_patch, text_body
+from .errors import ApiError
+
+if TYPE_CHECKING:
+    from .app import ServiceContext
+
+log = logging.getLogger(__name__)
+
+
+class ServiceHandler(HubOAuthenticated, web.RequestHandler):
+    """Base of every handler: the service context and its HubOAuth."""
+
+    ctx: ServiceContext
+
+    def initialize(self, ctx: ServiceContext) -> None:
+        self.ctx = ctx
+        self.hub_auth = ctx.hub_auth
+
+
+@web.stream_request_body
+class APIHandler(ServiceHandler):
+    """JSON API handler: authentication, scopes, bounded bodies, JSON errors."""
+
+    #: Scope each HTTP method needs; methods not listed need the admin scope.
+    scopes: Mapping[str, str] = {"GET": USE_SCOPE}
+    caller: Caller
+
+    async def prepare(self) -> None:
+        self.set_header("Cache-Control", "no-store")
+        self._chunks: list[bytes] = []
+        self._size = 0
+        try:
+            model = await self.hub_auth.get_user(self, sync=False)
+        except web.HTTPError as e:
+            raise ApiError(503, f"cannot check the token with JupyterHub: {e.log_message}") from e
+        if not model:
+            raise ApiError(
+                401,
+                "authentication required: send a JupyterHub API token (Authorization: token ...)",
+            )
+        self.caller = Caller.from_model(model)
+        scope = self.scopes.get(self.request.method or "", ADMIN_SCOPE)
+        if not self.caller.allows(scope):
+            raise ApiError(403, f"{self.caller.kind} {self.caller.name} lacks the scope {scope}")
+        length = self.request.headers.get("Content-Length")
+        limit = self.ctx.max_body_size
+        if length and length.isdigit() and int(length) > limit:
+            raise ApiError(400, f"the request body is {length} bytes; at most {limit} are accepted")
+
+    def data_received(self, chunk: bytes) -> None:
+        self._size += len(chunk)
+        if self._size <= self.ctx.max_body_size:
+            self._chunks.append(chunk)
+
+    @property
+    def body(self) -> bytes:
+        limit = self.ctx.max_body_size
+        if self._size > limit:
+            raise ApiError(400, f"the request body is over {limit} bytes")
+        return b"".join(self._chunks)
+
+    def write_json(self, value: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        self.finish(json.dumps(value))
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, ApiError):
+            body = exc.body()
+        elif isinstance(exc, web.HTTPError):
+            body = {"status": status_code, "message": exc.log_message or exc.reason or ""}
+        else:
+            body = {"status": status_code, "message": self._reason}
+            if status_code >= 500:
+                body["message"] = "internal error in the gpupool service; see its log"
+        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        self.finish(json.dumps(body))
+
+    # --- who is asking ---------------------------------------------------------------------------
+
+    async def caller_groups(self) -> tuple[str, ...]:
+        if self.caller.groups is not None:
+            return self.caller.groups
+        return await self.ctx.user_groups(self.caller.name)
+
+    async def view_of(self) -> tuple[str | None, tuple[str, ...]]:
+        """``(None, ())`` for an admin (everything), else the caller's name and groups."""
+        if self.caller.is_admin:
+            return None, ()
+        return self.caller.name, await self.caller_groups()
+
+
+# --- pools ---------------------------------------------------------------------------------------
+
+
+class InfoHandler(APIHandler):
+    """``GET api/v1/``: who the caller is to the service, and what it runs with."""
+
+    async def get(self) -> None:
+        user, groups = await self.view_of()
+        self.write_json(
+            {
+                "version": __version__,
+                "name": self.caller.name,
+                "kind": self.caller.kind,
+                "admin": self.caller.is_admin,
+                "groups": list(groups) if user is not None else self.caller.groups,
+                "pool_label": self.ctx.state.pool_label,
+                "registry": self.ctx.pools.store.description,
+            }
+        )
+
+
+class PoolsHandler(APIHandler):
+    scopes = {"GET": USE_SCOPE, "POST": ADMIN_SCOPE}
+
+    async def get(self) -> None:
+        user, groups = await self.view_of()
+        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        self.finish(self.ctx.state.pools_json(user, groups))
+
+    async def post(self) -> None:
+        result = await self.ctx.pools.apply_pools(text_body(self.body))
+        self.write_json(result, status=201 if result["created"] else 200)
+
+
+class PoolsCSVHandler(APIHandler):
+    async def get(self) -> None:
+        user, groups = await self.view_of()
+        rows = self.ctx.state.pool_summaries(user, groups)
+        self.set_header("Content-Type", "text/csv; charset=UTF-8")
+        self.set_header("Content-Disposition", 'attachment; filename="pools.csv"')
+        self.finish(views.to_csv(rows, views.POOL_COLUMNS))
+
+
+class PoolHandler(APIHandler):
+    scopes = {"GET": USE_SCOPE, "DELETE": ADMIN_SCOPE}
+
+    async def get(self, name: str) -> None:
+        state = self.ctx.state
+        if not views.pool_exists(state.registry, state.index, name):
+            raise ApiError(404, f"no pool named {name!r}")
+        user, groups = await self.view_of()
+        pool = views.pool_or_bare(state.registry, name)
+        if user is not None and not pool.allows(user, groups):
+            raise ApiError(403, f"you don't have access to pool {name}")
+        summary = state.pool_summary(name)
+        self.write_json(
+            views.pool_detail(
+                pool, summary, state.registry, state.index, state.reservations, user, groups
+            )
+        )
+
+    async def delete(self, name: str) -> None:
+        self.write_json(await self.ctx.pools.delete_pool(name))
+
+
+# --- nodes and servers ---------------------------------------------------------------------------
+
+
+class NodesHandler(APIHandler):
+    scopes = {"GET": ADMIN_SCOPE}
+
+    async def get(self) -> None:
+        pool = self.get_argument("pool", None)
+        nodes = self.ctx.state.index.nodes(pool)
+        self.write_json({"nodes": [views.node_row(n) for n in nodes]})
+
+
+class NodesCSVHandler(APIHandler):
+    scopes = {"GET": ADMIN_SCOPE}
+
+    async def get(self) -> None:
+        rows = [views.node_row(n) for n in self.ctx.state.index.nodes()]
+        self.set_header("Content-Type", "text/csv; charset=UTF-8")
+        self.set_header("Content-Disposition", 'attachment; filename="nodes.csv"')
+        self.finish(views.to_csv(rows, views.NODE_COLUMNS))
+
+
+class NodeLabelsHandler(APIHandler):
+    """``GET``/``PATCH api/v1/nodes/{name}/labels`` (gpuctl ``get labels`` / ``label node``)."""
+
+    scopes = {"GET": ADMIN_SCOPE, "PATCH": ADMIN_SCOPE}
+
+    async def get(self, name: str) -> None:
+        node = await self.ctx.get_node(name)
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        key = self.get_argument("key", None)
+        if key is not None:
+            labels = {key: labels[key]} if key in labels else {}
+        self.write_json({"node": name, "labels": labels})
+
+    async def patch(self, name: str) -> None:
+        patch = parse_label_patch(parse_json(self.body))
+        self.write_json(await self.ctx.pools.label_node(name, patch))
+
+
+class ServersHandler(APIHandler):
+    async def get(self) -> None:
+        user, _ = await self.view_of()
+        pool = self.get_argument("pool", None)
+        state = self.ctx.state
+        if pool is not None and not views.pool_exists(state.registry, state.index, pool):
+            raise ApiError(404, f"no pool named {pool!r}")
+        wanted_user = self.get_argument("user", None) if user is None else user
+        servers = state.index.servers(pool=pool, user=wanted_user)
+        self.write_json({"servers": [views.server_row(s) for s in servers]})
+
+
+# --- quotas and usage ----------------------------------------------------------------------------
+
+
+class QuotasHandler(APIHandler):
+    scopes = {"GET": USE_SCOPE, "PUT": ADMIN_SCOPE}
+
+    async def get(self) -> None:
+        user, groups = await self.view_of()
+        state = self.ctx.state
+        self.write_json(views.quotas(state.registry, state.index, state.reservations, user, groups))
+
+    async def put(self) -> None:
+        await self.ctx.pools.put_quotas(text_body(self.body))
+        state = self.ctx.state
+        self.write_json(views.quotas(state.registry, state.index, state.reservations))
+
+
+class UsageHandler(APIHandler):
+    async def get(self) -> None:
+        user, _ = await self.view_of()
+        state = self.ctx.state
+        summaries = state.pool_summaries() if user is None else []
+        self.write_json(
+            views.usage(state.registry, state.index, state.reservations, summaries, user)
+        )
+
+
+# --- admissions ----------------------------------------------------------------------------------
+
+
+def admitted_body(outcome: Outcome) -> dict[str, Any]:
+    d, res = outcome.decision, outcome.reservation
+    assert res is not None
+    return {
+        "id": res.admission_id,
+        "pool": d.pool,
+        "platform": d.platform,
+        "gpu_type": d.gpu_type,
+        "node": d.node,
+        "over_quota": d.over_quota,
+        "charged": d.charged,
+        "skipped": views.skipped(d),
+        "expires_at": views.iso(res.expires_at),
+        "user": d.request.user,
+        "groups": list(d.request.groups),
+        "server": d.request.server,
+        "gpus": d.request.gpus,
+        "nodes_fit": d.nodes_fit,
+        "overrides": d.overrides,
+        "reclaimed": [views.victim_row(v) for v in outcome.reclaimed],
+        "message": outcome.message,
+    }
+
+
+class AdmissionsHandler(APIHandler):
+    scopes = {"GET": USE_SCOPE, "POST": USE_SCOPE}
+
+    async def get(self) -> None:
+        user = None if self.caller.is_admin else self.caller.name
+        held = [r for r in self.ctx.state.reservations if user is None or r.user == user]
+        self.write_json({"admissions": [views.reservation_row(r) for r in held]})
+
+    async def post(self) -> None:
+        metrics = self.ctx.metrics
+        started = time.perf_counter()
+        try:
+            outcome = await self.ctx.desk.admit(await self._request())
+        except ApiError as e:
+            result = {400: "invalid", 403: "forbidden"}.get(e.status, "error")
+            metrics.admissions.labels(result).inc()
+            raise
+        finally:
+            metrics.latency.observe(time.perf_counter() - started)
+        if outcome.status == 201:
+            metrics.admissions.labels("admitted").inc()
+            self.write_json(admitted_body(outcome), status=201)
+            return
+        metrics.admissions.labels("rejected").inc()
+        raise ApiError(
+            outcome.status,
+            outcome.message,
+            skipped=views.skipped(outcome.decision),
+            reclaimed=[views.victim_row(v) for v in outcome.reclaimed],
+        )
+
+    async def _request(self) -> AdmissionRequest:
+        body = parse_admission(parse_json(self.body), max_gpus=self.ctx.max_gpus)
+        caller = self.caller
+        user = body.user
+        if user is None:
+            if not caller.is_user:
+                raise ApiError(400, "say which user the admission is for (user)")
+            user = caller.name
+        elif not (caller.is_user and user == caller.name) and not caller.is_admin:
+            raise ApiError(
+                403, f"only callers with {ADMIN_SCOPE} may ask admissions for other users"
+            )
+        if body.groups is not None:
+            if not caller.is_admin:
+                raise ApiError(403, f"only callers with {ADMIN_SCOPE} may give a user's groups")
+            groups = body.groups
+        elif caller.is_user and user == caller.name:
+            groups = await self.caller_groups()
+        else:
+            groups = await self.ctx.user_groups(user)
+        return AdmissionRequest(
+            user=user,
+            groups=groups,
+            pools=body.pools,
+            gpus=body.gpus,
+            gpu_type=body.gpu_type,
+            server=body.server,
+            reclaim=body.reclaim,
+        )
+
+
+class AdmissionHandler(APIHandler):
+    scopes = {"GET": USE_SCOPE, "DELETE": USE_SCOPE}
+
+    def _own(self, admission_id: str) -> Any:
+        res = self.ctx.state.reservations.get(admission_id)
+        if res is None:
+            raise ApiError(
+                404, f"no admission {admission_id!r} is held (released, expired or started)"
+            )
+        if not self.caller.is_admin and res.user != self.caller.name:
+            raise ApiError(403, f"admission {admission_id} is not yours")
+        return res
+
+    async def get(self, admission_id: str) -> None:
+        self.write_json(views.reservation_row(self._own(admission_id)))
+
+    async def delete(self, admission_id: str) -> None:
+        res = self._own(admission_id)
+        self.ctx.desk.release(res.admission_id)
+        self.write_json({"released": res.admission_id, **views.reservation_row(res)})
+
+
+# --- metrics -------------------------------------------------------------------------------------
+
+
+class MetricsHandler(APIHandler):
+    scopes = {"GET": ADMIN_SCOPE}
+
+    async def get(self) -> None:
+        self.set_header("Content-Type", CONTENT_TYPE_LATEST)
+        self.finish(generate_latest(self.ctx.metrics.registry))
+
+
+class NotFoundHandler(APIHandler):
+    """Anything else under ``api/``: a JSON 404 after the usual authentication."""
+
+    async def get(self, path: str) -> None:
+        raise ApiError(404, f"no such API route: {self.request.path}")
+
+    post = put = patch = delete = get
+    scopes = {m: USE_SCOPE for m in ("GET", "POST", "PUT", "PATCH", "DELETE")}

@@ -1,0 +1,233 @@
+"""The registry as named YAML texts, and how pool and quota changes rewrite them.
+
+Both registry backends store documents under names: files of the pools directory, or keys of a
+ConfigMap. A change through the API is computed here, without I/O, as a new set of texts; the
+backend then writes only the names whose text changed and removes the ones that went away.
+
+Rules (the admin's files stay recognisable):
+
+- a document written through the API gets its own name, ``<name>.yaml``, in gpuctl's format;
+- a document replaced where it was alone keeps its file name (``training.yaml`` stays);
+- a document replaced or deleted from a file it shares with others is taken out of that file, and
+  the other documents of the file are written back as they load (comments there are lost);
+- a file left without documents is removed.
+
+The request is checked together with everything that stays, under the name ``<request>``, so a
+problem in the body is reported at its own line, and nothing changes unless the whole new set of
+documents loads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from ..labels import safe_label_value
+from ..poolfile import POOL_KINDS, QUOTA_KIND, load_texts, pool_to_document, quota_to_document
+from ..pools import Registry
+from ..yamldoc import DocumentError, load_documents
+from .errors import ApiError, bad_request
+
+REQUEST = "<request>"
+
+DocKey = tuple[str, str]  # ("pool" | "quota", name)
+KeyFor = Callable[[str], str]  # file stem -> storage name
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Stored texts by name (in load order) and the registry they load into."""
+
+    texts: Mapping[str, str]
+    registry: Registry
+
+    def documents_in(self, name: str) -> list[DocKey]:
+        out: list[DocKey] = [
+            ("pool", p.name)
+            for p in self.registry.pools.values()
+            if p.source is not None and p.source.file == name
+        ]
+        out += [
+            ("quota", q.name)
+            for q in self.registry.quota_documents
+            if q.source is not None and q.source.file == name
+        ]
+        return out
+
+    def location(self, key: DocKey) -> str | None:
+        kind, name = key
+        if kind == "pool":
+            pool = self.registry.pools.get(name)
+            return pool.source.file if pool is not None and pool.source is not None else None
+        for q in self.registry.quota_documents:
+            if q.name == name and q.source is not None:
+                return q.source.file
+        return None
+
+
+def load_layout(texts: Mapping[str, str]) -> Layout:
+    """Load texts in name order; raises :class:`DocumentError` with every problem."""
+    ordered = dict(sorted(texts.items()))
+    return Layout(ordered, load_texts([(t, k) for k, t in ordered.items()]))
+
+
+def empty_layout() -> Layout:
+    return Layout({}, Registry())
+
+
+@dataclass(frozen=True)
+class Edit:
+    """A computed change: the layout after it and what to write and remove to get there."""
+
+    before: Layout
+    after: Layout
+    writes: Mapping[str, str] = field(default_factory=dict)
+    deletes: tuple[str, ...] = ()
+    created: tuple[str, ...] = ()  # names of documents that did not exist before
+    replaced: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.writes or self.deletes)
+
+
+def dump_document(doc: Mapping[str, Any]) -> str:
+    return yaml.safe_dump(dict(doc), sort_keys=False, allow_unicode=True, default_flow_style=False)
+
+
+def _document_of(registry: Registry, key: DocKey) -> dict[str, Any]:
+    kind, name = key
+    if kind == "pool":
+        return pool_to_document(registry.pools[name])
+    for q in registry.quota_documents:
+        if q.name == name:
+            return quota_to_document(q)
+    raise KeyError(key)  # pragma: no cover - keys come from the registry itself
+
+
+def file_stem(name: str) -> str:
+    """A file (and ConfigMap key) name for a document name: label-safe, so never a path."""
+    return safe_label_value(name) or "document"
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    if name not in taken:
+        return name
+    stem, dot, ext = name.rpartition(".")
+    base, suffix = (stem, f".{ext}") if dot else (name, "")
+    n = 2
+    while f"{base}-{n}{suffix}" in taken:
+        n += 1
+    return f"{base}-{n}{suffix}"
+
+
+def _body_kinds(body: str) -> list[str]:
+    """The ``kind`` of each document in the body (syntax errors raise DocumentError)."""
+    kinds = []
+    for doc in load_documents(body, REQUEST):
+        kind = doc.data.get("kind") if isinstance(doc.data, Mapping) else None
+        kinds.append(str(kind) if kind is not None else "")
+    return kinds
+
+
+def _apply(
+    layout: Layout,
+    removed: Iterable[DocKey],
+    body: str | None,
+    key_for: KeyFor,
+) -> Edit:
+    removed = set(removed)
+    before = layout
+    # 1. what stays: untouched texts, and shared files rewritten without the removed documents
+    staying: dict[str, str] = {}
+    alone_in: dict[DocKey, str] = {}  # removed document -> the file it had to itself
+    for name, text in layout.texts.items():
+        docs = layout.documents_in(name)
+        gone = [d for d in docs if d in removed]
+        if not gone:
+            staying[name] = text
+        elif len(gone) == len(docs):
+            if len(docs) == 1:
+                alone_in[docs[0]] = name
+        else:
+            kept = [d for d in docs if d not in removed]
+            staying[name] = "---\n".join(
+                dump_document(_document_of(layout.registry, d)) for d in kept
+            )
+    # 2. check the body together with what stays, so problems point at the body's own lines
+    texts = [(t, n) for n, t in staying.items()]
+    if body is not None:
+        texts.append((body, REQUEST))
+    checked = load_texts(texts)
+    # 3. each document of the body gets a text of its own
+    final = dict(staying)
+    taken = set(staying)
+    new_docs: list[tuple[DocKey, dict[str, Any]]] = [
+        (("pool", p.name), pool_to_document(p))
+        for p in checked.pools.values()
+        if p.source is not None and p.source.file == REQUEST
+    ] + [
+        (("quota", q.name), quota_to_document(q))
+        for q in checked.quota_documents
+        if q.source is not None and q.source.file == REQUEST
+    ]
+    created: list[str] = []
+    replaced: list[str] = []
+    for key, doc in new_docs:
+        name = alone_in.get(key) or ""
+        if not name or name in taken:
+            name = _unique(key_for(file_stem(key[1])), taken)
+        taken.add(name)
+        final[name] = dump_document(doc)
+        (replaced if key in removed else created).append(key[1])
+    try:
+        after = load_layout(final)
+    except DocumentError as e:  # pragma: no cover - documents dumped from a registry load
+        raise ApiError(500, "the changed documents did not load back", problems=e.problems) from e
+    new_names = {k[1] for k, _ in new_docs}
+    return Edit(
+        before=before,
+        after=after,
+        writes={n: t for n, t in after.texts.items() if before.texts.get(n) != t},
+        deletes=tuple(n for n in before.texts if n not in after.texts),
+        created=tuple(created),
+        replaced=tuple(replaced),
+        removed=tuple(sorted(k[1] for k in removed if k[1] not in new_names)),
+    )
+
+
+def upsert_pools(layout: Layout, body: str, key_for: KeyFor) -> Edit:
+    """Create or replace every ``kind: pool`` document of ``body``."""
+    kinds = _body_kinds(body)
+    if not kinds:
+        raise bad_request("the request holds no pool document")
+    if QUOTA_KIND in kinds:
+        raise bad_request("the request holds a quota document; send quotas with PUT api/v1/quotas")
+    # Check the body on its own first: its names decide what is being replaced.
+    own = load_texts([(body, REQUEST)])
+    replacing = [("pool", n) for n in own.pools if n in layout.registry.pools]
+    return _apply(layout, replacing, body, key_for)
+
+
+def delete_pool(layout: Layout, name: str, key_for: KeyFor) -> Edit:
+    """Remove pool ``name``'s document (the caller checks that it exists)."""
+    return _apply(layout, [("pool", name)], None, key_for)
+
+
+def replace_quotas(layout: Layout, body: str, key_for: KeyFor) -> Edit:
+    """Replace every ``kind: quota`` document by the body's (pools' own ``quota`` stay)."""
+    kinds = _body_kinds(body)
+    if not kinds:
+        raise bad_request("the request holds no quota document")
+    others = sorted({k or "(none)" for k in kinds if k != QUOTA_KIND})
+    if others:
+        hint = "; send pools with POST api/v1/pools" if any(k in POOL_KINDS for k in others) else ""
+        raise bad_request(
+            f"only kind: quota documents belong here, not kind: {', '.join(others)}{hint}"
+        )
+    removed = [("quota", q.name) for q in layout.registry.quota_documents]
+    return _apply(layout, removed, body, key_for)

@@ -1,0 +1,186 @@
+"""Where pools and quotas are stored: files in a directory (the default), or a ConfigMap.
+
+Both hold the same thing, named YAML texts (see :mod:`.layout`), and offer the same four calls:
+:meth:`read` the current layout (raising :class:`~jupyter_gpupool.yamldoc.DocumentError` when
+what is stored does not load), :meth:`key_for` a new document, :meth:`write` an edit, and
+:meth:`fingerprint`, a cheap token that changes when someone else changed the store, so the
+service can reload live.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from abc import ABC, abstractmethod
+from collections.abc import Hashable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..poolfile import FILE_SUFFIXES, expand_paths
+from ..yamldoc import DocumentError, Problem
+from .errors import ApiError
+from .kube import Kube, KubeError
+from .layout import Edit, Layout, load_layout
+
+
+class RegistryStore(ABC):
+    #: Says where documents live, for logs and messages.
+    description: str
+
+    @abstractmethod
+    async def read(self) -> Layout: ...
+
+    @abstractmethod
+    def key_for(self, stem: str) -> str: ...
+
+    @abstractmethod
+    async def write(self, edit: Edit) -> None: ...
+
+    @abstractmethod
+    async def fingerprint(self) -> Hashable: ...
+
+
+class FileStore(RegistryStore):
+    """Pool and quota files in one directory, one document per file when the service writes.
+
+    Writes are atomic per file (a temporary file in the same directory, then a rename), so a
+    reader never sees half a document; files starting with ``.`` are never loaded.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]):
+        self.directory = Path(directory)
+        self.description = f"pool files in {self.directory}"
+
+    def _files(self) -> list[str]:
+        return expand_paths([self.directory])
+
+    async def read(self) -> Layout:
+        # A few small files: reading them in the event loop is cheaper than a thread hop.
+        return self._read()
+
+    def _read(self) -> Layout:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        texts: dict[str, str] = {}
+        problems: list[Problem] = []
+        for name in self._files():
+            try:
+                texts[name] = Path(name).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as e:
+                problems.append(Problem(name, 1, "(file)", f"cannot read: {e}"))
+        if problems:
+            raise DocumentError(problems)
+        return load_layout(texts)
+
+    def key_for(self, stem: str) -> str:
+        return str(self.directory / f"{stem}.yaml")
+
+    async def write(self, edit: Edit) -> None:
+        # Shared files lose documents first, then new files appear, then emptied files go: a
+        # crash in between can drop a document, never define one twice (which would not load).
+        order = sorted(edit.writes, key=lambda n: n not in edit.before.texts)
+        try:
+            for name in order:
+                _atomic_write(Path(name), edit.writes[name])
+            for name in edit.deletes:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name)
+        except OSError as e:
+            raise ApiError(503, f"cannot write {self.description}: {e}") from e
+
+    async def fingerprint(self) -> Hashable:
+        out = []
+        for name in self._files():
+            try:
+                st = os.stat(name)
+            except OSError:
+                continue
+            out.append((name, st.st_mtime_ns, st.st_size))
+        return tuple(out)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class ConfigMapStore(RegistryStore):
+    """One ConfigMap; each data key (``NAME.yaml``) holds documents, as a file would.
+
+    Writes replace the ConfigMap with the resourceVersion that was read, so a concurrent change
+    by someone else is refused (409) instead of lost. A ConfigMap holds at most 1 MiB.
+    """
+
+    def __init__(self, kube: Kube, namespace: str, name: str):
+        self.kube = kube
+        self.namespace = namespace
+        self.name = name
+        self.description = f"ConfigMap {namespace}/{name}"
+        self._resource_version: str | None = None
+
+    async def _get(self) -> dict[str, Any] | None:
+        try:
+            return await self.kube.read_configmap(self.namespace, self.name)
+        except KubeError as e:
+            raise ApiError(503, f"cannot read {self.description}: {e.message}") from e
+
+    async def read(self) -> Layout:
+        cm = await self._get()
+        data: dict[str, str] = {}
+        self._resource_version = None if cm is None else _resource_version(cm)
+        if cm is not None:
+            raw = cm.get("data") or {}
+            data = {k: v for k, v in raw.items() if k.endswith(FILE_SUFFIXES)}
+        return load_layout(data)
+
+    def key_for(self, stem: str) -> str:
+        return f"{stem}.yaml"
+
+    async def write(self, edit: Edit) -> None:
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "labels": {"app.kubernetes.io/managed-by": "gpupool"},
+            },
+            "data": dict(edit.after.texts),
+        }
+        try:
+            if self._resource_version is None:
+                cm = await self.kube.create_configmap(self.namespace, body)
+            else:
+                body["metadata"]["resourceVersion"] = self._resource_version
+                cm = await self.kube.replace_configmap(self.namespace, self.name, body)
+        except KubeError as e:
+            if e.status == 409:
+                # Also what a retried write that had in fact succeeded sees: compare the data.
+                current = await self._get()
+                if current is not None and (current.get("data") or {}) == edit.after.texts:
+                    self._resource_version = _resource_version(current)
+                    return
+                raise ApiError(
+                    409, f"{self.description} was changed by someone else meanwhile; try again"
+                ) from e
+            raise ApiError(503, f"cannot write {self.description}: {e.message}") from e
+        self._resource_version = _resource_version(cm)
+
+    async def fingerprint(self) -> Hashable:
+        cm = await self._get()
+        return None if cm is None else _resource_version(cm)
+
+
+def _resource_version(obj: Mapping[str, Any]) -> str | None:
+    meta = obj.get("metadata") or {}
+    return meta.get("resourceVersion") if isinstance(meta, Mapping) else None

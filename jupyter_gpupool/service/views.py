@@ -1,0 +1,375 @@
+"""What the API answers: registry, usage and reservations turned into JSON values and CSV.
+
+Pure functions over the live objects, no I/O. ``user`` arguments select the view of a caller who
+only has ``custom:gpupool:use``: the pools they may use, their own servers, quota and
+reservations; ``user=None`` is the admin's view of everything.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict
+from datetime import datetime, timezone
+from typing import Any
+
+from ..admission import Decision, group_subject, user_subject
+from ..poolfile import pool_quota_to_dict, pool_to_document, quota_to_document
+from ..pools import DEFAULT_POOL, Pool, QuotaEntry, Registry
+from ..reservations import Reservation, Reservations
+from ..usage import NodeUsage, PoolUsage, ServerUsage, UsageIndex
+
+JSON = dict[str, Any]
+
+
+def iso(ts: float) -> str:
+    """Seconds since the epoch as ISO 8601 UTC (``2025-01-31T12:00:00Z``)."""
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- pools ---------------------------------------------------------------------------------------
+
+
+def pool_names(registry: Registry, index: UsageIndex) -> list[str]:
+    """Defined pools in registry order, then pools that exist only as node labels; and
+    ``default`` always (gpuctl lists it even when empty)."""
+    names = list(registry.pools)
+    names += [n for n in index.pool_names() if n not in registry.pools]
+    if DEFAULT_POOL not in names:
+        names.append(DEFAULT_POOL)
+    return names
+
+
+def pool_or_bare(registry: Registry, name: str) -> Pool:
+    """The pool's definition; a pool that only exists as a node label is a bare, open pool."""
+    return registry.pool(name) or Pool(name)
+
+
+def pool_exists(registry: Registry, index: UsageIndex, name: str) -> bool:
+    return name == DEFAULT_POOL or name in registry.pools or index.has_pool(name)
+
+
+def largest_free_block(index: UsageIndex, reservations: Reservations, pool: str, raw: int) -> int:
+    """The most free GPUs on one schedulable node, GPUs held by reservations counted as used.
+
+    ``raw`` is the index's answer without reservations. Reserved nodes are few (admission fills
+    the fullest node first), so this looks at them one by one and at the groups' free-GPU
+    counters only above the best block found so far.
+    """
+    held = reservations.pool_nodes(pool)
+    if not held:
+        return raw
+    best = 0
+    reserved_at: dict[tuple[int, int], int] = {}  # (group, raw free GPUs) -> reserved nodes
+    for node, gpus in held.items():
+        group = index.node_group(node)
+        if group is None:
+            continue
+        free = index.node_free(node)
+        key = (id(group), free)
+        reserved_at[key] = reserved_at.get(key, 0) + 1
+        best = max(best, free - gpus)
+    for group in index.placement_groups(pool):
+        gid = id(group)
+        for free in range(len(group.counts) - 1, best, -1):
+            if group.counts[free] > reserved_at.get((gid, free), 0):
+                best = free
+                break
+    return best
+
+
+def pool_summary(
+    pool: Pool, usage: PoolUsage, index: UsageIndex, reservations: Reservations
+) -> JSON:
+    """One row of ``GET api/v1/pools``: gpuctl's columns, and what can still be admitted."""
+    reserved = sum(reservations.pool_nodes(pool.name).values())
+    return {
+        "name": pool.name,
+        "description": pool.description,
+        "status": usage.status,
+        "gpu_total": usage.gpu_total,
+        "gpu_used": usage.gpu_used,
+        "gpu_free": usage.gpu_free,
+        "gpu_reserved": reserved,
+        "gpu_available": max(0, usage.gpu_free_schedulable - reserved),
+        "node_count": usage.node_count,
+        "schedulable_nodes": usage.schedulable_nodes,
+        "gpu_types": list(usage.gpu_types),
+        "largest_free_block": largest_free_block(
+            index, reservations, pool.name, usage.largest_free_block
+        ),
+        "server_count": usage.servers,
+        "pending_servers": usage.pending_servers,
+        "placement": pool.placement,
+        "platforms": [
+            {"name": p.name, "gpu_type": p.gpu_type, "description": p.description}
+            for p in pool.platforms.values()
+        ],
+        "default_platform": pool.default_platform,
+        "limits": {
+            "max_gpus": pool.limits.max_gpus,
+            "min_gpus": pool.limits.min_gpus,
+            "allowed_gpus": list(pool.limits.allowed_gpus),
+        },
+        "defined": pool.source is not None,
+    }
+
+
+def node_row(n: NodeUsage) -> JSON:
+    row = asdict(n)
+    row["reasons"] = list(n.reasons)
+    return row
+
+
+def server_row(s: ServerUsage) -> JSON:
+    return asdict(s)
+
+
+def reservation_row(r: Reservation) -> JSON:
+    return {
+        "id": r.admission_id,
+        "pool": r.pool,
+        "node": r.node,
+        "gpus": r.gpus,
+        "user": r.user,
+        "charged": r.charged,
+        "over_quota": r.over_quota,
+        "expires_at": iso(r.expires_at),
+    }
+
+
+# --- quotas --------------------------------------------------------------------------------------
+
+
+def _entry(e: QuotaEntry | None) -> JSON | None:
+    return None if e is None else {"guaranteed": e.guaranteed, "limit": e.limit}
+
+
+def _subject_usage(index: UsageIndex, reservations: Reservations, pool: str, subject: str) -> JSON:
+    return {
+        "used": index.subject_used(pool, subject),
+        "reserved": reservations.subject_reserved(pool, subject),
+    }
+
+
+def pool_quota(
+    registry: Registry,
+    index: UsageIndex,
+    reservations: Reservations,
+    pool: str,
+    user: str | None = None,
+    groups: Sequence[str] = (),
+) -> JSON | None:
+    """Quota in force in ``pool`` with what each subject uses; a user sees their own part."""
+    q = registry.quota(pool)
+    if q is None:
+        return None
+    out: JSON = {"borrowing": q.borrowing, "user_default": _entry(q.user_default)}
+    shown_groups = q.groups if user is None else {g: e for g, e in q.groups.items() if g in groups}
+    out["groups"] = {
+        g: {**(_entry(e) or {}), **_subject_usage(index, reservations, pool, group_subject(g))}
+        for g, e in shown_groups.items()
+    }
+    names = list(q.users) if user is None else [user]
+    users: JSON = {}
+    for name in names:
+        entry = q.user_entry(name)
+        users[name] = {
+            **(_entry(entry) or {"guaranteed": 0, "limit": None}),
+            **_subject_usage(index, reservations, pool, user_subject(name)),
+            "all_gpus": index.user_used(pool, name) + reservations.user_reserved(pool, name),
+            "from_default": name not in q.users,
+        }
+    out["users"] = users
+    return out
+
+
+def quotas(
+    registry: Registry,
+    index: UsageIndex,
+    reservations: Reservations,
+    user: str | None = None,
+    groups: Sequence[str] = (),
+) -> JSON:
+    """``GET api/v1/quotas``: per-pool quotas and gpuctl's cluster-wide caps, with usage."""
+    per_pool: JSON = {}
+    for name in registry.pool_quotas:
+        if user is not None and not pool_or_bare(registry, name).allows(user, groups):
+            continue
+        per_pool[name] = pool_quota(registry, index, reservations, name, user, groups)
+
+    def cap(gpu: int | None, used: int, reserved: int) -> JSON:
+        return {"gpu": gpu, "used": used, "reserved": reserved}
+
+    group_caps = {
+        g: cap(
+            c.gpu,
+            index.subject_used_total(group_subject(g)),
+            reservations.subject_reserved_total(group_subject(g)),
+        )
+        for g, c in registry.group_caps.items()
+        if user is None or g in groups
+    }
+    if user is None:
+        user_caps = {
+            u: cap(c.gpu, index.user_used_total(u), reservations.user_reserved_total(u))
+            for u, c in registry.user_caps.items()
+        }
+    else:
+        user_caps = {
+            user: cap(
+                registry.user_cap(user, groups),
+                index.user_used_total(user),
+                reservations.user_reserved_total(user),
+            )
+        }
+    out: JSON = {
+        "pools": per_pool,
+        "caps": {
+            "groups": group_caps,
+            "users": user_caps,
+            "default": None
+            if registry.default_user_cap is None
+            else {"gpu": registry.default_user_cap.gpu},
+        },
+    }
+    if user is None:
+        out["documents"] = [quota_to_document(q) for q in registry.quota_documents]
+        out["pool_sections"] = {
+            p.name: pool_quota_to_dict(p.quota) for p in registry.pools.values() if p.quota
+        }
+    else:
+        out["user"] = user
+        out["groups"] = list(groups)
+    return out
+
+
+# --- pool detail and usage -----------------------------------------------------------------------
+
+
+def pool_detail(
+    pool: Pool,
+    summary: JSON,
+    registry: Registry,
+    index: UsageIndex,
+    reservations: Reservations,
+    user: str | None = None,
+    groups: Sequence[str] = (),
+) -> JSON:
+    """``GET api/v1/pools/{name}``: the summary plus nodes, servers and quota usage."""
+    out = dict(summary)
+    out["quota"] = pool_quota(registry, index, reservations, pool.name, user, groups)
+    servers = index.servers(pool=pool.name, user=user)
+    out["servers"] = [server_row(s) for s in servers]
+    held = [r for r in reservations if r.pool == pool.name and (user is None or r.user == user)]
+    out["reservations"] = [reservation_row(r) for r in held]
+    if user is None:
+        out["nodes"] = [node_row(n) for n in index.nodes(pool.name)]
+        out["document"] = pool_to_document(pool) if pool.source is not None else None
+        out["usage_by_subject"] = index.usage_by_subject(pool.name)
+    return out
+
+
+def usage(
+    registry: Registry,
+    index: UsageIndex,
+    reservations: Reservations,
+    summaries: Iterable[JSON],
+    user: str | None = None,
+) -> JSON:
+    """``GET api/v1/usage``: GPUs in use by pool, subject and user (a user: their own)."""
+    held = [r for r in reservations if user is None or r.user == user]
+    if user is not None:
+        servers = index.servers(user=user)
+        by_pool: dict[str, int] = {}
+        for s in servers:
+            if s.pool is not None and s.gpus:
+                by_pool[s.pool] = by_pool.get(s.pool, 0) + s.gpus
+        return {
+            "user": user,
+            "gpus": index.user_used_total(user),
+            "by_pool": by_pool,
+            "servers": [server_row(s) for s in servers],
+            "reservations": [reservation_row(r) for r in held],
+        }
+    names = pool_names(registry, index)
+    return {
+        "pools": list(summaries),
+        "by_subject": {n: index.usage_by_subject(n) for n in names if index.has_pool(n)},
+        "by_user": {n: index.usage_by_user(n) for n in names if index.has_pool(n)},
+        "subjects": index.usage_by_subject(),
+        "users": index.usage_by_user(),
+        "reservations": {"count": len(held), "gpus": sum(r.gpus for r in held)},
+        "server_count": len(index.servers()),
+        "nodes": index.node_count,
+    }
+
+
+# --- admissions ----------------------------------------------------------------------------------
+
+
+def skipped(decision: Decision) -> list[JSON]:
+    return [{"pool": s.pool, "reason": s.reason} for s in decision.skipped]
+
+
+def victim_row(s: ServerUsage) -> JSON:
+    return {
+        "user": s.user,
+        "server": s.server,
+        "pod": f"{s.namespace}/{s.name}",
+        "node": s.node,
+        "gpus": s.gpus,
+    }
+
+
+# --- CSV -----------------------------------------------------------------------------------------
+
+POOL_COLUMNS = (
+    "name",
+    "status",
+    "gpu_total",
+    "gpu_used",
+    "gpu_free",
+    "gpu_reserved",
+    "gpu_available",
+    "largest_free_block",
+    "node_count",
+    "schedulable_nodes",
+    "gpu_types",
+    "server_count",
+    "pending_servers",
+    "description",
+)
+NODE_COLUMNS = (
+    "name",
+    "pool",
+    "gpu_type",
+    "gpu_total",
+    "gpu_used",
+    "gpu_free",
+    "status",
+    "reasons",
+    "schedulable",
+    "pods",
+)
+
+
+def to_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    """CSV with a header row; lists are joined with ``;``, None is empty."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    for row in rows:
+        out = []
+        for c in columns:
+            v = row.get(c)
+            if isinstance(v, (list, tuple)):
+                v = ";".join(str(x) for x in v)
+            elif v is None:
+                v = ""
+            elif isinstance(v, str) and v[:1] in ("=", "+", "-", "@"):
+                v = "'" + v  # keep spreadsheets from running a cell as a formula
+            out.append(v)
+        w.writerow(out)
+    return buf.getvalue()

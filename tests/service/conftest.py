@@ -1,0 +1,299 @@
+"""Fixtures for the service tests: a stub of JupyterHub's API, and services started in-process.
+
+Most tests run the service in this process against the simulated cluster, with a small stub of
+the three hub endpoints the service calls (``/user`` for tokens, ``/users/{name}`` for groups,
+``DELETE .../server`` for reclaim); tokens are handed out by the stub. The authentication tests in
+``test_hub_auth.py`` use a real JupyterHub instead.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import tornado.httpserver
+import tornado.netutil
+import tornado.web
+from traitlets.config import Config
+
+from jupyter_gpupool.client import GPUPoolClient
+from jupyter_gpupool.service import GPUPoolService
+from jupyter_gpupool.service.auth import ADMIN_SCOPE, USE_SCOPE
+from jupyter_gpupool.sim import SimCluster
+from jupyter_gpupool.usage import UsageIndex
+
+REPO = Path(__file__).resolve().parents[2]
+TEST_POOLS = Path(__file__).resolve().parent / "pools"
+
+
+@dataclass
+class Identity:
+    name: str
+    kind: str = "user"
+    groups: list[str] = field(default_factory=list)
+    scopes: list[str] = field(default_factory=list)
+
+    def model(self) -> dict[str, Any]:
+        model: dict[str, Any] = {"kind": self.kind, "name": self.name, "scopes": self.scopes}
+        if self.kind == "user":
+            model["groups"] = self.groups
+            model["admin"] = False
+        return model
+
+
+class HubStub:
+    """JupyterHub's API as far as the gpupool service uses it."""
+
+    SERVICE_TOKEN = "gpupool-service-token"
+
+    def __init__(self) -> None:
+        self.tokens: dict[str, Identity] = {}
+        self.users: dict[str, Identity] = {}
+        self.stopped: list[tuple[str, str]] = []
+        self.on_stop: Callable[[str, str], Awaitable[int]] | None = None
+        self.user_lookups = 0
+        self.url = ""
+        self._server: tornado.httpserver.HTTPServer | None = None
+
+    def token_for(self, ident: Identity) -> str:
+        token = secrets.token_hex(16)
+        self.tokens[token] = ident
+        if ident.kind == "user":
+            self.users[ident.name] = ident
+        return token
+
+    def user(self, name: str, groups: list[str] = (), scopes: list[str] | None = None) -> str:
+        """A token of a user with ``custom:gpupool:use`` (or the given scopes)."""
+        scopes = [USE_SCOPE] if scopes is None else scopes
+        return self.token_for(Identity(name, "user", list(groups), list(scopes)))
+
+    def service(self, name: str, scopes: list[str]) -> str:
+        return self.token_for(Identity(name, "service", [], list(scopes)))
+
+    def admin(self, name: str = "spawner") -> str:
+        return self.service(name, [ADMIN_SCOPE])
+
+    async def start(self) -> HubStub:
+        stub = self
+
+        class Base(tornado.web.RequestHandler):
+            def ident(self) -> Identity | None:
+                header = self.request.headers.get("Authorization", "")
+                return stub.tokens.get(header.partition(" ")[2])
+
+            def check_xsrf_cookie(self) -> None:
+                pass
+
+        class WhoAmI(Base):
+            def get(self) -> None:
+                ident = self.ident()
+                if ident is None:
+                    raise tornado.web.HTTPError(403)
+                self.finish(json.dumps(ident.model()))
+
+        class User(Base):
+            def get(self, name: str) -> None:
+                if self.request.headers.get("Authorization") != f"token {stub.SERVICE_TOKEN}":
+                    raise tornado.web.HTTPError(403)
+                stub.user_lookups += 1
+                user = stub.users.get(name)
+                if user is None:
+                    raise tornado.web.HTTPError(404)
+                self.finish(json.dumps({"name": name, "kind": "user", "groups": user.groups}))
+
+        class Server(Base):
+            async def delete(self, name: str, server: str = "") -> None:
+                stub.stopped.append((name, server))
+                code = 204
+                if stub.on_stop is not None:
+                    code = await stub.on_stop(name, server)
+                self.set_status(code)
+                self.finish()
+
+        app = tornado.web.Application(
+            [
+                (r"/hub/api/user", WhoAmI),
+                (r"/hub/api/users/([^/]+)", User),
+                (r"/hub/api/users/([^/]+)/server", Server),
+                (r"/hub/api/users/([^/]+)/servers/([^/]*)", Server),
+            ]
+        )
+        sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
+        self._server = tornado.httpserver.HTTPServer(app)
+        self._server.add_sockets(sockets)
+        self.url = f"http://127.0.0.1:{sockets[0].getsockname()[1]}"
+        return self
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            await self._server.close_all_connections()
+
+
+@pytest_asyncio.fixture
+async def hub() -> AsyncIterator[HubStub]:
+    stub = await HubStub().start()
+    yield stub
+    await stub.stop()
+
+
+@pytest.fixture
+def pools_dir(tmp_path: Path) -> Path:
+    """A copy of the tests' pool files (the service writes back to it)."""
+    target = tmp_path / "pools"
+    shutil.copytree(TEST_POOLS, target)
+    return target
+
+
+def service_config(cluster: SimCluster, hub: HubStub, pools_dir: Path, **traits: Any) -> Config:
+    c = Config()
+    c.GPUPoolService.ip = "127.0.0.1"
+    c.GPUPoolService.port = 0
+    c.GPUPoolService.base_url = "/services/gpupool/"
+    c.GPUPoolService.pools_dir = str(pools_dir)
+    c.GPUPoolService.kubeconfig = cluster.kubeconfig
+    c.GPUPoolService.hub_api_url = hub.url + "/hub/api"
+    c.GPUPoolService.api_token = hub.SERVICE_TOKEN
+    c.GPUPoolService.reload_interval = 0
+    c.GPUPoolService.summary_cache_seconds = 0
+    c.GPUPoolService.log_level = "WARN"
+    for name, value in traits.items():
+        setattr(c.GPUPoolService, name, value)
+    return c
+
+
+def truth(cluster: SimCluster) -> UsageIndex:
+    """A fresh index from a fresh list: what the cluster says."""
+    index = UsageIndex()
+    index.reset(
+        nodes=cluster.store.list("nodes", None)[0],
+        pods=cluster.store.list("pods", None)[0],
+    )
+    return index
+
+
+def picture(index: UsageIndex) -> dict[str, Any]:
+    """Everything usage-related an index reports, in comparable form."""
+    return {
+        "pools": index.pools(),
+        "nodes": index.nodes(),
+        "users": index.usage_by_user(),
+        "subjects": index.usage_by_subject(),
+        "servers": [(s.namespace, s.name, s.node, s.gpus, s.state) for s in index.servers()],
+    }
+
+
+class Running:
+    """A service started in this process, and ways to talk to it."""
+
+    def __init__(self, app: GPUPoolService, hub: HubStub, cluster: SimCluster):
+        self.app = app
+        self.hub = hub
+        self.cluster = cluster
+        self.url = f"http://127.0.0.1:{app.port}{app.base_url}"
+        self._clients: list[GPUPoolClient] = []
+
+    @property
+    def ctx(self) -> Any:
+        return self.app.ctx
+
+    async def settled(self, timeout: float = 10) -> None:
+        """Wait until the service's usage index says what a fresh list of the cluster says."""
+        await self.cluster.wait_for(
+            lambda: picture(self.ctx.state.index) == picture(truth(self.cluster)), timeout
+        )
+
+    def client(self, token: str, **kw: Any) -> GPUPoolClient:
+        c = GPUPoolClient(self.url, token, **kw)
+        self._clients.append(c)
+        return c
+
+    def admin(self) -> GPUPoolClient:
+        return self.client(self.hub.admin())
+
+    def user(self, name: str, groups: list[str] = ()) -> GPUPoolClient:
+        return self.client(self.hub.user(name, list(groups)))
+
+    async def stop(self) -> None:
+        for c in self._clients:
+            await c.close()
+        await self.app.stop_service()
+
+
+ServiceFactory = Callable[..., Awaitable[Running]]
+
+
+@pytest_asyncio.fixture
+async def start_service(
+    sim_cluster: SimCluster, hub: HubStub, pools_dir: Path
+) -> AsyncIterator[ServiceFactory]:
+    """``await start_service(**traits)``: a running service on the example cluster and pools."""
+    running: list[Running] = []
+
+    async def start(cluster: SimCluster | None = None, **traits: Any) -> Running:
+        cluster = cluster or sim_cluster
+        app = GPUPoolService(config=service_config(cluster, hub, pools_dir, **traits))
+        app.initialize([])
+        await app.start_service()
+        r = Running(app, hub, cluster)
+        running.append(r)
+        return r
+
+    yield start
+    for r in running:
+        await r.stop()
+
+
+@pytest_asyncio.fixture
+async def service(start_service: ServiceFactory) -> Running:
+    return await start_service()
+
+
+# --- what the spawner does with an admission (until issue 5's spawner exists) --------------------
+
+
+def pod_for(admission: dict[str, Any], name: str, namespace: str = "default") -> dict[str, Any]:
+    """The pod a spawner would create for ``admission``: its overrides on a minimal pod."""
+    o = admission["overrides"]
+    container: dict[str, Any] = {"name": "notebook", "image": o.get("image", "jupyter/base")}
+    if "resources" in o:
+        container["resources"] = o["resources"]
+    if "env" in o:
+        container["env"] = o["env"]
+    spec: dict[str, Any] = {"containers": [container], "nodeSelector": o.get("nodeSelector", {})}
+    for key in ("tolerations", "affinity"):
+        if key in o:
+            spec[key] = o[key]
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": o.get("labels", {}),
+            "annotations": o.get("annotations", {}),
+        },
+        "spec": spec,
+    }
+
+
+async def start_pod(
+    cluster: SimCluster, admission: dict[str, Any], name: str, bound: bool = True
+) -> dict[str, Any]:
+    """Create the admission's pod in the simulated cluster, and wait until it is bound."""
+    cluster.store.create("pods", "default", pod_for(admission, name))
+    if bound:
+        await cluster.wait_for(
+            lambda: (cluster.pod("default", name) or {}).get("spec", {}).get("nodeName")
+        )
+    return cluster.pod("default", name) or {}
+
+
+async def delete_pod(cluster: SimCluster, name: str) -> None:
+    cluster.store.delete("pods", "default", name, grace_period=0)
+    await cluster.wait_for(lambda: cluster.pod("default", name) is None)

@@ -1,0 +1,26 @@
+"""The configuration reference in docs/service.md is the one generated from the traits."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from jupyter_gpupool.service import GPUPoolService
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_committed_config_reference_matches_the_traits():
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "docs" / "gen_service_config.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_every_setting_is_documented_with_an_example():
+    doc = (ROOT / "docs" / "service.md").read_text()
+    for name, trait in GPUPoolService.class_own_traits(config=True).items():
+        assert f"### `c.GPUPoolService.{name}`" in doc, name
+        assert "Example" in trait.help, name
+        assert len(trait.help.strip().split("\n\n")) >= 2, f"{name}: one paragraph of help"

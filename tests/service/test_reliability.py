@@ -1,0 +1,370 @@
+"""Reliability under load and failure (issue 4): concurrency, a killed service, a flaky API.
+
+Each test prints one ``RELIABILITY {...}`` line with its figures (run pytest with ``-s``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import HubStub, picture, pod_for, truth
+
+from jupyter_gpupool.client import AdmissionRejected, GPUPoolClient, GPUPoolError
+from jupyter_gpupool.demo.run import free_port
+from jupyter_gpupool.sim import SimCluster, parse_cluster
+
+POOL = "burst-pool"
+
+
+def cluster_spec(nodes: int, gpus: int = 8):
+    return parse_cluster(
+        yaml.safe_dump(
+            {
+                "nodes": [
+                    {
+                        "name": f"gpu-{i:02d}",
+                        "labels": {"runwhere.ai/pool": POOL},
+                        "gpu": {"count": gpus, "type": "A100-80G"},
+                    }
+                    for i in range(nodes)
+                ]
+                + [{"name": "spare", "gpu": {"count": 4, "type": "T4-16G"}}]
+            }
+        )
+    )
+
+
+def write_pool(pools_dir: Path, quota: dict | None = None) -> None:
+    for f in pools_dir.iterdir():
+        f.unlink()
+    doc: dict = {"kind": "pool", "version": "v0.1", "pool": {"name": POOL}, "nodes": {}}
+    if quota:
+        doc["quota"] = quota
+    (pools_dir / f"{POOL}.yaml").write_text(yaml.safe_dump(doc))
+
+
+def report(name: str, **figures) -> None:
+    print(f"\nRELIABILITY {json.dumps({'test': name, **figures})}")
+
+
+# --- 500 concurrent admissions -------------------------------------------------------------------
+
+QUOTA = {
+    "borrowing": True,
+    "user-default": {"guaranteed": 0, "limit": 1},
+    "groups": {"team-a": {"guaranteed": 10, "limit": 20}},
+}
+
+
+@pytest.mark.parametrize(
+    "nodes, quota, expected",
+    [
+        # 80 GPUs; team-a (users 0-49) capped at 20, everyone else at 1 each: 20 + 50 = 70
+        (10, QUOTA, {"total": 70, "team-a": 20, "others": 50}),
+        # 16 GPUs and no quota: capacity decides
+        (2, None, {"total": 16}),
+    ],
+    ids=["quotas-bind", "capacity-binds"],
+)
+async def test_500_concurrent_admissions_never_admit_one_too_many(
+    start_service, pools_dir, hub, nodes, quota, expected
+):
+    write_pool(pools_dir, quota)
+    async with SimCluster(cluster_spec(nodes)) as cluster:
+        service = await start_service(cluster)
+        users = [f"u{i:03d}" for i in range(100)]
+        clients = {
+            u: GPUPoolClient(service.url, hub.user(u, ["team-a"] if i < 50 else []), max_clients=5)
+            for i, u in enumerate(users)
+        }
+
+        async def one(user: str) -> dict | None:
+            try:
+                return await clients[user].admit(pools=[POOL], gpus=1)
+            except AdmissionRejected:
+                return None
+
+        requests = [u for u in users for _ in range(5)]
+        random.Random(4).shuffle(requests)
+        started = time.perf_counter()
+        answers = await asyncio.gather(*(one(u) for u in requests))
+        elapsed = time.perf_counter() - started
+        for c in clients.values():
+            await c.close()
+
+        admitted = [a for a in answers if a is not None]
+        by_node = Counter(a["node"] for a in admitted)
+        assert len(admitted) == expected["total"]
+        assert all(n <= 8 for n in by_node.values()), by_node
+        assert len({a["id"] for a in admitted}) == len(admitted)
+        if quota:
+            team = sum(1 for a in admitted if a["charged"] == "group:team-a")
+            per_user = Counter(a["user"] for a in admitted)
+            assert team == expected["team-a"]
+            assert max(per_user.values()) == 1
+            assert sum(1 for a in admitted if int(a["user"][1:]) >= 50) == expected["others"]
+        # and the service agrees with itself
+        reservations = service.ctx.state.reservations
+        assert len(reservations) == expected["total"]
+        report(
+            "500-concurrent-admissions",
+            case="quotas" if quota else "capacity",
+            requests=len(requests),
+            admitted=len(admitted),
+            expected=expected["total"],
+            seconds=round(elapsed, 2),
+            per_second=round(len(requests) / elapsed),
+        )
+
+
+# --- kill and restart the service during a burst -------------------------------------------------
+
+
+class ServiceProcess:
+    """``python -m jupyter_gpupool.service`` in a subprocess, pointed at the stub hub."""
+
+    def __init__(self, cluster: SimCluster, hub: HubStub, pools_dir: Path, log: Path):
+        self.port = free_port()
+        self.cluster, self.hub, self.pools_dir, self.log = cluster, hub, pools_dir, log
+        self.url = f"http://127.0.0.1:{self.port}/services/gpupool/"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def _spawn(self) -> None:
+        env = {
+            **os.environ,
+            "JUPYTERHUB_API_URL": self.hub.url + "/hub/api",
+            "JUPYTERHUB_API_TOKEN": self.hub.SERVICE_TOKEN,
+            "JUPYTERHUB_SERVICE_PREFIX": "/services/gpupool/",
+            "JUPYTERHUB_CLIENT_ID": "service-gpupool",
+        }
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "jupyter_gpupool.service",
+                    f"--port={self.port}",
+                    f"--kubeconfig={self.cluster.kubeconfig}",
+                    f"--pools={self.pools_dir}",
+                ],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    async def start(self) -> None:
+        self._spawn()
+        assert self.proc is not None
+        probe = GPUPoolClient(self.url, self.hub.admin(), request_timeout=2)
+        deadline = time.monotonic() + 30
+        try:
+            while True:
+                try:
+                    await probe.info()
+                    return
+                except GPUPoolError:
+                    if self.proc.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(self.log.read_text()[-3000:]) from None
+                    await asyncio.sleep(0.1)
+        finally:
+            await probe.close()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=30)
+
+
+async def test_killing_the_service_during_a_burst_loses_nothing(pools_dir, hub, tmp_path):
+    write_pool(pools_dir)  # 4 nodes x 8 GPUs, no quota
+    async with SimCluster(cluster_spec(4)) as cluster:
+        svc = ServiceProcess(cluster, hub, pools_dir, tmp_path / "service.log")
+        await svc.start()
+        admin = GPUPoolClient(svc.url, hub.admin(), request_timeout=5)
+        admitted_before, admitted_after, errors = [], [], 0
+        killed = asyncio.Event()
+        restarted = asyncio.Event()
+        twelve_admitted = asyncio.Event()
+
+        async def spawner(i: int) -> None:
+            """Like the hub's spawner: admit, then create the pod at once; retry when the
+            service is away."""
+            nonlocal errors
+            for n in range(3):
+                while True:
+                    try:
+                        a = await admin.admit(user=f"user{i}", pools=[POOL], gpus=1, groups=[])
+                    except AdmissionRejected:
+                        return
+                    except GPUPoolError:
+                        errors += 1
+                        await asyncio.sleep(0.2)
+                        continue
+                    cluster.store.create("pods", "default", pod_for(a, f"nb-{i}-{n}"))
+                    (admitted_after if killed.is_set() else admitted_before).append(a)
+                    if len(admitted_before) >= 12:
+                        twelve_admitted.set()
+                    break
+                await asyncio.sleep(random.random() * 0.05)
+
+        async def chaos() -> None:
+            await twelve_admitted.wait()
+            svc.kill()
+            killed.set()
+            started = time.perf_counter()
+            await svc.start()
+            restarted.set()
+            report_restart["restart_seconds"] = round(time.perf_counter() - started, 2)
+
+        report_restart: dict = {}
+        await asyncio.gather(chaos(), *(spawner(i) for i in range(16)))
+        assert killed.is_set() and admitted_after, "admissions resume after the restart"
+        total = len(admitted_before) + len(admitted_after)
+        # every admitted pod got a node: nothing was over-admitted across the restart
+        await cluster.wait_for(
+            lambda: all(
+                p["spec"].get("nodeName") for p in cluster.store.list("pods", "default")[0]
+            ),
+            timeout=10,
+        )
+        assert total == len(cluster.store.list("pods", "default")[0])
+        assert total <= 32
+
+        # usage equals what the cluster says, and no reservation is left behind
+        async def settled() -> bool:
+            usage = await admin.usage()
+            fresh = truth(cluster)
+            return (
+                usage["users"] == fresh.usage_by_user()
+                and usage["reservations"] == {"count": 0, "gpus": 0}
+                and next(p for p in usage["pools"] if p["name"] == POOL)["gpu_used"]
+                == fresh.pool_usage(POOL).gpu_used
+            )
+
+        deadline = time.monotonic() + 10
+        while not await settled():
+            assert time.monotonic() < deadline, await admin.usage()
+            await asyncio.sleep(0.1)
+        assert await admin.admissions() == []
+        # and admissions go on
+        if total < 32:
+            await admin.admit(user="late", pools=[POOL], gpus=1, groups=[])
+        await admin.close()
+        svc.stop()
+        report(
+            "kill-and-restart",
+            admitted_before_kill=len(admitted_before),
+            admitted_after_restart=len(admitted_after),
+            failed_calls_while_down=errors,
+            pods=total,
+            capacity=32,
+            **report_restart,
+        )
+
+
+# --- a flaky API server ---------------------------------------------------------------------------
+
+
+async def test_usage_converges_to_the_truth_when_the_api_server_is_flaky(start_service, pools_dir):
+    write_pool(pools_dir)
+    async with SimCluster(cluster_spec(6)) as cluster:
+        service = await start_service(cluster)
+        admin = service.admin()
+        rng = random.Random(7)
+        cluster.faults.configure(error_rate=0.1, seed=3)
+        stats = Counter()
+        deadline = time.monotonic() + 8
+        cuts = 0
+        next_cut = time.monotonic() + 0.5
+        n = 0
+        while time.monotonic() < deadline:
+            n += 1
+            action = rng.random()
+            pods = cluster.store.list("pods", "default")[0]
+            try:
+                if action < 0.45:
+                    a = await admin.admit(user=f"u{n % 30}", pools=[POOL], gpus=rng.choice([1, 2]))
+                    cluster.store.create("pods", "default", pod_for(a, f"nb-{n}"))
+                    stats["created"] += 1
+                elif action < 0.65 and pods:
+                    victim = rng.choice(pods)["metadata"]["name"]
+                    cluster.store.delete("pods", "default", victim, grace_period=0)
+                    stats["deleted"] += 1
+                elif action < 0.85:
+                    cluster.cordon(f"gpu-{rng.randrange(6):02d}", rng.random() < 0.5)
+                    stats["cordons"] += 1
+                elif action < 0.9:
+                    node = f"gpu-{rng.randrange(6):02d}"
+                    cluster.set_condition(node, "Ready", rng.random() < 0.7)
+                    stats["conditions"] += 1
+                else:
+                    # relabel through the service itself (retried against the faults)
+                    node = f"gpu-{rng.randrange(6):02d}"
+                    pool = rng.choice([POOL, "other-pool"])
+                    await admin.label_node(node, {"runwhere.ai/pool": pool}, overwrite=True)
+                    stats["relabels"] += 1
+            except AdmissionRejected:
+                stats["rejected"] += 1
+            except GPUPoolError as e:
+                stats[f"error-{e.status}"] += 1
+            if time.monotonic() > next_cut:
+                cluster.faults.cut_watches()
+                if cuts % 5 == 2:
+                    cluster.faults.expire_history()  # the next resume gets 410 Gone
+                cuts += 1
+                next_cut += 0.5
+            await asyncio.sleep(0.02)
+
+        # the churn stops, the faults and the watch cuts go on: usage must still converge
+        async def keep_cutting() -> None:
+            while True:
+                await asyncio.sleep(0.5)
+                cluster.faults.cut_watches()
+
+        cutter = asyncio.create_task(keep_cutting())
+        started = time.perf_counter()
+        index = service.ctx.state.index
+        try:
+            while picture(index) != picture(truth(cluster)):
+                assert time.perf_counter() - started < 30, "usage did not converge"
+                await asyncio.sleep(0.05)
+            converged = time.perf_counter() - started
+            # and stays converged while watches keep being cut and calls keep failing
+            for _ in range(20):
+                await asyncio.sleep(0.1)
+                assert picture(index) == picture(truth(cluster))
+        finally:
+            cutter.cancel()
+        injected = cluster.faults.injected
+        cluster.faults.configure(error_rate=0.0)
+        # the API reports the same
+        usage = await admin.usage()
+        assert usage["users"] == truth(cluster).usage_by_user()
+        view = service.ctx.view
+        report(
+            "flaky-api-server",
+            seconds_of_churn=8,
+            actions=dict(stats),
+            injected_500s=injected,
+            watch_cuts=cuts,
+            watch_errors=view.stats["errors"],
+            relists_410=view.stats["relists_410"],
+            converged_seconds=round(converged, 2),
+            pods=len(cluster.store.list("pods", "default")[0]),
+        )
