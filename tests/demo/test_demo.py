@@ -102,6 +102,17 @@ def test_state_dir_holds_everything(demo):
     assert oct((state / "admin-token").stat().st_mode & 0o777) == "0o600"
 
 
+def test_the_gpupool_service_runs_with_the_demo_pools(demo):
+    code, answer = demo["api"]("GET", "/services/gpupool/api/v1/pools")
+    assert code == 200
+    pools = {p["name"]: p for p in answer["pools"]}
+    assert set(pools) == {"training-pool", "inference-pool", "dev-pool", "compute-pool", "default"}
+    assert (pools["training-pool"]["gpu_total"], pools["training-pool"]["node_count"]) == (16, 2)
+    assert pools["default"]["gpu_total"] == 4  # node-6, in no pool
+    code, quotas = demo["api"]("GET", "/services/gpupool/api/v1/quotas")
+    assert code == 200 and "ml-research" in json.dumps(quotas)
+
+
 def test_a_user_gets_a_working_notebook_server_on_the_cluster(demo):
     api = demo["api"]
     api("POST", "/hub/api/users/alice")
