@@ -361,6 +361,62 @@ def _charge(pool: Pool, ctx: _Context) -> tuple[str, bool] | str:
     return first_reason
 
 
+@dataclass(frozen=True)
+class Headroom:
+    """How many GPUs quota lets one user's next server have in a pool now (capacity aside).
+
+    ``within_quota``: the most GPUs one request gets charged within a guarantee; ``available``:
+    the most it gets at all, borrowing included. Both count at most ``ceiling`` (the pool's
+    GPUs). ``managed`` is False where no quota or cap applies to the user: both are the ceiling.
+    """
+
+    managed: bool
+    borrowing: bool
+    within_quota: int
+    available: int
+
+
+def quota_headroom(
+    pool_name: str, user: str, groups: Sequence[str], state: AdmissionState, ceiling: int
+) -> Headroom:
+    """:class:`Headroom` of ``user`` in ``pool_name``, by the same rules :func:`decide` charges
+    with (a request that fits charges the same way as any smaller one, so a bisection finds the
+    largest)."""
+    reg = state.registry
+    pool = reg.pool(pool_name) or Pool(pool_name)
+    quota = reg.quota(pool_name)
+    member = tuple(groups)
+    managed = (
+        quota is not None
+        or reg.user_cap(user, member) is not None
+        or any(g in reg.group_caps for g in member)
+    )
+
+    def charge(n: int) -> tuple[str, bool] | str:
+        return _charge(pool, _Context(AdmissionRequest(user=user, groups=member, gpus=n), state))
+
+    def largest(fits: Any) -> int:
+        low, high = 0, max(ceiling, 0)
+        while low < high:
+            mid = (low + high + 1) // 2
+            if fits(mid):
+                low = mid
+            else:
+                high = mid - 1
+        return low
+
+    def within(n: int) -> bool:
+        c = charge(n)
+        return not isinstance(c, str) and not c[1]
+
+    return Headroom(
+        managed=managed,
+        borrowing=bool(quota and quota.borrowing),
+        within_quota=largest(within),
+        available=largest(lambda n: not isinstance(charge(n), str)),
+    )
+
+
 # --- capacity ------------------------------------------------------------------------------------
 
 

@@ -294,6 +294,22 @@ class GPUPoolClient:
     async def usage(self) -> dict[str, Any]:
         return await self._json("GET", "api/v1/usage")
 
+    async def launch_options(
+        self, *, user: str | None = None, groups: Iterable[str] | None = None
+    ) -> dict[str, Any]:
+        """What a user may choose when starting a server: the pools open to them with free GPUs,
+        the biggest node and their quota headroom (``quota``: ``within_quota``, ``available``),
+        their default pool order and the pools not open to them.
+
+        The caller's own by default; an admin caller may name any ``user`` and give their
+        ``groups`` (else the service looks them up in the hub).
+        """
+        params = {
+            "user": user,
+            "groups": None if groups is None else json.dumps(list(groups)),
+        }
+        return await self._json("GET", "api/v1/launch-options", params=params)
+
     async def admit(
         self,
         *,

@@ -44,7 +44,12 @@ c.JupyterHub.load_groups = {
 }
 
 # --- single-user servers: pods on the simulated cluster, run as local processes -------------
-c.JupyterHub.spawner_class = env.get("GPUPOOL_DEMO_SPAWNER", "kubespawner.KubeSpawner")
+service_cmd = env.get("GPUPOOL_DEMO_SERVICE_COMMAND")
+# GPUPoolSpawner (the `gpupool` entry point): the spawn form lists the pools, a server starts in
+# the first pool of the user's list that admits it. Plain KubeSpawner without the service.
+c.JupyterHub.spawner_class = env.get(
+    "GPUPOOL_DEMO_SPAWNER", "gpupool" if service_cmd else "kubespawner.KubeSpawner"
+)
 c.KubeSpawner.namespace = "default"
 c.KubeSpawner.image = "jupyter-gpupool/demo-notebook"  # not pulled: the kubelet runs processes
 c.KubeSpawner.cmd = [str(bindir / "jupyterhub-singleuser")]
@@ -54,6 +59,13 @@ if os.geteuid() == 0:
 c.KubeSpawner.start_timeout = 120
 c.KubeSpawner.http_timeout = 60
 c.Spawner.default_url = "/lab"
+# The spawner asks the service directly (not through the proxy), with the token of the
+# `gpupool-spawner` service below (custom:gpupool:admin: admissions on behalf of any user).
+c.GPUPoolSpawner.service_url = (
+    f"http://127.0.0.1:{env.get('GPUPOOL_DEMO_SERVICE_PORT', '10101')}/services/gpupool/"
+)
+spawner_token = env.get("GPUPOOL_SPAWNER_TOKEN", "")
+c.GPUPoolSpawner.service_token = spawner_token
 
 # --- the gpupool service and its scopes -------------------------------------------------------
 c.JupyterHub.custom_scopes = {
@@ -64,11 +76,13 @@ c.JupyterHub.custom_scopes = {
         "description": "Administer GPU pools: pools, nodes, quotas and everyone's servers.",
     },
 }
-service_cmd = env.get("GPUPOOL_DEMO_SERVICE_COMMAND")
 services: list[dict[str, object]] = [
     # A token for scripts and the CLI: `gpupool --token-file STATE/admin-token ...`
     {"name": "demo-admin", "api_token": (state / "admin-token").read_text().strip()},
 ]
+if spawner_token:
+    # the token GPUPoolSpawner admits servers with (see docs/service.md)
+    services.append({"name": "gpupool-spawner", "api_token": spawner_token})
 if service_cmd:
     services.append(
         {
@@ -91,7 +105,7 @@ c.JupyterHub.load_roles = [
     {
         "name": "gpupool-admins",
         "users": ["admin"],
-        "services": ["demo-admin"],
+        "services": ["demo-admin", "gpupool-spawner"] if spawner_token else ["demo-admin"],
         "scopes": [
             "admin:users",
             "admin:servers",
@@ -111,3 +125,7 @@ c.JupyterHub.load_roles = [
         "scopes": ["read:users:groups", "delete:servers"],
     },
 ]
+
+# --- more settings (tests, or your own experiments): a config file loaded last ------------------
+if env.get("GPUPOOL_DEMO_EXTRA_CONFIG"):
+    load_subconfig(env["GPUPOOL_DEMO_EXTRA_CONFIG"])  # type: ignore[name-defined]  # noqa: F821

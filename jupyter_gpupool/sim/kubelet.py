@@ -3,7 +3,7 @@
 By default a bound pod is marked Running with a pod IP and ready containers after
 ``start_delay`` seconds. With ``run_processes`` the first container's command runs as a local
 process with the pod's environment, so a real single-user server answers. Every pod gets its own
-loopback address (127.0.0.2, 127.0.0.3, …): a pod has its own network namespace in Kubernetes, so
+loopback address (127.N.0.2, 127.N.0.3, … with N random per cluster): a pod has its own network namespace in Kubernetes, so
 a server binding ``0.0.0.0:8888`` in two pods is fine there; here ``0.0.0.0`` in the command and
 environment is replaced by the pod's address, so several servers run side by side. The process's
 exit becomes the pod's phase (Succeeded for 0, Failed otherwise); its output is the pod's log.
@@ -18,6 +18,7 @@ import copy
 import ipaddress
 import logging
 import os
+import random
 import signal
 import tempfile
 from collections.abc import Mapping
@@ -33,9 +34,15 @@ _DROP_ENV_PREFIXES = ("JUPYTERHUB_", "KUBERNETES_", "KUBECONFIG", "JPY_", "CONFI
 
 
 class IPAllocator:
-    """Hands out loopback addresses 127.0.0.2 … 127.255.255.254, reusing freed ones."""
+    """Hands out loopback addresses, reusing freed ones.
 
-    def __init__(self, first: str = "127.0.0.2"):
+    Each simulated cluster starts at a random 127.N.0.2, so that two clusters on one machine
+    (two demos, or tests running beside a demo) don't give their pods the same address.
+    """
+
+    def __init__(self, first: str | None = None):
+        if first is None:
+            first = f"127.{random.randint(1, 254)}.0.2"
         self._next = int(ipaddress.IPv4Address(first))
         self._last = int(ipaddress.IPv4Address("127.255.255.254"))
         self._free: list[int] = []

@@ -1,0 +1,77 @@
+"""``GET api/v1/launch-options``: what one user may choose on the spawn form."""
+
+from __future__ import annotations
+
+import pytest
+from test_api import NEW_POOL
+
+from jupyter_gpupool.client import GPUPoolError
+
+
+def by_name(answer):
+    return {p["name"]: p for p in answer["pools"]}
+
+
+async def test_the_spawner_asks_for_a_user_with_their_groups(service):
+    admin = service.admin()
+    await admin.apply_pools(NEW_POOL)  # t4-pool: ml-ops only
+    answer = await admin.launch_options(user="alice", groups=["ml-research"])
+    assert (answer["user"], answer["groups"], answer["max_gpus"]) == (
+        "alice",
+        ["ml-research"],
+        1024,
+    )
+    assert answer["default_pools"] == ["training-pool", "inference-pool", "dev-pool"]
+    assert answer["restricted_pools"] == ["t4-pool"]
+    pools = by_name(answer)
+    assert list(pools) == ["compute-pool", "dev-pool", "inference-pool", "training-pool", "default"]
+    training = pools["training-pool"]
+    # the pool row of GET api/v1/pools, plus the biggest node and the quota headroom
+    assert training["gpu_total"] == 16 and training["largest_free_block"] == 8
+    assert training["largest_node_gpus"] == 8
+    # ml-research guarantees 12, alice's own limit is 8
+    assert training["quota"] == {
+        "managed": True,
+        "borrowing": True,
+        "within_quota": 8,
+        "available": 8,
+    }
+    assert pools["compute-pool"]["largest_node_gpus"] == 0
+
+
+async def test_headroom_follows_usage_and_the_rules_of_admission(service):
+    admin = service.admin()
+    await admin.admit(user="bob", groups=["ml-research"], pools=["training-pool"], gpus=8)
+    pools = by_name(await admin.launch_options(user="alice", groups=["ml-research"]))
+    # the group's guarantee has 4 left; borrowing up to the group limit (16) and alice's (8)
+    assert pools["training-pool"]["quota"]["within_quota"] == 4
+    assert pools["training-pool"]["quota"]["available"] == 8
+
+    dave = by_name(await admin.launch_options(user="dave", groups=[]))
+    # no guarantee, borrowing allowed, gpuctl's default cap of 4 GPUs per user
+    assert dave["training-pool"]["quota"] == {
+        "managed": True,
+        "borrowing": True,
+        "within_quota": 0,
+        "available": 4,
+    }
+    # no borrowing and no guarantee: nothing
+    assert dave["inference-pool"]["quota"]["available"] == 0
+    # no quota section: the cap and the pool's GPUs
+    assert dave["default"]["quota"]["within_quota"] == 4
+
+
+async def test_users_ask_for_themselves_only(service):
+    carol = service.user("carol", ["ml-ops"])
+    await service.admin().apply_pools(NEW_POOL)
+    own = await carol.launch_options()
+    assert own["user"] == "carol" and "t4-pool" in by_name(own)
+    assert own["default_pools"] == ["dev-pool", "default", "compute-pool"]  # the fallback
+    with pytest.raises(GPUPoolError) as e:
+        await carol.launch_options(user="alice")
+    assert e.value.status == 403
+    with pytest.raises(GPUPoolError) as e:
+        await service.admin().request(
+            "GET", "api/v1/launch-options", params={"user": "alice", "groups": "ml-research"}
+        )
+    assert e.value.status == 400 and "groups must be a JSON list" in e.value.message

@@ -1,0 +1,114 @@
+"""Scheduling signals from reflected pods and events, wrap-around, merged progress (pure)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from jupyter_gpupool.spawner.progress import ProgressLog, merge_progress
+from jupyter_gpupool.spawner.scheduling import Scheduling, rotate_after, scheduling
+
+WORDS = "0/3 nodes are available: 2 node(s) had untolerated taint {gpu: broken}."
+
+
+def pod(uid="u2", **status):
+    return {
+        "metadata": {"name": "jupyter-alice", "uid": uid},
+        "spec": {},
+        "status": {"phase": "Pending", **status},
+    }
+
+
+def event(uid, message, when="2025-01-01T00:00:01Z", reason="FailedScheduling"):
+    return {
+        "reason": reason,
+        "message": message,
+        "lastTimestamp": when,
+        "involvedObject": {"kind": "Pod", "name": "jupyter-alice", "uid": uid},
+    }
+
+
+def test_not_seen_yet_or_just_created():
+    assert scheduling(None, []) == Scheduling()
+    assert scheduling(pod(), []) == Scheduling()
+
+
+def test_bound_to_a_node():
+    bound = pod()
+    bound["spec"]["nodeName"] = "gpu-node-1"
+    assert scheduling(bound, [event("u2", WORDS)]) == Scheduling(node="gpu-node-1")
+    assert scheduling(bound, []).scheduled
+
+
+def test_the_pod_condition_says_unschedulable():
+    cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": WORDS}
+    assert scheduling(pod(conditions=[cond]), []) == Scheduling(unschedulable=True, message=WORDS)
+
+
+def test_only_this_pods_failed_scheduling_events_count():
+    events = [
+        event("u1", "0/3 nodes: an earlier attempt's pod", "2025-01-01T00:00:09Z"),
+        event("u2", "older words", "2025-01-01T00:00:01Z"),
+        event("u2", WORDS, "2025-01-01T00:00:02Z"),
+        event("u2", "Pulling image", "2025-01-01T00:00:03Z", reason="Pulling"),
+    ]
+    assert scheduling(pod("u2"), events) == Scheduling(unschedulable=True, message=WORDS)
+    assert scheduling(pod("u3"), events) == Scheduling()
+
+
+def test_a_pod_being_deleted_is_not_judged():
+    going = pod()
+    going["metadata"]["deletionTimestamp"] = "2025-01-01T00:00:00Z"
+    assert scheduling(going, [event("u2", WORDS)]) == Scheduling()
+
+
+def test_wrap_around():
+    pools = ["a", "b", "c"]
+    assert rotate_after(pools, "a") == ["b", "c", "a"]
+    assert rotate_after(pools, "b") == ["c", "a", "b"]
+    assert rotate_after(pools, "c") == ["a", "b", "c"]
+    assert rotate_after(["a"], "a") == ["a"]
+    assert rotate_after([], "default") == ["default"]  # admitted from the default order
+
+
+async def test_progress_interleaves_our_steps_with_kubespawner_events():
+    log = ProgressLog()
+    finished = asyncio.Event()
+
+    async def kubespawner_events():
+        yield {"message": "pod event 1"}
+        await asyncio.sleep(0.05)
+        log.add("gpupool: scheduled")
+        await asyncio.sleep(0.15)
+        yield {"message": "pod event 2"}
+
+    async def start():
+        log.add("gpupool: admitted")
+        await asyncio.sleep(0.4)
+        log.add("gpupool: started")
+        finished.set()
+
+    task = asyncio.ensure_future(start())
+    await asyncio.sleep(0)
+    got = [e["message"] async for e in merge_progress(log, kubespawner_events(), finished.is_set)]
+    await task
+    assert got == [
+        "gpupool: admitted",
+        "pod event 1",
+        "gpupool: scheduled",
+        "pod event 2",
+        "gpupool: started",
+    ]
+
+
+async def test_progress_stops_cleanly_when_the_reader_goes_away():
+    log = ProgressLog()
+    log.add("one")
+
+    async def forever():
+        while True:
+            await asyncio.sleep(10)
+            yield {"message": "never"}
+
+    stream = merge_progress(log, forever(), lambda: False)
+    assert (await anext(stream))["message"] == "one"
+    await stream.aclose()  # the browser closed the progress page: nothing left running

@@ -1,0 +1,340 @@
+"""GPUPoolSpawner.start() on the simulated cluster, with a scripted service (see conftest.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from spawner_fakes import FakeUser
+from test_spawner_form import submitted
+
+from jupyter_gpupool.spawner.errors import OptionsError, SpawnRefused
+
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def pod_of(cluster, spawner):
+    return cluster.pod("default", spawner.pod_name)
+
+
+def gpupool_labels(pod):
+    labels = pod["metadata"]["labels"]
+    return {k: v for k, v in labels.items() if k.startswith(("gpupool.", "runwhere.ai/"))}
+
+
+async def test_a_server_starts_in_its_first_pool_with_labels_and_gpus(
+    spawner, sim_cluster, fake_service
+):
+    spawner.user_options = {"pools": ["training-pool", "inference-pool"], "gpus": 2}
+    url = await spawner.start()
+    pod = pod_of(sim_cluster, spawner)
+    assert url == f"http://{pod['status']['podIP']}:8888"
+    assert fake_service.admissions == [
+        {
+            "pools": ["training-pool", "inference-pool"],
+            "gpus": 2,
+            "gpu_type": None,
+            "server": "",
+            "reclaim": True,
+            "user": "alice",
+            "groups": ["ml-research"],
+        }
+    ]
+    assert pod["spec"]["nodeName"] in ("gpu-node-1", "gpu-node-2")
+    assert pod["spec"]["nodeSelector"] == {"runwhere.ai/pool": "training-pool"}
+    assert pod["spec"]["tolerations"] == [GPU_TOLERATION]
+    container = pod["spec"]["containers"][0]
+    assert container["resources"] == {
+        "requests": {"nvidia.com/gpu": "2"},
+        "limits": {"nvidia.com/gpu": "2"},
+    }
+    assert gpupool_labels(pod) == {
+        "gpupool.jupyter.org/pool": "training-pool",
+        "runwhere.ai/pool": "training-pool",
+        "gpupool.jupyter.org/user": "alice",
+        "gpupool.jupyter.org/server": "",
+        "gpupool.jupyter.org/gpus": "2",
+        "gpupool.jupyter.org/over-quota": "false",
+        "gpupool.jupyter.org/charged": "group-ml-research-4b305de5",
+        "gpupool.jupyter.org/admission": "adm0",
+    }
+    assert pod["metadata"]["annotations"]["gpupool.jupyter.org/groups"] == "ml-research"
+    node = pod["spec"]["nodeName"]
+    assert spawner._progress.messages == [
+        "admitted to training-pool within quota (2 A100-80G GPUs)",
+        f"scheduled on node {node} (A100-80G)",
+    ]
+    # the pool is kept in the state (hub restarts) and shown with the server's options
+    assert spawner.get_state()["gpupool"] == {
+        "pool": "training-pool",
+        "platform": None,
+        "gpu_type": "A100-80G",
+        "gpus": 2,
+        "over_quota": False,
+        "charged": "group:ml-research",
+        "admission": "adm0",
+        "node": node,
+        "user_options": {"pools": ["training-pool", "inference-pool"], "gpus": 2, "gpu_type": None},
+    }
+    assert spawner.user_options["pool"] == "training-pool"
+    assert fake_service.released == []  # the pod exists: nothing to give back
+    await spawner.stop()
+    assert pod_of(sim_cluster, spawner) is None
+
+
+async def test_a_full_first_pool_is_skipped_at_once(spawner, sim_cluster, fake_service):
+    fake_service.full = {"training-pool"}
+    spawner.user_options = {"pools": ["training-pool", "inference-pool"], "gpus": 2}
+    started = time.monotonic()
+    await spawner.start()
+    assert time.monotonic() - started < 3
+    pod = pod_of(sim_cluster, spawner)
+    assert pod["spec"]["nodeSelector"] == {"runwhere.ai/pool": "inference-pool"}
+    assert len(fake_service.admissions) == 1
+    assert spawner._progress.messages[:2] == [
+        "skipped training-pool because no node has 2 free GPUs",
+        "admitted to inference-pool within quota (2 A10-24G GPUs)",
+    ]
+
+
+async def test_an_unschedulable_pod_falls_back_to_the_next_pool(spawner, sim_cluster, fake_service):
+    # the service admits to training-pool, but the scheduler cannot use its nodes
+    sim_cluster.cordon("gpu-node-1")
+    sim_cluster.cordon("gpu-node-2")
+    spawner.user_options = {"pools": ["training-pool", "inference-pool", "dev-pool"], "gpus": 2}
+    started = time.monotonic()
+    await spawner.start()
+    assert time.monotonic() - started < 5  # pool_schedule_timeout is 0.5 s here
+    assert [a["pools"] for a in fake_service.admissions] == [
+        ["training-pool", "inference-pool", "dev-pool"],
+        ["inference-pool", "dev-pool", "training-pool"],  # wrapped around
+    ]
+    assert fake_service.released == ["adm0"]
+    pod = pod_of(sim_cluster, spawner)
+    assert pod["spec"]["nodeSelector"] == {"runwhere.ai/pool": "inference-pool"}
+    assert gpupool_labels(pod)["gpupool.jupyter.org/admission"] == "adm1"
+    messages = spawner._progress.messages
+    assert messages[0] == "admitted to training-pool within quota (2 A100-80G GPUs)"
+    assert messages[1].startswith(
+        'falling back from training-pool to inference-pool because "0/8 nodes are available: '
+        "2 node(s) were unschedulable"
+    )
+    assert messages[2] == "admitted to inference-pool within quota (2 A10-24G GPUs)"
+    assert spawner.get_state()["gpupool"]["pool"] == "inference-pool"
+
+
+async def test_a_pool_with_its_own_wait(make_spawner, sim_cluster, fake_service):
+    sim_cluster.cordon("gpu-node-5")
+    spawner = make_spawner(
+        pool_schedule_timeout=30, pool_schedule_timeouts={"dev-pool": 0}, start_timeout=10
+    )
+    spawner.user_options = {"pools": ["dev-pool", "inference-pool"], "gpus": 1}
+    started = time.monotonic()
+    await spawner.start()
+    assert time.monotonic() - started < 4
+    assert spawner.get_state()["gpupool"]["pool"] == "inference-pool"
+
+
+async def test_no_pool_schedules_within_start_timeout(make_spawner, sim_cluster, fake_service):
+    for node in ("gpu-node-3", "gpu-node-4"):
+        sim_cluster.cordon(node)
+    spawner = make_spawner(start_timeout=3, pool_schedule_timeout=1)
+    spawner.user_options = {"pools": ["inference-pool"], "gpus": 1}
+    with pytest.raises(SpawnRefused) as e:
+        await spawner.start()
+    assert e.value.status_code == 503
+    assert e.value.message.startswith(
+        "No pool could schedule your server within 3 seconds. inference-pool: 0/8 nodes"
+    )
+    # the one pool was retried (wrap-around) and every admission was given back
+    assert len(fake_service.admissions) >= 2
+    assert fake_service.released == [f"adm{n}" for n in range(len(fake_service.admissions))]
+    assert any(
+        m.startswith("trying inference-pool again because") for m in spawner._progress.messages
+    )
+    assert pod_of(sim_cluster, spawner) is None
+
+
+async def test_all_pools_full_is_a_clear_error_and_no_pod(spawner, sim_cluster, fake_service):
+    fake_service.full = {"training-pool", "inference-pool"}
+    spawner.user_options = {"gpus": 2}  # the default order
+    started = time.monotonic()
+    with pytest.raises(SpawnRefused) as e:
+        await spawner.start()
+    assert time.monotonic() - started < 2
+    assert e.value.status_code == 409
+    assert e.value.message == (
+        "No pool can take your server now. training-pool: no node has 2 free GPUs; "
+        "inference-pool: no node has 2 free GPUs"
+    )
+    assert fake_service.admissions[0]["pools"] == ["training-pool", "inference-pool"]
+    assert pod_of(sim_cluster, spawner) is None
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"pools": ["nope"]}, "there is no pool named 'nope'"),
+        ({"pools": ["secret-pool"]}, "you may not use the pool secret-pool"),
+        ({"gpus": "2"}, "gpus must be a whole number of GPUs, not '2'"),
+        ({"pools": ["compute-pool"], "gpus": 1}, "compute-pool has no GPUs"),
+        ({"pools": [f"p{n}" for n in range(9)]}, "at most 8 pools may be listed"),
+    ],
+)
+async def test_invalid_options_are_refused_before_anything_is_asked(
+    spawner, sim_cluster, fake_service, options, message
+):
+    spawner.user_options = options
+    with pytest.raises(OptionsError) as e:
+        await spawner.start()
+    assert e.value.status_code == 400 and e.value.message.startswith(message)
+    assert fake_service.admissions == [] and pod_of(sim_cluster, spawner) is None
+
+
+async def test_the_service_down_fails_closed(spawner, sim_cluster, fake_service):
+    fake_service.down = True
+    spawner.user_options = {"pools": ["dev-pool"], "gpus": 1}
+    with pytest.raises(SpawnRefused) as e:
+        await spawner.start()
+    assert e.value.status_code == 503
+    assert e.value.message.startswith("The GPU pool service is not answering (Service Unavailable)")
+    assert pod_of(sim_cluster, spawner) is None
+
+
+async def test_the_service_failing_at_admission_fails_closed(spawner, sim_cluster, fake_service):
+    fake_service.admissions_down = True
+    spawner.user_options = {"pools": ["dev-pool"], "gpus": 1}
+    with pytest.raises(SpawnRefused) as e:
+        await spawner.start()
+    assert e.value.status_code == 503 and "not answering" in e.value.message
+    assert pod_of(sim_cluster, spawner) is None
+
+
+async def test_fail_open_starts_without_pools(make_spawner, sim_cluster, fake_service):
+    fake_service.down = True
+    spawner = make_spawner(fail_open=True)
+    spawner.user_options = {"pools": ["dev-pool"], "gpus": 1}
+    await spawner.start()
+    pod = pod_of(sim_cluster, spawner)
+    assert pod["spec"].get("nodeSelector") in (None, {})
+    assert "nvidia.com/gpu" not in str(pod["spec"]["containers"][0].get("resources"))
+    assert spawner._progress.messages[0].startswith("the GPU pool service is not answering")
+    assert "gpupool" not in spawner.get_state()
+
+
+async def test_nothing_leaks_from_one_start_to_the_next(spawner, sim_cluster, fake_service):
+    spawner.user_options = {"pools": ["training-pool"], "gpus": 2}
+    await spawner.start()
+    await spawner.stop()
+    spawner.clear_state()  # as JupyterHub does after a stop and before a start
+    spawner.user_options = {"pools": ["compute-pool"], "gpus": 0}
+    await spawner.start()
+    pod = pod_of(sim_cluster, spawner)
+    assert pod["spec"]["nodeName"] in ("cpu-node-1", "cpu-node-2")
+    assert pod["spec"]["nodeSelector"] == {"runwhere.ai/pool": "compute-pool"}
+    assert "tolerations" not in pod["spec"] or pod["spec"]["tolerations"] in (None, [])
+    container = pod["spec"]["containers"][0]
+    assert "nvidia.com/gpu" not in str(container.get("resources"))
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "none"
+    assert gpupool_labels(pod)["gpupool.jupyter.org/gpus"] == "0"
+    assert spawner.get_state()["gpupool"]["pool"] == "compute-pool"
+
+
+async def test_a_hub_restart_keeps_knowing_the_pool(make_spawner, sim_cluster, fake_service):
+    first = make_spawner()
+    first.user_options = {"pools": ["dev-pool"], "gpus": 1}
+    await first.start()
+    state = first.get_state()
+    # the hub restarts: a new spawner, with the options saved in its database, loads the state
+    again = make_spawner()
+    again.user_options = {"pools": ["dev-pool"], "gpus": 1}
+    again.load_state(state)
+    assert again.get_state()["gpupool"] == state["gpupool"]
+    assert again.user_options == {"pools": ["dev-pool"], "gpus": 1, "pool": "dev-pool"}
+    again.server.ip, again.server.port = pod_of(sim_cluster, first)["status"]["podIP"], 8888
+    assert await again.poll() is None  # still running, where it was
+    again.clear_state()
+    assert "gpupool" not in again.get_state()
+
+
+async def test_progress_tells_each_step(spawner, sim_cluster, fake_service):
+    fake_service.full = {"training-pool"}
+    spawner.user_options = {"pools": ["training-pool", "dev-pool"], "gpus": 1}
+    start = spawner.start()
+    messages = [e["message"] async for e in spawner.progress()]
+    await start
+    assert messages[0] == "skipped training-pool because no node has 2 free GPUs"
+    assert messages[1] == (
+        "admitted to dev-pool over quota (1 RTX4090-24G GPU): this server borrows idle GPUs "
+        "and may be stopped (reclaimed) when their owners need them back"
+    )
+    assert "scheduled on node gpu-node-5 (RTX4090-24G)" in messages
+    assert any("Successfully assigned default/jupyter-alice to gpu-node-5" in m for m in messages)
+
+
+async def test_the_form_shows_the_pools_and_reads_them_back(spawner, fake_service):
+    fields = submitted(await spawner.get_options_form()).fields
+    assert fields == {
+        "priority.training-pool": ["1"],  # the group's default order
+        "priority.inference-pool": ["2"],
+        "priority.compute-pool": [""],
+        "priority.dev-pool": [""],
+        "gpus": ["1"],  # default_gpus
+        "gpu_type": [""],
+    }
+    form = {
+        "priority.training-pool": ["2"],
+        "priority.dev-pool": ["1"],
+        "priority.inference-pool": [""],
+        "priority.compute-pool": [""],
+        "gpus": ["1"],
+        "gpu_type": [""],
+    }
+    options = await spawner.run_options_from_form(form)
+    assert options == {"pools": ["dev-pool", "training-pool"], "gpus": 1, "gpu_type": None}
+    spawner.user_options = options
+    fields = submitted(await spawner.get_options_form()).fields  # the last choice comes back
+    assert (fields["priority.dev-pool"], fields["priority.training-pool"]) == (["1"], ["2"])
+    with pytest.raises(OptionsError) as e:
+        await spawner.run_options_from_form({**form, "gpus": ["9"]})
+    assert e.value.message.startswith("no pool you chose allows a server with 9 GPUs")
+
+
+async def test_the_form_when_the_service_is_down(spawner, fake_service):
+    fake_service.down = True
+    html = await spawner.get_options_form()
+    assert html.startswith('<div class="alert alert-warning">The GPU pool service is not answering')
+
+
+async def test_kubespawner_profiles_sit_beside_the_pools(make_spawner, sim_cluster, fake_service):
+    profiles = [
+        {"display_name": "Minimal", "slug": "minimal", "default": True},
+        {
+            "display_name": "Big memory",
+            "slug": "bigmem",
+            "kubespawner_override": {"mem_limit": "8G", "node_selector": {"disk": "ssd"}},
+        },
+    ]
+    for name in ("cpu-node-1", "cpu-node-2"):
+        sim_cluster.label_node(name, "disk", "ssd")
+    spawner = make_spawner(profile_list=profiles)
+    html = await spawner.get_options_form()
+    assert 'id="kubespawner-profiles-list"' in html and "priority.compute-pool" in html
+    form = {"profile": ["bigmem"], "priority.compute-pool": ["1"], "gpus": ["0"]}
+    options = await spawner.run_options_from_form(form)
+    assert options == {"profile": "bigmem", "pools": ["compute-pool"], "gpus": 0, "gpu_type": None}
+    spawner.user_options = options
+    await spawner.start()
+    pod = pod_of(sim_cluster, spawner)
+    assert pod["spec"]["nodeSelector"] == {"disk": "ssd", "runwhere.ai/pool": "compute-pool"}
+    assert pod["spec"]["containers"][0]["resources"]["limits"]["memory"] == 8 * 2**30
+
+
+async def test_a_user_name_with_braces_is_written_as_it_is(make_spawner, sim_cluster, fake_service):
+    spawner = make_spawner(user=FakeUser(name="a{b}"))
+    spawner.user_options = {"pools": ["compute-pool"], "gpus": 0}
+    await asyncio.wait_for(spawner.start(), 15)
+    pod = pod_of(sim_cluster, spawner)
+    assert pod["metadata"]["annotations"]["gpupool.jupyter.org/user"] == "a{b}"
