@@ -63,15 +63,22 @@ def _type(trait: traitlets.TraitType) -> str:
     name = type(trait).__name__
     if isinstance(trait, traitlets.Enum):
         return "one of " + ", ".join(f"`{v}`" for v in trait.values or ())
-    return {"Int": "integer", "Unicode": "string", "Float": "number", "Bool": "boolean"}.get(
-        name, name
-    )
+    return {
+        "Int": "integer",
+        "Unicode": "string",
+        "Float": "number",
+        "Bool": "boolean",
+        "List": "list",
+    }.get(name, name)
 
 
 def _default(cls: type[GPUPoolService], name: str, trait: traitlets.TraitType) -> str:
     if name in cls._trait_default_generators:
         return "computed when the service starts (see below)"
-    return f"`{trait.default_value!r}`"
+    value = trait.default_value
+    if value is traitlets.Undefined:  # containers (List...) make their default on demand
+        value = trait.default()
+    return f"`{value!r}`"
 
 
 def reference(cls: type[GPUPoolService] = GPUPoolService) -> str:

@@ -10,13 +10,22 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 # Modules under jupyter_gpupool.commands, in the order their verbs appear in --help.
-COMMAND_MODULES = ["demo", "sim", "validate"]
+COMMAND_MODULES = ["get", "describe", "create", "delete", "label", "validate", "demo", "sim"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors exit with 1, a user error (2 means the service could not be reached)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="gpupool",
         description="GPU node pools for JupyterHub on Kubernetes (gpuctl-compatible verbs).",
     )
@@ -38,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help(sys.stderr)
-        return 2
+        return 1
     return int(func(args) or 0)
 
 

@@ -6,9 +6,11 @@ cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-python3}
 
-# System packages: kubectl (the tests drive the simulated cluster with it).
+# System packages: kubectl (the tests drive the simulated cluster with it) and chromium (the
+# browser tests of the pages; `playwright install` cannot download browsers everywhere).
 need=()
 command -v kubectl >/dev/null 2>&1 || need+=(kubernetes-client)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "== apt-get install ${need[*]}"

@@ -34,6 +34,8 @@ class DemoOptions:
     pools_dir: Path | None = None
     log_level: str = "INFO"
     extra_env: dict[str, str] = field(default_factory=dict)
+    #: A JupyterHub config file loaded after the demo's own (e.g. shorter timeouts in tests).
+    extra_config: Path | None = None
 
 
 def free_port() -> int:
@@ -111,6 +113,7 @@ class Demo:
             else example_cluster_spec()
         )
         self.admin_token = read_or_create_token(self.state / "admin-token")
+        spawner_token = read_or_create_token(self.state / "spawner-token")
         self.cluster = SimCluster(spec, kubeconfig=self.state / "kubeconfig", run_processes=True)
         await self.cluster.start()
         service_port = free_port()
@@ -124,13 +127,19 @@ class Demo:
             "GPUPOOL_DEMO_PROXY_API_PORT": str(free_port()),
             "GPUPOOL_DEMO_SERVICE_PORT": str(service_port),
             "GPUPOOL_DEMO_LOG_LEVEL": self.opts.log_level,
+            # for the hub only: the spawner's admissions token (single-user servers don't get it)
+            "GPUPOOL_SPAWNER_TOKEN": spawner_token,
         }
+        if self.opts.extra_config is not None:
+            env["GPUPOOL_DEMO_EXTRA_CONFIG"] = str(self.opts.extra_config.resolve())
         cmd = service_command(self.opts, service_port, self.cluster.kubeconfig)
         if cmd:
             # JSON: an environment variable cannot hold the NUL bytes that would separate args
             env["GPUPOOL_DEMO_SERVICE_COMMAND"] = json.dumps(cmd)
         self.hub = self._spawn_hub(env)
         await self.wait_ready(with_service=bool(cmd))
+        # `gpupool --state-dir DIR ...` finds the demo through this file; it exists while ready
+        (self.state / "url").write_text(self.url + "\n")
 
     def _spawn_hub(self, env: dict[str, str]) -> subprocess.Popen[bytes]:
         with open(self.state / "jupyterhub.log", "ab") as log:
@@ -171,6 +180,8 @@ class Demo:
                 await asyncio.sleep(0.25)
 
     async def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            (self.state / "url").unlink()
         hub = self.hub
         if hub is not None and hub.poll() is None:
             # JupyterHub stops the single-user servers, the proxy and its services on SIGTERM.
@@ -207,6 +218,7 @@ async def run_demo(opts: DemoOptions) -> int:
     print(
         f"JupyterHub: {demo.url}  (log in as alice, bob, carol, dave or admin; any password)\n"
         f"state:      {demo.state} (hub log: jupyterhub.log; API token for scripts: admin-token)\n"
+        f"CLI:        gpupool get pools --state-dir {demo.state}\n"
         f"kubeconfig: {demo.cluster.kubeconfig if demo.cluster else ''}",
         flush=True,
     )

@@ -19,19 +19,21 @@ import signal
 import socket
 import sys
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
 import tornado.httpserver
 import tornado.netutil
 import tornado.web
+from jinja2 import Environment
 from jupyterhub.services.auth import HubOAuth
 from jupyterhub.traitlets import ByteSpecification
 from traitlets import (
     CaselessStrEnum,
     Float,
     Integer,
+    List,
     TraitError,
     Unicode,
     default,
@@ -43,15 +45,18 @@ from .. import __version__
 from ..clusterview import ClusterView
 from ..labels import POOL_LABEL, is_label_key, is_label_value
 from ..yamldoc import DocumentError
-from . import handlers, pages
+from . import clock, handlers, pages
 from .admissions import AdmissionDesk
+from .changelog import ChangeLog
 from .errors import ApiError
+from .history import UsageHistory
 from .hubapi import HubAPI
 from .kube import Kube, KubeError, default_namespace, make_api_client
 from .metrics import Metrics
 from .poolchanges import PoolManager
 from .registrystore import ConfigMapStore, FileStore, RegistryStore
 from .state import ServiceState
+from .templating import STATIC, make_environment
 
 SERVICE_NAME = "gpupool"
 
@@ -75,6 +80,10 @@ class ServiceContext:
     base_url: str
     max_body_size: int
     max_gpus: int
+    # the pages: usage over time, who changed what, and the templates
+    history: UsageHistory = field(default_factory=UsageHistory)
+    changes: ChangeLog = field(default_factory=ChangeLog)
+    templates: Environment = field(default_factory=make_environment)
 
     async def user_groups(self, user: str) -> tuple[str, ...]:
         if self.hub is None:
@@ -490,6 +499,58 @@ class GPUPoolService(Application):
         """,
     ).tag(config=True)
 
+    # --- the pages -------------------------------------------------------------------------------
+
+    history_interval = Float(
+        60.0,
+        help="""How often, in seconds, the GPUs in use per pool are sampled for the usage chart
+        of the pools page.
+
+        Samples are kept in memory only (Kubernetes is the record of usage), for
+        ``history_hours``; the history starts again when the service restarts.
+
+        Example::
+
+            c.GPUPoolService.history_interval = 30
+        """,
+    ).tag(config=True)
+
+    history_hours = Float(
+        6.0,
+        help="""How many hours of usage samples the pools page's chart shows.
+
+        Memory grows with pools x hours / interval: 50 pools over 6 hours sampled every
+        minute is 18,000 samples, a few MB.
+
+        Example::
+
+            c.GPUPoolService.history_hours = 24
+        """,
+    ).tag(config=True)
+
+    @validate("history_interval", "history_hours")
+    def _positive_history(self, proposal: Any) -> float:
+        value = float(proposal["value"])
+        if value <= 0:
+            raise TraitError(f"{proposal['trait'].name} must be more than 0, not {value}")
+        return value
+
+    template_paths = List(
+        Unicode(),
+        default_value=[],
+        help="""Directories searched for the pages' templates before the service's own and
+        JupyterHub's.
+
+        The pages extend JupyterHub's ``page.html``. A hub with custom templates
+        (``c.JupyterHub.template_paths``) can give the service the same directories so that
+        its pages look the same; a ``page.html`` found here replaces the hub's.
+
+        Example::
+
+            c.GPUPoolService.template_paths = ["/etc/jupyterhub/templates"]
+        """,
+    ).tag(config=True)
+
     # --- set up ----------------------------------------------------------------------------------
 
     @default("log_level")
@@ -556,12 +617,26 @@ class GPUPoolService(Application):
             (api + "servers", h.ServersHandler),
             (api + "quotas", h.QuotasHandler),
             (api + "usage", h.UsageHandler),
+            (api + "usage/history", h.UsageHistoryHandler),
+            (api + "launch-options", h.LaunchOptionsHandler),
             (api + "admissions", h.AdmissionsHandler),
             (api + "admissions/([^/]+)", h.AdmissionHandler),
             (prefix + "metrics", h.MetricsHandler),
             (prefix + "api/(.*)", h.NotFoundHandler),
             (prefix + "oauth_callback", pages.OAuthCallbackHandler),
-            (prefix, pages.IndexHandler),
+            (prefix + "static/(.*)", tornado.web.StaticFileHandler, {"path": str(STATIC)}),
+            (prefix + "pools", pages.PoolsPage),
+            (prefix + "pools/usage.svg", pages.UsageChart),
+            (prefix + "pools/([^/]+)", pages.PoolPage),
+            (prefix + "nodes", pages.NodesPage),
+            (prefix + "quotas", pages.QuotasPage),
+            (prefix + "admin", pages.AdminPage),
+            (prefix + "admin/pools", pages.ApplyPoolsAction),
+            (prefix + "admin/pools/([^/]+)/delete", pages.DeletePoolPage),
+            (prefix + "admin/nodes", pages.MoveNodeAction),
+            (prefix + "admin/quotas", pages.QuotasAction),
+            (prefix + "admin/servers/stop", pages.StopServerAction),
+            (prefix, pages.UserPage),
             (prefix.rstrip("/"), tornado.web.RedirectHandler, {"url": prefix}),
         ]
         routes = [(r[0], r[1], r[2] if len(r) > 2 else {"ctx": ctx}) for r in routes]
@@ -596,7 +671,11 @@ class GPUPoolService(Application):
             self._ctx = None
             await self._close_clients(kube)
             raise
-        self._tasks = [asyncio.create_task(self._every(1.0, self._sweep))]
+        self._sample()
+        self._tasks = [
+            asyncio.create_task(self._every(1.0, self._sweep)),
+            asyncio.create_task(self._every(ctx.history.interval, self._sample_soon)),
+        ]
         if self.reload_interval > 0:
             reload = ctx.pools.reload_if_changed
             self._tasks.append(asyncio.create_task(self._every(self.reload_interval, reload)))
@@ -649,6 +728,8 @@ class GPUPoolService(Application):
             base_url=self.base_url,
             max_body_size=int(self.max_body_size),
             max_gpus=self.max_gpus,
+            history=UsageHistory(self.history_interval, self.history_hours),
+            templates=make_environment(self.template_paths),
         )
 
     async def _sync(self, ctx: ServiceContext) -> None:
@@ -682,6 +763,13 @@ class GPUPoolService(Application):
 
     async def _sweep(self) -> None:
         self.ctx.desk.sweep()
+
+    def _sample(self) -> None:
+        """One sample of the GPUs in use per pool, for the pools page's chart."""
+        self.ctx.history.sample(clock.now(), self.ctx.state.pool_summaries())
+
+    async def _sample_soon(self) -> None:
+        self._sample()
 
     async def _every(self, interval: float, fn: Callable[[], Awaitable[Any]]) -> None:
         while True:

@@ -128,6 +128,17 @@ def parse_admission(value: Any, *, max_gpus: int) -> AdmissionBody:
     )
 
 
+def parse_groups(text: str) -> tuple[str, ...]:
+    """A ``groups`` query argument: a JSON list of group names (``[]`` for none)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        raise bad_request(
+            f'groups must be a JSON list of group names, e.g. ["ml-research"]; not {text[:40]!r}'
+        ) from None
+    return _names(value, "groups")
+
+
 @dataclass(frozen=True)
 class LabelPatch:
     """``PATCH api/v1/nodes/{name}/labels``: values to set, None to remove (kubectl's ``key-``)."""

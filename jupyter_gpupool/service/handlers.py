@@ -21,11 +21,13 @@ from tornado import web
 
 from .. import __version__
 from ..admission import AdmissionRequest
-from . import views
+from ..reports import quota_rows
+from . import changelog, views
 from .admissions import Outcome
 from .auth import ADMIN_SCOPE, USE_SCOPE, Caller
-from .bodies import parse_admission, parse_json, parse_label_patch, text_body
+from .bodies import parse_admission, parse_groups, parse_json, parse_label_patch, text_body
 from .errors import ApiError
+from .nodetable import page_of, parse_query, select, whole_number
 
 if TYPE_CHECKING:
     from .app import ServiceContext
@@ -110,6 +112,10 @@ class APIHandler(ServiceHandler):
             return self.caller.groups
         return await self.ctx.user_groups(self.caller.name)
 
+    def record(self, what: str) -> None:
+        """Log a change with who made it (:mod:`.changelog`)."""
+        self.ctx.changes.record(self.caller.kind, self.caller.name, what)
+
     async def view_of(self) -> tuple[str | None, tuple[str, ...]]:
         """``(None, ())`` for an admin (everything), else the caller's name and groups."""
         if self.caller.is_admin:
@@ -148,6 +154,7 @@ class PoolsHandler(APIHandler):
 
     async def post(self) -> None:
         result = await self.ctx.pools.apply_pools(text_body(self.body))
+        self.record(changelog.applied_pools(result))
         self.write_json(result, status=201 if result["created"] else 200)
 
 
@@ -179,7 +186,9 @@ class PoolHandler(APIHandler):
         )
 
     async def delete(self, name: str) -> None:
-        self.write_json(await self.ctx.pools.delete_pool(name))
+        result = await self.ctx.pools.delete_pool(name)
+        self.record(changelog.deleted_pool(result))
+        self.write_json(result)
 
 
 # --- nodes and servers ---------------------------------------------------------------------------
@@ -189,16 +198,25 @@ class NodesHandler(APIHandler):
     scopes = {"GET": ADMIN_SCOPE}
 
     async def get(self) -> None:
-        pool = self.get_argument("pool", None)
-        nodes = self.ctx.state.index.nodes(pool)
-        self.write_json({"nodes": [views.node_row(n) for n in nodes]})
+        """Every node, or a page of them: ``?pool=&status=&q=&offset=&limit=`` (see
+        :mod:`.nodetable`); ``labels=1`` adds each node's labels."""
+        index = self.ctx.state.index
+        page = select(index, parse_query(lambda name: self.get_argument(name, None)))
+        rows = [views.node_row(n) for n in page.rows]
+        if self.get_argument("labels", "") in ("1", "true"):
+            for row in rows:
+                row["labels"] = dict(index.node_labels(row["name"]))
+        self.write_json(
+            {"nodes": rows, "total": page.total, "offset": page.offset, "limit": page.limit}
+        )
 
 
 class NodesCSVHandler(APIHandler):
     scopes = {"GET": ADMIN_SCOPE}
 
     async def get(self) -> None:
-        rows = [views.node_row(n) for n in self.ctx.state.index.nodes()]
+        query = parse_query(lambda name: self.get_argument(name, None))
+        rows = [views.node_row(n) for n in select(self.ctx.state.index, query).rows]
         self.set_header("Content-Type", "text/csv; charset=UTF-8")
         self.set_header("Content-Disposition", 'attachment; filename="nodes.csv"')
         self.finish(views.to_csv(rows, views.NODE_COLUMNS))
@@ -219,7 +237,10 @@ class NodeLabelsHandler(APIHandler):
 
     async def patch(self, name: str) -> None:
         patch = parse_label_patch(parse_json(self.body))
-        self.write_json(await self.ctx.pools.label_node(name, patch))
+        result = await self.ctx.pools.label_node(name, patch)
+        if result.get("changed"):
+            self.record(changelog.labelled_node(result))
+        self.write_json(result)
 
 
 class ServersHandler(APIHandler):
@@ -230,8 +251,13 @@ class ServersHandler(APIHandler):
         if pool is not None and not views.pool_exists(state.registry, state.index, pool):
             raise ApiError(404, f"no pool named {pool!r}")
         wanted_user = self.get_argument("user", None) if user is None else user
-        servers = state.index.servers(pool=pool, user=wanted_user)
-        self.write_json({"servers": [views.server_row(s) for s in servers]})
+        # ?offset=&limit=: a page of them (the pool page's live refresh)
+        page = page_of(
+            state.index.servers(pool=pool, user=wanted_user),
+            whole_number(self.get_argument("offset", None), "offset", 0, 10**9) or 0,
+            whole_number(self.get_argument("limit", None), "limit", None, 10**6),
+        )
+        self.write_json({"servers": [views.server_row(s) for s in page.rows], "total": page.total})
 
 
 # --- quotas and usage ----------------------------------------------------------------------------
@@ -241,13 +267,22 @@ class QuotasHandler(APIHandler):
     scopes = {"GET": USE_SCOPE, "PUT": ADMIN_SCOPE}
 
     async def get(self) -> None:
+        """``?rows=1`` adds ``rows``: the quotas page's table (:func:`~jupyter_gpupool.reports.quota_rows`)."""
         user, groups = await self.view_of()
         state = self.ctx.state
-        self.write_json(views.quotas(state.registry, state.index, state.reservations, user, groups))
+        answer = views.quotas(state.registry, state.index, state.reservations, user, groups)
+        if self.get_argument("rows", "") in ("1", "true"):
+            by_subject = None
+            if user is None:
+                by_subject = {p: state.index.usage_by_subject(p) for p in answer["pools"]}
+            answer["rows"] = quota_rows(answer, by_subject)
+        self.write_json(answer)
 
     async def put(self) -> None:
         await self.ctx.pools.put_quotas(text_body(self.body))
         state = self.ctx.state
+        names = [q.name for q in state.registry.quota_documents]
+        self.record(changelog.replaced_quotas(names))
         self.write_json(views.quotas(state.registry, state.index, state.reservations))
 
 
@@ -258,6 +293,52 @@ class UsageHandler(APIHandler):
         summaries = state.pool_summaries() if user is None else []
         self.write_json(
             views.usage(state.registry, state.index, state.reservations, summaries, user)
+        )
+
+
+class UsageHistoryHandler(APIHandler):
+    """``GET api/v1/usage/history``: GPUs in use per pool, sampled over the last hours."""
+
+    scopes = {"GET": ADMIN_SCOPE}
+
+    async def get(self) -> None:
+        self.write_json(self.ctx.history.to_json())
+
+
+# --- launch options ------------------------------------------------------------------------------
+
+
+class LaunchOptionsHandler(APIHandler):
+    """``GET api/v1/launch-options[?user=NAME&groups=JSON]``: what a user may choose at launch.
+
+    The caller's own by default; an admin caller (the hub's spawner) may ask for any user, and
+    pass their groups as a JSON list (else they are looked up in the hub).
+    """
+
+    async def get(self) -> None:
+        caller = self.caller
+        user = self.get_argument("user", None)
+        raw_groups = self.get_argument("groups", None)
+        if user is None or (caller.is_user and user == caller.name and raw_groups is None):
+            if not caller.is_user:
+                raise ApiError(400, "say which user the launch options are for (user=NAME)")
+            user, groups = caller.name, await self.caller_groups()
+        elif not caller.is_admin:
+            raise ApiError(403, f"only callers with {ADMIN_SCOPE} may ask for other users")
+        elif raw_groups is not None:
+            groups = parse_groups(raw_groups)
+        else:
+            groups = await self.ctx.user_groups(user)
+        state = self.ctx.state
+        self.write_json(
+            views.launch_options(
+                state.pool_summaries(user, groups),
+                state.admission_state(),
+                state.index,
+                user,
+                groups,
+                self.ctx.max_gpus,
+            )
         )
 
 

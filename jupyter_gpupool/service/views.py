@@ -14,7 +14,7 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any
 
-from ..admission import Decision, group_subject, user_subject
+from ..admission import AdmissionState, Decision, group_subject, quota_headroom, user_subject
 from ..poolfile import pool_quota_to_dict, pool_to_document, quota_to_document
 from ..pools import DEFAULT_POOL, Pool, QuotaEntry, Registry
 from ..reservations import Reservation, Reservations
@@ -93,6 +93,7 @@ def pool_summary(
         "gpu_free": usage.gpu_free,
         "gpu_reserved": reserved,
         "gpu_available": max(0, usage.gpu_free_schedulable - reserved),
+        "gpu_borrowed": index.borrowed_gpus(pool.name),
         "node_count": usage.node_count,
         "schedulable_nodes": usage.schedulable_nodes,
         "gpu_types": list(usage.gpu_types),
@@ -303,6 +304,53 @@ def usage(
         "reservations": {"count": len(held), "gpus": sum(r.gpus for r in held)},
         "server_count": len(index.servers()),
         "nodes": index.node_count,
+    }
+
+
+# --- launch options ------------------------------------------------------------------------------
+
+
+def launch_options(
+    summaries: Iterable[JSON],
+    state: AdmissionState,
+    index: UsageIndex,
+    user: str,
+    groups: Sequence[str],
+    max_gpus: int,
+) -> JSON:
+    """``GET api/v1/launch-options``: what ``user`` may choose when starting a server.
+
+    The pools open to them (``summaries``: their rows of ``GET api/v1/pools``) with the biggest
+    node's GPUs and their quota headroom there, the admin's default pool order for their
+    groups, and the pools that exist but are not open to them (so a spawn form can tell "no
+    such pool" from "not yours").
+    """
+    registry = state.registry
+    rows = []
+    for summary in summaries:
+        name = summary["name"]
+        ceiling = summary["gpu_total"]
+        room = quota_headroom(name, user, groups, state, ceiling)
+        rows.append(
+            {
+                **summary,
+                "largest_node_gpus": max((n.gpu_total for n in index.nodes(name)), default=0),
+                "quota": {
+                    "managed": room.managed,
+                    "borrowing": room.borrowing,
+                    "within_quota": room.within_quota,
+                    "available": room.available,
+                },
+            }
+        )
+    open_ = {r["name"] for r in rows}
+    return {
+        "user": user,
+        "groups": list(groups),
+        "default_pools": [p for p in registry.default_pool_order(groups) if p in open_],
+        "restricted_pools": [n for n in pool_names(registry, index) if n not in open_],
+        "max_gpus": max_gpus,
+        "pools": rows,
     }
 
 

@@ -1,0 +1,101 @@
+"""``gpupool create -f FILE|DIR ...``: create or replace pools (and quotas) from gpuctl files.
+
+The pool documents of all the files go to the service in one request, so either every pool is
+created (and its nodes labelled) or, if anything is wrong, nothing is; problems are reported as
+``FILE:LINE: field: message``. Quota documents (``kind: quota``) then replace the quota documents
+of the same name; the others in force stay.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ..client import GPUPoolClient, GPUPoolError
+from ..poolfile import expand_paths
+from .connection import CommandError, add_connection_options, run, write
+from .documents import Request, append_documents, build_request, wanted
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "create",
+        aliases=["apply"],
+        help="create or replace pools and quotas from files",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    add_file_option(parser)
+    add_connection_options(parser)
+    parser.set_defaults(func=lambda args: run(args, create))
+
+
+def add_file_option(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    parser.add_argument(
+        "-f",
+        "--file",
+        dest="files",
+        action="extend",
+        nargs="+",
+        required=required,
+        metavar="FILE|DIR",
+        help="pool file or directory of them (repeat -f, or give several after one -f)",
+    )
+
+
+def read_files(paths: list[str]) -> list[tuple[str, str]]:
+    """``(name, text)`` of every file (directories: their pool files), or a CommandError."""
+    files = expand_paths(paths)
+    if not files:
+        raise CommandError(f"no pool files in {', '.join(paths)}")
+    out = []
+    for f in files:
+        try:
+            out.append((f, Path(f).read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError) as e:
+            raise CommandError(f"cannot read {f}: {getattr(e, 'strerror', None) or e}") from None
+    return out
+
+
+def refused(e: GPUPoolError, req: Request) -> Exception:
+    """A 400 about the documents, with each problem at its file and line."""
+    if e.status != 400:
+        return e
+    first = e.message.split("\n", 1)[0].rstrip(":")
+    problems = [req.relocate(str(p)) for p in e.body.get("problems") or ()]
+    return CommandError(req.relocate(first) + "; nothing was changed", details=problems)
+
+
+async def create(client: GPUPoolClient, args: argparse.Namespace) -> int:
+    files = read_files(args.files)
+    pools = build_request(files, lambda c: wanted(c, "pool"))
+    quotas = build_request(files, lambda c: wanted(c, "quota"))
+    if not pools.documents and not quotas.documents:
+        raise CommandError(f"{', '.join(f for f, _ in files)}: no pool or quota documents")
+    if pools.documents:
+        try:
+            result = await client.apply_pools(pools.text)
+        except GPUPoolError as e:
+            raise refused(e, pools) from None
+        for verb in ("created", "replaced"):
+            for name in result.get(verb) or ():
+                write(f"pool {name} {verb}\n")
+        if result.get("labeled_nodes"):
+            write(f"nodes labelled: {', '.join(result['labeled_nodes'])}\n")
+        if result.get("unlabeled_nodes"):
+            write(f"nodes taken out of their pool: {', '.join(result['unlabeled_nodes'])}\n")
+    if quotas.documents:
+        current = await client.quotas()
+        kept = [
+            d
+            for d in current.get("documents") or ()
+            if (d.get("quota") or {}).get("name") not in quotas.names
+        ]
+        append_documents(quotas, kept)
+        try:
+            await client.put_quotas(quotas.text)
+        except GPUPoolError as e:
+            raise refused(e, quotas) from None
+        for name in quotas.names or ["(unnamed)"]:
+            write(f"quota {name} applied\n")
+    return 0

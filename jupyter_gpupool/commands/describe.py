@@ -1,0 +1,95 @@
+"""``gpupool describe pool NAME``: one pool with its nodes, servers and quota (gpuctl's verb)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ..client import GPUPoolClient
+from ..reports import quota_rows
+from .connection import add_connection_options, run, write
+from .get import NODE_COLUMNS, QUOTA_COLUMNS, add_output_option, job_columns
+from .output import cell, indent, render
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "describe",
+        help="show one pool: its settings, nodes, servers and quota",
+        description=__doc__,
+    )
+    kinds = parser.add_subparsers(dest="kind", metavar="KIND", required=True)
+    p = kinds.add_parser("pool", aliases=["pools"], help="a pool")
+    p.add_argument("name", metavar="NAME")
+    add_output_option(p, ("table", "json", "yaml"))
+    add_connection_options(p)
+    p.set_defaults(func=lambda args: run(args, describe_pool))
+
+
+def _limits(limits: Mapping[str, Any]) -> str:
+    parts = []
+    if limits.get("min_gpus"):
+        parts.append(f"at least {limits['min_gpus']} GPUs")
+    if limits.get("max_gpus") is not None:
+        parts.append(f"at most {limits['max_gpus']} GPUs")
+    if limits.get("allowed_gpus"):
+        parts.append("GPU counts " + ", ".join(str(n) for n in limits["allowed_gpus"]))
+    return "; ".join(parts) or "none"
+
+
+def format_pool(pool: Mapping[str, Any], now: float) -> str:
+    """The human-readable description of ``GET api/v1/pools/NAME`` (pure, for tests)."""
+    fields = [
+        ("Name", pool.get("name")),
+        ("Description", pool.get("description")),
+        ("Status", pool.get("status")),
+        ("GPU Total", pool.get("gpu_total")),
+        ("GPU Used", pool.get("gpu_used")),
+        ("GPU Free", pool.get("gpu_free")),
+        ("GPU Available", pool.get("gpu_available")),
+        ("Largest Free Block", pool.get("largest_free_block")),
+        ("GPU Types", pool.get("gpu_types")),
+        ("Node Count", f"{pool.get('node_count')} ({pool.get('schedulable_nodes')} schedulable)"),
+        ("Servers", f"{pool.get('server_count')} ({pool.get('pending_servers')} pending)"),
+        ("Placement", pool.get("placement")),
+        ("Limits", _limits(pool.get("limits") or {})),
+    ]
+    if pool.get("platforms"):
+        fields.append(
+            (
+                "Platforms",
+                ", ".join(f"{p['name']} ({p.get('gpu_type') or 'any'})" for p in pool["platforms"]),
+            )
+        )
+    if not pool.get("defined", True):
+        fields.append(("Defined", "no (only a node label names it)"))
+    width = max(len(k) for k, _ in fields) + 2
+    out = "".join(f"{(k + ':').ljust(width)}{cell(v)}\n" for k, v in fields)
+    if "nodes" in pool:
+        out += "\nNodes:\n" + indent(render("table", pool["nodes"], NODE_COLUMNS))
+    servers = pool.get("servers") or []
+    out += "\nServers:\n"
+    out += indent(render("table", servers, job_columns(now))) if servers else "  (none)\n"
+    if pool.get("quota"):
+        rows = quota_rows({"pools": {pool["name"]: pool["quota"]}}, _by_subject(pool))
+        cols = [c for c in QUOTA_COLUMNS if c.key != "pool"]
+        out += "\nQuota:\n" + indent(render("table", rows, cols))
+    if pool.get("reservations"):
+        out += f"\nAdmissions waiting for their pod: {len(pool['reservations'])}\n"
+    return out
+
+
+def _by_subject(pool: Mapping[str, Any]) -> dict[str, dict[str, int]] | None:
+    usage = pool.get("usage_by_subject")
+    return {pool["name"]: usage} if usage is not None else None
+
+
+async def describe_pool(client: GPUPoolClient, args: argparse.Namespace) -> int:
+    pool = await client.pool(args.name)
+    if args.output == "table":
+        write(format_pool(pool, time.time()))
+    else:
+        write(render(args.output, [], (), raw=pool))
+    return 0

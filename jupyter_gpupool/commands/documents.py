@@ -1,0 +1,144 @@
+"""Pool and quota files as ``gpupool create``/``delete`` send them: split by kind, joined into one
+request, and the service's problems pointed back at the files' own lines.
+
+The service checks a request body as one text named ``<request>``. ``create -f a.yaml -f b.yaml``
+sends the pool documents of every file in one request (so nothing is applied unless all of them
+are good) and the quota documents in another; documents of the other kind are blanked line for
+line, so each file's lines keep their numbers inside the request and every problem
+(``<request>:57: nodes.gpu-node-9: ...``) can be reported at its file and line
+(``b.yaml:12: nodes.gpu-node-9: ...``). Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import yaml
+
+from ..poolfile import POOL_KINDS, QUOTA_KIND
+
+REQUEST = "<request>"
+_SEPARATOR = re.compile(r"^---(\s|#|$)")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One document of a file: its lines (1-based ``first``), and its kind and name if it parses."""
+
+    first: int
+    lines: tuple[str, ...]
+    kind: str | None  # None: not a mapping, or not YAML (the service will say why)
+    name: str | None
+
+    @property
+    def empty(self) -> bool:
+        return all(not ln.strip() or ln.lstrip().startswith("#") for ln in self.lines)
+
+    @property
+    def is_pool(self) -> bool:
+        return self.kind in POOL_KINDS
+
+    @property
+    def is_quota(self) -> bool:
+        return self.kind == QUOTA_KIND
+
+
+def _identify(text: str) -> tuple[str | None, str | None]:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None, None
+    if not isinstance(data, dict):
+        return None, None
+    kind = data.get("kind")
+    meta = data.get("quota" if kind == QUOTA_KIND else "pool")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return (str(kind) if kind is not None else None), (str(name) if name is not None else None)
+
+
+def split_documents(text: str) -> list[tuple[int, str] | Chunk]:
+    """The file's lines as documents (:class:`Chunk`) and the ``---`` lines between them."""
+    out: list[tuple[int, str] | Chunk] = []
+    current: list[str] = []
+    start = 1
+
+    def close() -> None:
+        if current:
+            body = "\n".join(current)
+            kind, name = _identify(body)
+            out.append(Chunk(start, tuple(current), kind, name))
+
+    lines = text.splitlines()
+    for i, line in enumerate(lines, start=1):
+        if _SEPARATOR.match(line):
+            close()
+            current = []
+            start = i + 1
+            out.append((i, line))
+        else:
+            current.append(line)
+    close()
+    return out
+
+
+@dataclass
+class Request:
+    """A request body made of several files, and where each file's lines are in it."""
+
+    text: str = ""
+    spans: list[tuple[int, int, str]] = field(default_factory=list)  # (first, last, file)
+    names: list[str] = field(default_factory=list)  # of the documents sent
+    documents: int = 0
+
+    def locate(self, line: int) -> tuple[str, int]:
+        for first, last, file in self.spans:
+            if first <= line <= last:
+                return file, line - first + 1
+        return REQUEST, line
+
+    def relocate(self, problem: str) -> str:
+        """``<request>:N: ...`` as ``FILE:M: ...``; other text as it is."""
+        m = re.match(re.escape(REQUEST) + r":(\d+):(.*)$", problem, re.S)
+        if not m:
+            return problem
+        file, line = self.locate(int(m.group(1)))
+        return f"{file}:{line}:{m.group(2)}"
+
+
+def build_request(files: Iterable[tuple[str, str]], keep: Callable[[Chunk], bool]) -> Request:
+    """One body of the documents of ``files`` (``(name, text)``) that ``keep`` selects."""
+    req = Request()
+    out: list[str] = []
+    for name, text in files:
+        if out:
+            out.append("---")
+        first = len(out) + 1
+        for part in split_documents(text):
+            if isinstance(part, Chunk):
+                wanted = keep(part) and not part.empty
+                out.extend(part.lines if wanted else [""] * len(part.lines))
+                if wanted:
+                    req.documents += 1
+                    if part.name:
+                        req.names.append(part.name)
+            else:
+                out.append(part[1])
+        req.spans.append((first, len(out), name))
+    req.text = "\n".join(out) + "\n"
+    return req
+
+
+def append_documents(req: Request, documents: Sequence[dict[str, object]]) -> None:
+    """Add documents (already in force on the service) after the files' own."""
+    for doc in documents:
+        req.text += "---\n" + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+
+
+def wanted(chunk: Chunk, kind: str) -> bool:
+    """Pool requests take every document that is not a quota: a document of no known kind
+    goes to the service, which says what is wrong with it, at its line."""
+    if kind == QUOTA_KIND:
+        return chunk.is_quota
+    return not chunk.is_quota

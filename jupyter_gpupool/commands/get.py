@@ -1,0 +1,165 @@
+"""``gpupool get pools|jobs|nodes|labels|quotas``: gpuctl's listings, from the service.
+
+::
+
+    gpupool get pools                          # POOL NAME  STATUS  GPU TOTAL  GPU USED ...
+    gpupool get jobs --pool training-pool      # the notebook servers in a pool
+    gpupool get nodes --pool dev-pool
+    gpupool get labels gpu-node-6 --key=runwhere.ai/pool
+    gpupool get quotas -o csv
+
+Every ``get`` takes ``-o table|wide|json|yaml|csv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from ..client import GPUPoolClient
+from ..reports import quota_rows
+from .connection import CommandError, add_connection_options, run, write
+from .output import OUTPUTS, Column, age, render
+
+POOL_COLUMNS = (
+    Column("POOL NAME", "name"),
+    Column("STATUS", "status"),
+    Column("GPU TOTAL", "gpu_total"),
+    Column("GPU USED", "gpu_used"),
+    Column("GPU FREE", "gpu_free"),
+    Column("NODE COUNT", "node_count"),
+    Column("GPU TYPES", "gpu_types", wide=True),
+    Column("AVAILABLE", "gpu_available", wide=True),
+    Column("LARGEST FREE", "largest_free_block", wide=True),
+    Column("SERVERS", "server_count", wide=True),
+    Column("PENDING", "pending_servers", wide=True),
+    Column("DESCRIPTION", "description", wide=True),
+)
+
+
+def job_columns(now: float) -> tuple[Column, ...]:
+    return (
+        Column("USER", "user"),
+        Column("SERVER", "server"),
+        Column("POOL", "pool"),
+        Column("NODE", "node"),
+        Column("GPUS", "gpus"),
+        Column("STATUS", "state"),
+        Column("OVER QUOTA", "over_quota"),
+        Column("AGE", "created", get=lambda r: age(r.get("created"), now)),
+        Column("POD", "pod", get=lambda r: f"{r.get('namespace')}/{r.get('name')}", wide=True),
+        Column("CHARGED", "charged", wide=True),
+        Column("PLATFORM", "platform", wide=True),
+        Column("ADMISSION", "admission", wide=True),
+    )
+
+
+NODE_COLUMNS = (
+    Column("NODE NAME", "name"),
+    Column("STATUS", "status"),
+    Column("GPU TOTAL", "gpu_total"),
+    Column("GPU USED", "gpu_used"),
+    Column("GPU FREE", "gpu_free"),
+    Column("GPU TYPE", "gpu_type"),
+    Column("POOL", "pool"),
+    Column("REASONS", "reasons", get=lambda r: "; ".join(r.get("reasons") or ())),
+    Column("PODS", "pods", wide=True),
+    Column("SCHEDULABLE", "schedulable", wide=True),
+)
+
+LABEL_COLUMNS = (Column("KEY", "key"), Column("VALUE", "value"))
+
+QUOTA_COLUMNS = (
+    Column("POOL", "pool"),
+    Column("SUBJECT", "subject"),
+    Column("GUARANTEED", "guaranteed"),
+    Column("LIMIT", "limit"),
+    Column("USED", "used"),
+    Column("RESERVED", "reserved"),
+    Column("BORROWED", "borrowed"),
+    Column("BORROWING", "borrowing", wide=True),
+)
+
+
+def add_output_option(parser: argparse.ArgumentParser, choices: tuple[str, ...] = OUTPUTS) -> None:
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=choices,
+        default="table",
+        help="output format (default: gpuctl's table)",
+    )
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "get",
+        help="list pools, jobs (notebook servers), nodes, a node's labels or quotas",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    resources = parser.add_subparsers(dest="resource", metavar="RESOURCE", required=True)
+
+    p = resources.add_parser("pools", aliases=["pool"], help="pools with their GPUs and nodes")
+    p.set_defaults(func=lambda args: run(args, get_pools))
+
+    p = resources.add_parser(
+        "jobs", aliases=["job", "servers"], help="notebook servers, by pool or user"
+    )
+    p.add_argument("--pool", help="only the servers in this pool")
+    p.add_argument("--user", help="only this user's servers")
+    p.set_defaults(func=lambda args: run(args, get_jobs))
+
+    p = resources.add_parser("nodes", aliases=["node"], help="nodes with GPUs and status reasons")
+    p.add_argument("--pool", help="only the nodes of this pool")
+    p.set_defaults(func=lambda args: run(args, get_nodes))
+
+    p = resources.add_parser("labels", aliases=["label"], help="a node's labels")
+    p.add_argument("node", metavar="NODE")
+    p.add_argument("--key", help="only this label (gpuctl: --key=runwhere.ai/pool)")
+    p.set_defaults(func=lambda args: run(args, get_labels))
+
+    p = resources.add_parser("quotas", aliases=["quota"], help="quotas with GPUs used")
+    p.set_defaults(func=lambda args: run(args, get_quotas))
+
+    for sub in {id(p): p for p in resources.choices.values()}.values():  # aliases share one
+        add_output_option(sub)
+        add_connection_options(sub)
+
+
+async def get_pools(client: GPUPoolClient, args: argparse.Namespace) -> int:
+    pools = await client.pools()
+    write(render(args.output, pools, POOL_COLUMNS))
+    return 0
+
+
+async def get_jobs(client: GPUPoolClient, args: argparse.Namespace) -> int:
+    servers = await client.servers(pool=args.pool, user=args.user)
+    write(render(args.output, servers, job_columns(time.time())))
+    return 0
+
+
+async def get_nodes(client: GPUPoolClient, args: argparse.Namespace) -> int:
+    nodes = await client.nodes(pool=args.pool)
+    write(render(args.output, nodes, NODE_COLUMNS))
+    return 0
+
+
+async def get_labels(client: GPUPoolClient, args: argparse.Namespace) -> int:
+    labels = await client.node_labels(args.node, key=args.key)
+    if args.key is not None and args.key not in labels:
+        raise CommandError(f"node {args.node} has no label {args.key}")
+    if args.key is not None and args.output in ("table", "wide"):
+        write(f"{args.node} {args.key}: {labels[args.key]}\n")  # gpuctl's line
+        return 0
+    rows = [{"key": k, "value": v} for k, v in sorted(labels.items())]
+    write(render(args.output, rows, LABEL_COLUMNS, raw={"node": args.node, "labels": labels}))
+    return 0
+
+
+async def get_quotas(client: GPUPoolClient, args: argparse.Namespace) -> int:
+    quotas = await client.quotas()
+    usage = await client.usage()
+    rows = quota_rows(quotas, usage.get("by_subject"))
+    write(render(args.output, rows, QUOTA_COLUMNS, raw=quotas))
+    return 0

@@ -1,0 +1,134 @@
+"""A ``gpupool demo`` in a child process, for tests that need the whole thing (CLI, browser).
+
+::
+
+    with DemoProcess.start(tmp_path / "demo") as demo:
+        status, body = demo.api("GET", "/services/gpupool/api/v1/pools")
+
+The demo runs exactly as a newcomer starts it (``python -m jupyter_gpupool demo``), on a free
+port, and is stopped with SIGTERM (which stops the hub, its proxy, its services and the servers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .run import free_port
+
+
+@dataclass
+class DemoProcess:
+    proc: subprocess.Popen[str]
+    url: str  # the hub's, http://127.0.0.1:PORT
+    state: Path
+    token: str  # the demo's admin API token
+
+    @property
+    def service_url(self) -> str:
+        return self.url + "/services/gpupool/"
+
+    @classmethod
+    @contextlib.contextmanager
+    def start(cls, state: Path, timeout: float = 120) -> Iterator[DemoProcess]:
+        state.mkdir(parents=True, exist_ok=True)
+        # stderr to a file: a pipe nobody reads would block the demo once it is full
+        with open(state / "demo-stderr.log", "w") as err:
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "jupyter_gpupool",
+                    "demo",
+                    "--port",
+                    str(free_port()),
+                    "--state-dir",
+                    str(state),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                start_new_session=True,
+            )
+        try:
+            url = _wait_ready(proc, state, timeout)
+            token = (state / "admin-token").read_text().strip()
+            yield cls(proc, url, state, token)
+        finally:
+            _stop(proc)
+
+    def api(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """``(status, JSON or bytes)`` of a request to the hub with the admin token."""
+        req = urllib.request.Request(
+            self.url + path,
+            method=method,
+            data=json.dumps(body).encode() if body is not None else None,
+            headers={"Authorization": f"token {self.token}"},
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                raw, status = resp.read(), resp.status
+        except urllib.error.HTTPError as e:
+            raw, status = e.read(), e.code
+        try:
+            return status, json.loads(raw)
+        except ValueError:
+            return status, raw
+
+    def start_server(self, user: str, timeout: float = 60) -> dict[str, Any]:
+        """Start ``user``'s default server through the hub and wait until it is ready."""
+        self.api("POST", f"/hub/api/users/{user}")
+        status, body = self.api("POST", f"/hub/api/users/{user}/server")
+        if status not in (201, 202, 400):  # 400: already running
+            raise RuntimeError(f"cannot start {user}'s server: {status} {body!r}")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            _, model = self.api("GET", f"/hub/api/users/{user}")
+            server = model.get("servers", {}).get("", {})
+            if server.get("ready"):
+                return server
+            time.sleep(0.3)
+        raise RuntimeError(f"{user}'s server did not become ready within {timeout:.0f}s")
+
+    def server_running(self, user: str) -> bool:
+        _, model = self.api("GET", f"/hub/api/users/{user}")
+        return "" in (model.get("servers") or {})
+
+
+def _wait_ready(proc: subprocess.Popen[str], state: Path, timeout: float) -> str:
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if line.startswith("ready "):
+            return line.split()[1]
+        if not line and proc.poll() is not None:
+            break
+    _stop(proc)
+    err, log = state / "demo-stderr.log", state / "jupyterhub.log"
+    tail = log.read_text()[-3000:] if log.exists() else ""
+    raise RuntimeError(f"gpupool demo did not start: {err.read_text()}\n{tail}")
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()

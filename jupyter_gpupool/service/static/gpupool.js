@@ -1,0 +1,178 @@
+// Live refresh for the gpupool pages: regions poll the service's JSON API and update in place.
+//
+// Markup (rendered by the service's templates):
+//   data-live-list="URL" data-list="KEY" data-key="FIELD[/FIELD]"   a <tbody> whose rows follow
+//       the list json[KEY]; rows are matched by key and refilled. With data-template="ID" rows
+//       are added and removed (cloned from <template id=ID>); without it only known rows change.
+//       data-join="URL" data-join-list="KEY" data-join-on="FIELD" data-join-as="NAME": count the
+//       items of another list per FIELD into each row's NAME (pending admissions per pool).
+//       data-empty="ID": element shown when the list is empty.
+//   data-live-object="URL" [data-list="KEY" data-pick="NAME" | data-sum="KEY"]: an element
+//       filled from the answer, one item of its list (by name), or the sums of a list's numbers.
+//   data-live-svg="URL" data-every="SECONDS": replaced by the SVG the URL answers.
+// Inside them: data-field="a.b" (text), data-format="age|quota|labels", data-badge (status
+// colour), data-bar="PART/WHOLE[|WHOLE2]" (bar width), data-href="...{}..." data-href-field,
+// input[data-value="FIELD"].
+(function () {
+  "use strict";
+  const root = document.querySelector(".gpupool");
+  if (!root) return;
+  const xsrf = (window.jhdata && window.jhdata.xsrf_token) || "";
+  const every = 1000 * Number(root.dataset.refresh || 5);
+  const BADGES = {
+    active: "text-bg-success", degraded: "text-bg-warning", unavailable: "text-bg-danger",
+    empty: "text-bg-secondary", running: "text-bg-success", starting: "text-bg-info",
+    pending: "text-bg-warning", terminating: "text-bg-secondary",
+  };
+
+  function get(url, type) {
+    return fetch(url, {
+      credentials: "same-origin",
+      headers: { "X-XSRFToken": xsrf, Accept: type === "text" ? "image/svg+xml" : "application/json" },
+    }).then((r) => {
+      if (!r.ok) throw new Error(url + ": " + r.status);
+      return type === "text" ? r.text() : r.json();
+    });
+  }
+  function pick(obj, path) {
+    return path.split(".").reduce((o, k) => (o == null ? undefined : o[k]), obj);
+  }
+  function age(iso) {
+    const t = Date.parse(iso);
+    if (isNaN(t)) return "-";
+    const s = Math.max(0, Math.round((Date.now() - t) / 1000));
+    if (s < 120) return s + "s";
+    if (s < 7200) return Math.floor(s / 60) + "m";
+    if (s < 172800) return Math.floor(s / 3600) + "h";
+    return Math.floor(s / 86400) + "d";
+  }
+  function show(v) {
+    if (v == null || v === "" || (Array.isArray(v) && !v.length)) return "-";
+    if (Array.isArray(v)) return v.join(", ");
+    if (typeof v === "boolean") return v ? "yes" : "no";
+    return String(v);
+  }
+  function keyOf(spec, item) {
+    return spec.replace(/[A-Za-z_][\w.]*/g, (f) => String(pick(item, f) ?? ""));
+  }
+  function fill(el, item) {
+    el.querySelectorAll("[data-field]").forEach((c) => {
+      const v = pick(item, c.dataset.field);
+      if (v === undefined && !c.hasAttribute("data-format")) return; // not in this answer
+      const fmt = c.dataset.format;
+      if (fmt === "age") {
+        c.textContent = age(v);
+        c.title = v || "";
+      } else if (fmt === "quota") {
+        c.textContent = v ? "over quota (borrowed)" : "within quota";
+      } else if (fmt === "labels") {
+        c.replaceChildren(
+          ...Object.keys(v || {}).sort().map((k) => {
+            const s = document.createElement("span");
+            s.className = "gpupool-label";
+            s.textContent = k + "=" + v[k];
+            return s;
+          })
+        );
+      } else {
+        c.textContent = show(v);
+      }
+      if (c.hasAttribute("data-badge")) c.className = "badge " + (BADGES[v] || "text-bg-light");
+    });
+    el.querySelectorAll("[data-bar]").forEach((b) => {
+      const [part, wholes] = b.dataset.bar.split("/");
+      const whole = wholes.split("|").map((w) => pick(item, w)).find((w) => w != null);
+      const p = Number(pick(item, part) || 0);
+      b.style.width = (whole ? Math.min(100, (100 * p) / whole) : 0) + "%";
+    });
+    el.querySelectorAll("[data-href]").forEach((a) => {
+      a.href = a.dataset.href.replace("{}", encodeURIComponent(pick(item, a.dataset.hrefField)));
+    });
+    el.querySelectorAll("input[data-value]").forEach((i) => {
+      i.value = pick(item, i.dataset.value) ?? "";
+    });
+  }
+
+  async function refreshList(tbody) {
+    const answer = await get(tbody.dataset.liveList);
+    const items = pick(answer, tbody.dataset.list) || [];
+    if (tbody.dataset.join) {
+      const other = pick(await get(tbody.dataset.join), tbody.dataset.joinList) || [];
+      const counts = {};
+      other.forEach((o) => (counts[o[tbody.dataset.joinOn]] = (counts[o[tbody.dataset.joinOn]] || 0) + 1));
+      items.forEach((it) => (it[tbody.dataset.joinAs] = counts[it[tbody.dataset.key]] || 0));
+    }
+    const rows = new Map([...tbody.children].map((r) => [r.dataset.key, r]));
+    const keys = items.map((it) => keyOf(tbody.dataset.key, it));
+    const template = tbody.dataset.template && document.getElementById(tbody.dataset.template);
+    if (template && keys.join("\n") !== [...rows.keys()].join("\n")) {
+      const fresh = items.map((it, i) => {
+        let row = rows.get(keys[i]);
+        if (!row) {
+          row = template.content.firstElementChild.cloneNode(true);
+          row.dataset.key = keys[i];
+        }
+        fill(row, it);
+        return row;
+      });
+      tbody.replaceChildren(...fresh);
+    } else {
+      items.forEach((it, i) => rows.get(keys[i]) && fill(rows.get(keys[i]), it));
+    }
+    if (tbody.dataset.empty) {
+      const note = document.getElementById(tbody.dataset.empty);
+      if (note) note.hidden = items.length > 0;
+    }
+  }
+
+  async function refreshObject(el) {
+    const answer = await get(el.dataset.liveObject);
+    let item = answer;
+    if (el.dataset.sum) {
+      item = {};
+      (pick(answer, el.dataset.sum) || []).forEach((x) =>
+        Object.entries(x).forEach(([k, v]) => typeof v === "number" && (item[k] = (item[k] || 0) + v))
+      );
+    } else if (el.dataset.list) {
+      item = (pick(answer, el.dataset.list) || []).find((x) => x.name === el.dataset.pick);
+    }
+    if (item) fill(el, item);
+  }
+
+  async function refreshSvg(el) {
+    el.innerHTML = await get(el.dataset.liveSvg, "text");
+  }
+
+  function stamp(error) {
+    root.classList.toggle("gpupool-stale", Boolean(error));
+    const s = root.querySelector("[data-updated]");
+    if (s) s.textContent = error ? "could not refresh: " + error : new Date().toLocaleTimeString();
+  }
+
+  let ticks = 0;
+  async function tick() {
+    if (document.hidden) return; // stand by while the tab is hidden
+    ticks += 1;
+    const jobs = [];
+    root.querySelectorAll("[data-live-list]").forEach((t) => jobs.push(refreshList(t)));
+    root.querySelectorAll("[data-live-object]").forEach((e) => jobs.push(refreshObject(e)));
+    root.querySelectorAll("[data-live-svg]").forEach((e) => {
+      const n = Math.max(1, Math.round((1000 * Number(e.dataset.every || 30)) / every));
+      if (ticks % n === 0) jobs.push(refreshSvg(e));
+    });
+    const results = await Promise.allSettled(jobs);
+    const failed = results.find((r) => r.status === "rejected");
+    stamp(failed ? String(failed.reason && failed.reason.message) : "");
+    if (failed) console.warn("gpupool: refresh failed", failed.reason);
+  }
+
+  document.addEventListener("submit", (ev) => {
+    const msg = ev.target.dataset && ev.target.dataset.confirm;
+    if (msg && !window.confirm(msg)) ev.preventDefault();
+  });
+
+  if (root.querySelector("[data-live-list], [data-live-object], [data-live-svg]")) {
+    root.dataset.liveReady = "1";
+    setInterval(tick, every);
+  }
+})();

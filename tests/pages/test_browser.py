@@ -1,0 +1,244 @@
+"""The pages in a real browser (headless Chromium) against a running ``gpupool demo``.
+
+Each page renders with live data (a server pod that appears is counted without a reload), a
+pool created on the admin page appears, stopping a server from a pool page stops it. Every page
+is saved as a screenshot under tests/artifacts/ (git-ignored), to look at.
+
+Needs Debian's ``chromium`` (``scripts/test.sh`` installs it) and the ``playwright`` package;
+the tests are skipped, with the reason, when either is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from jupyter_gpupool.demo.testing import DemoProcess
+
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="the browser tests need the playwright package"
+)
+CHROMIUM = os.environ.get("GPUPOOL_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+if not os.path.exists(CHROMIUM):
+    pytest.skip(
+        "the browser tests need Chromium (apt-get install chromium; scripts/test.sh does)",
+        allow_module_level=True,
+    )
+
+expect = sync_api.expect
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SVC = "/services/gpupool/"
+
+T4_POOL = """kind: pool
+version: v0.1
+pool:
+  name: t4-pool
+  description: "T4s for teaching"
+nodes:
+  node-6:
+    gpu-type: T4-16G
+"""
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    with DemoProcess.start(tmp_path_factory.mktemp("browser-demo")) as demo:
+        yield demo
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def login(browser, demo, user):
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    context.set_default_timeout(20_000)
+    page = context.new_page()
+    page.on("dialog", lambda dialog: dialog.accept())  # "Stop this server?"
+    page.goto(demo.url + "/hub/login")
+    page.fill("#username_input", user)
+    page.fill("#password_input", "any password")
+    page.click("#login_submit")
+    page.wait_for_url(re.compile(r".*/hub/(home|spawn).*"))
+    return page
+
+
+@pytest.fixture(scope="module")
+def admin(browser, demo):
+    page = login(browser, demo, "admin")
+    yield page
+    page.context.close()
+
+
+def shoot(page, name):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def open_page(page, demo, path):
+    page.goto(demo.url + SVC + path)
+    # the first visit goes through the hub's OAuth and comes back
+    page.wait_for_url(re.compile(re.escape(demo.url + SVC) + ".*"))
+    return page
+
+
+def gpu_pod(demo, user, pool, gpus):
+    """A notebook server pod as the spawner makes one: admitted, with the admission's overrides
+    (node selector, labels, GPU limits); it runs `sleep` on the simulated cluster."""
+    status, admission = demo.api(
+        "POST", SVC + "api/v1/admissions", {"user": user, "pools": [pool], "gpus": gpus}
+    )
+    assert status == 201, admission
+    o = admission["overrides"]
+    container = {"name": "notebook", "image": "demo", "command": ["sleep", "600"]}
+    if "resources" in o:
+        container["resources"] = o["resources"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"jupyter-{user}-gpu", "labels": o.get("labels", {})},
+        "spec": {
+            "containers": [container],
+            "nodeSelector": o.get("nodeSelector", {}),
+            "tolerations": o.get("tolerations", []),
+        },
+    }
+
+
+def kube(demo):
+    import kubernetes
+
+    config = kubernetes.client.Configuration()
+    kubernetes.config.load_kube_config(str(demo.state / "kubeconfig"), client_configuration=config)
+    return kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(config))
+
+
+def test_the_user_page_shows_my_pools_quota_and_servers(browser, demo):
+    page = login(browser, demo, "alice")
+    try:
+        open_page(page, demo, "")
+        expect(page.locator("h1")).to_have_text("My GPUs")
+        expect(page.locator("body")).to_contain_text("Signed in as alice (groups: ml-research)")
+        row = page.locator('#my-pools tr[data-key="training-pool"]')
+        expect(row).to_contain_text("A100-80G")
+        expect(row).to_contain_text("0 in use, 0 guaranteed, limit 4")
+        # it looks like the hub: its nav bar, with gpupool in the Services menu
+        expect(page.locator("nav.navbar")).to_contain_text("Token")
+        page.click("text=Services")
+        expect(page.locator(".dropdown-menu a", has_text="gpupool")).to_be_visible()
+        page.keyboard.press("Escape")
+        # users get no admin pages
+        assert page.goto(demo.url + SVC + "pools").status == 403
+        open_page(page, demo, "")
+        shoot(page, "user")
+    finally:
+        page.context.close()
+
+
+def test_the_pools_page_counts_a_new_server_without_a_reload(admin, demo):
+    open_page(admin, demo, "pools")
+    used = admin.locator('#pools tr[data-key="training-pool"] [data-field="gpu_used"]')
+    expect(used).to_have_text("0")
+    api = kube(demo)
+    api.create_namespaced_pod("default", gpu_pod(demo, "bob", "training-pool", 4))
+    try:
+        expect(used).to_have_text("4", timeout=30_000)  # the page polled the API
+        expect(admin.locator(".gpupool-totals [data-field=gpu_used]")).to_have_text("4")
+        expect(admin.locator(".gpupool-chart svg")).to_be_visible()
+        assert admin.locator(".gpupool-chart svg polyline").count() >= 3  # capacity, all, pools
+        shoot(admin, "pools")
+        admin.click('#pools a:text("training-pool")')
+        expect(admin.locator("h1")).to_contain_text("Pool training-pool")
+        expect(admin.locator("#servers")).to_contain_text("bob")
+        expect(admin.locator("#quota")).to_contain_text("group:ml-research")
+        expect(admin.locator("#node-table")).to_contain_text("gpu-node-1")
+        shoot(admin, "pool")
+    finally:
+        api.delete_namespaced_pod("jupyter-bob-gpu", "default", grace_period_seconds=0)
+        api.api_client.close()
+    expect(admin.locator('#servers tr[data-key="default/jupyter-bob-gpu"]')).to_have_count(
+        0, timeout=30_000
+    )
+
+
+def test_stopping_a_server_from_its_pool_page_stops_it(admin, demo):
+    demo.start_server("carol")
+    _, servers = demo.api("GET", SVC + "api/v1/servers?user=carol")
+    pool = servers["servers"][0]["pool"]
+    open_page(admin, demo, f"pools/{pool}")
+    row = admin.locator('#servers tr[data-key="default/jupyter-carol"]')
+    expect(row).to_contain_text("running")
+    row.locator("button", has_text="Stop").click()
+    expect(admin.locator("#gpupool-flash")).to_have_text("Stopping carol's server.")
+    deadline = time.monotonic() + 60
+    while demo.server_running("carol") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not demo.server_running("carol")
+    expect(row).to_have_count(0, timeout=30_000)
+    _, changes = demo.api("GET", SVC + "api/v1/usage")  # the service still answers
+    assert changes
+
+
+def test_a_pool_created_on_the_admin_page_appears(admin, demo):
+    open_page(admin, demo, "admin")
+    textarea = admin.locator('#create-pool textarea[name="yaml"]')
+    textarea.fill(T4_POOL.replace("gpu-type", "gpu_type"))
+    admin.click('#create-pool button[type="submit"]')
+    problems = admin.locator("#create-pool .gpupool-problems")
+    expect(problems).to_contain_text("line 8: nodes.node-6.gpu_type: unknown key 'gpu_type'")
+    shoot(admin, "admin-problems")
+    admin.locator('#create-pool textarea[name="yaml"]').fill(T4_POOL)
+    admin.click('#create-pool button[type="submit"]')
+    expect(admin.locator("h1")).to_contain_text("Pool t4-pool")
+    expect(admin.locator("#gpupool-flash")).to_contain_text("Created pool t4-pool")
+    open_page(admin, demo, "pools")
+    expect(admin.locator('#pools tr[data-key="t4-pool"] [data-field="gpu_total"]')).to_have_text(
+        "4"
+    )
+    # and delete it again from its page, which lists the servers still there (none)
+    open_page(admin, demo, "admin/pools/t4-pool/delete")
+    expect(admin.locator("body")).to_contain_text("No server runs there.")
+    shoot(admin, "delete-pool")
+    admin.click("button:text('Delete t4-pool')")
+    expect(admin.locator("#gpupool-flash")).to_have_text("Pool t4-pool deleted.")
+    expect(admin.locator('#pools tr[data-key="t4-pool"]')).to_have_count(0)
+    # the forms carry JupyterHub's XSRF token: the same cookie without it changes nothing
+    refused = admin.request.post(demo.url + SVC + "admin/pools", form={"yaml": T4_POOL})
+    assert refused.status == 403 and "_xsrf" in refused.text()
+    open_page(admin, demo, "admin")
+    expect(admin.locator("#changes")).to_contain_text("deleted pool t4-pool")
+    expect(admin.locator("#changes")).to_contain_text("user admin (page)")
+    shoot(admin, "admin")
+
+
+def test_the_nodes_page_filters_and_the_quotas_page(admin, demo):
+    open_page(admin, demo, "nodes")
+    expect(admin.locator("#node-table tbody tr")).to_have_count(8)
+    admin.select_option("#f-pool", "inference-pool")
+    admin.click(".gpupool-filter button")
+    expect(admin.locator("#node-table tbody tr")).to_have_count(2)
+    expect(admin.locator("#node-table")).to_contain_text("runwhere.ai/pool=inference-pool")
+    open_page(admin, demo, "nodes")
+    shoot(admin, "nodes")
+    open_page(admin, demo, "quotas")
+    row = admin.locator('#quotas tr[data-key="training-pool|group:ml-research"]')
+    expect(row).to_contain_text("16")
+    shoot(admin, "quotas")
