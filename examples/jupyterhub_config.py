@@ -1,0 +1,76 @@
+"""jupyterhub_config.py for a real Kubernetes cluster with GPU pools.
+
+The hub runs in the cluster (its service account may read nodes and pods cluster-wide and label
+nodes: see docs/service.md for the RBAC), users get KubeSpawner pods placed by GPUPoolSpawner, and
+the gpupool service runs as a hub-managed service beside the hub. Replace the authenticator, the
+image and the admin users with yours. One token comes from the environment: GPUPOOL_SPAWNER_TOKEN
+(generate it with `openssl rand -hex 32`), with which the spawner admits on behalf of users.
+"""
+
+import os
+import sys
+
+c = get_config()  # type: ignore[name-defined]  # noqa: F821 - provided by JupyterHub
+
+# --- scopes and the service ------------------------------------------------------------------
+c.JupyterHub.custom_scopes = {
+    "custom:gpupool:use": {
+        "description": "Use GPU pools: see pools and your own servers, quota and admissions.",
+    },
+    "custom:gpupool:admin": {
+        "description": "Administer GPU pools: pools, nodes, quotas and everyone's servers.",
+    },
+}
+c.JupyterHub.services = [
+    {
+        "name": "gpupool",
+        "url": "http://127.0.0.1:10101",
+        "command": [
+            sys.executable,
+            "-m",
+            "jupyter_gpupool.service",
+            "--port=10101",
+            # pools and quotas live in a ConfigMap in the hub's namespace (survives restarts);
+            # use --pools=/srv/gpupool/pools for a directory of YAML files instead
+            "--registry=configmap",
+        ],
+        "oauth_no_confirm": True,
+        "oauth_client_allowed_scopes": ["custom:gpupool:use", "custom:gpupool:admin"],
+    },
+    {"name": "gpupool-spawner", "api_token": os.environ["GPUPOOL_SPAWNER_TOKEN"]},
+]
+c.JupyterHub.load_roles = [
+    {
+        "name": "user",
+        "scopes": ["self", "custom:gpupool:use", "access:services!service=gpupool"],
+    },
+    {
+        "name": "gpupool-admins",
+        "users": ["admin"],  # your GPU admins
+        "services": ["gpupool-spawner"],
+        "scopes": ["custom:gpupool:admin", "access:services!service=gpupool"],
+    },
+    {
+        "name": "gpupool-service",
+        "services": ["gpupool"],
+        "scopes": ["read:users:groups", "delete:servers"],
+    },
+]
+
+# --- the spawner ---------------------------------------------------------------------------
+c.JupyterHub.spawner_class = "gpupool"
+c.GPUPoolSpawner.service_url = "http://127.0.0.1:10101/services/gpupool/"
+c.GPUPoolSpawner.service_token = os.environ["GPUPOOL_SPAWNER_TOKEN"]
+c.GPUPoolSpawner.pool_schedule_timeout = 60  # seconds Unschedulable before the next pool
+c.GPUPoolSpawner.pool_schedule_timeouts = {"training-pool": 120}
+c.KubeSpawner.image = "quay.io/jupyter/pytorch-notebook:cuda12-latest"
+c.KubeSpawner.start_timeout = 600  # the whole fallback walk must fit in it
+c.KubeSpawner.default_url = "/lab"
+
+# --- users and groups (quotas are per JupyterHub group) ---------------------------------------
+# c.JupyterHub.authenticator_class = "github"  # or generic-oauth, ldap...
+c.Authenticator.admin_users = {"admin"}
+c.JupyterHub.load_groups = {
+    "ml-research": {"users": ["alice", "bob"]},
+    "ml-ops": {"users": ["carol"]},
+}
