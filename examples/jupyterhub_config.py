@@ -63,6 +63,10 @@ c.GPUPoolSpawner.service_url = "http://127.0.0.1:10101/services/gpupool/"
 c.GPUPoolSpawner.service_token = os.environ["GPUPOOL_SPAWNER_TOKEN"]
 c.GPUPoolSpawner.pool_schedule_timeout = 60  # seconds Unschedulable before the next pool
 c.GPUPoolSpawner.pool_schedule_timeouts = {"training-pool": 120}
+# The service as the notebook servers reach it (%gpupool, LaunchPanel, the JupyterLab status
+# item; docs/notebook.md): the hub's 127.0.0.1 is not theirs. Default: service_url.
+# c.GPUPoolSpawner.notebook_service_url = "https://hub.example.org/services/gpupool/"
+c.JupyterHub.allow_named_servers = True  # `%gpupool launch NAME` starts named servers
 c.KubeSpawner.image = "quay.io/jupyter/pytorch-notebook:cuda12-latest"
 c.KubeSpawner.start_timeout = 600  # the whole fallback walk must fit in it
 c.KubeSpawner.default_url = "/lab"

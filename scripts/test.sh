@@ -24,6 +24,15 @@ fi
 echo "== pip install -e .[test]"
 "$PY" -m pip install -q --disable-pip-version-check -e ".[test]"
 
+# The JupyterLab extension's own tests (jest). The extension itself is prebuilt and committed in
+# jupyter_gpupool/labextension/, so nothing above needs Node.js.
+if command -v npm >/dev/null 2>&1; then
+  echo "== labextension: npm ci && npm test"
+  (cd labextension && npm ci --no-audit --no-fund --loglevel=error && npm test)
+else
+  echo "warning: npm not found; the lab extension's jest tests are skipped" >&2
+fi
+
 echo "== ruff check"
 "$PY" -m ruff check .
 echo "== ruff format --check"

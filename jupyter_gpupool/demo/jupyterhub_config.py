@@ -59,6 +59,8 @@ if os.geteuid() == 0:
 c.KubeSpawner.start_timeout = 120
 c.KubeSpawner.http_timeout = 60
 c.Spawner.default_url = "/lab"
+# more servers per user: `%gpupool launch NAME` and the launch widget start named servers
+c.JupyterHub.allow_named_servers = True
 # The spawner asks the service directly (not through the proxy), with the token of the
 # `gpupool-spawner` service below (custom:gpupool:admin: admissions on behalf of any user).
 c.GPUPoolSpawner.service_url = (

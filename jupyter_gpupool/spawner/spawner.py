@@ -27,6 +27,7 @@ from kubespawner import KubeSpawner
 from traitlets import Bool, Dict, Float, Integer, List, TraitError, Unicode, default, validate
 
 from ..client import AdmissionForbidden, AdmissionRejected, GPUPoolClient, GPUPoolError
+from ..placement import SERVER_TOKEN_SCOPES, placement_env
 from .errors import OptionsError, SpawnRefused
 from .form import DEFAULT_TEMPLATE, form_context, render_form
 from .messages import (
@@ -110,6 +111,36 @@ class GPUPoolSpawner(KubeSpawner):
         if not url.startswith(("http://", "https://")):
             raise TraitError(f"service_url must be an http:// or https:// URL, not {url!r}")
         return url.rstrip("/") + "/"
+
+    notebook_service_url = Unicode(
+        help="""
+        The gpupool service's URL as the notebook servers reach it, with the service's prefix.
+
+        Servers get it as `$GPUPOOL_SERVICE_URL`, for the `%gpupool` magics, the launch
+        widget and the JupyterLab status item. Defaults to `service_url`, which is right
+        when servers can reach the hub's address for the service (the demo); on Kubernetes
+        give an address the pods reach, e.g. the proxy's service or the hub's.
+
+        Example:
+
+        ```python
+        c.GPUPoolSpawner.notebook_service_url = "http://proxy-public/services/gpupool/"
+        ```
+        """,
+    ).tag(config=True)
+
+    @default("notebook_service_url")
+    def _notebook_service_url_default(self) -> str:
+        return self.service_url
+
+    @validate("notebook_service_url")
+    def _check_notebook_service_url(self, proposal: Any) -> str:
+        url = str(proposal["value"]).strip()
+        if url and not url.startswith(("http://", "https://")):
+            raise TraitError(
+                f"notebook_service_url must be an http:// or https:// URL, not {url!r}"
+            )
+        return url.rstrip("/") + "/" if url else ""
 
     service_token = Unicode(
         help="""
@@ -315,6 +346,12 @@ class GPUPoolSpawner(KubeSpawner):
         """,
     ).tag(config=True)
 
+    @default("server_token_scopes")
+    def _server_token_scopes_default(self) -> list[str]:
+        # what the notebook side needs (docs/notebook.md): JupyterHub keeps only those the user
+        # holds, so a user without custom:gpupool:use gets a server without pool access
+        return list(SERVER_TOKEN_SCOPES)
+
     # --- life cycle ------------------------------------------------------------------------------
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -498,8 +535,12 @@ class GPUPoolSpawner(KubeSpawner):
         self._set_traits(self._base)
         await super().load_user_options()
         if self._admission is not None:
-            values = pool_trait_values(self._snapshot(), admission_overrides(self._admission))
-            self._set_traits(values)
+            overrides = admission_overrides(self._admission)
+            overrides["env"] = [
+                *(overrides.get("env") or ()),
+                *placement_env(self._admission, self.notebook_service_url),
+            ]
+            self._set_traits(pool_trait_values(self._snapshot(), overrides))
 
     def start(self) -> asyncio.Future[str]:
         self._progress = ProgressLog()  # before progress() can be asked for this start's steps

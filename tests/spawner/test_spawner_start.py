@@ -338,3 +338,41 @@ async def test_a_user_name_with_braces_is_written_as_it_is(make_spawner, sim_clu
     await asyncio.wait_for(spawner.start(), 15)
     pod = pod_of(sim_cluster, spawner)
     assert pod["metadata"]["annotations"]["gpupool.jupyter.org/user"] == "a{b}"
+
+
+async def test_the_server_is_told_its_pool_in_its_environment(spawner, sim_cluster, fake_service):
+    spawner.user_options = {"pools": ["training-pool"], "gpus": 2}
+    await spawner.start()
+    pod = pod_of(sim_cluster, spawner)
+    env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+    values = {k: v.get("value") for k, v in env.items() if k.startswith("GPUPOOL_")}
+    assert values == {
+        "GPUPOOL_POOL": "training-pool",
+        "GPUPOOL_PLATFORM": "",
+        "GPUPOOL_GPUS": "2",
+        "GPUPOOL_GPU_TYPE": "A100-80G",
+        "GPUPOOL_OVER_QUOTA": "false",
+        "GPUPOOL_ADMISSION": "adm0",
+        "GPUPOOL_NODE": None,
+        "GPUPOOL_SERVICE_URL": spawner.service_url,
+    }
+    assert env["GPUPOOL_NODE"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    # and its token may use the pools and start, follow and stop the user's servers
+    assert "custom:gpupool:use" in spawner.server_token_scopes
+    assert {"servers!user", "read:servers!user"} <= set(spawner.server_token_scopes)
+
+
+async def test_the_notebook_service_url_is_configurable(make_spawner, sim_cluster, fake_service):
+    spawner = make_spawner(notebook_service_url="http://proxy-public/services/gpupool")
+    spawner.user_options = {"pools": ["dev-pool"], "gpus": 0}
+    await spawner.start()
+    env = {
+        e["name"]: e.get("value")
+        for e in pod_of(sim_cluster, spawner)["spec"]["containers"][0]["env"]
+    }
+    assert env["GPUPOOL_SERVICE_URL"] == "http://proxy-public/services/gpupool/"
+    assert (env["GPUPOOL_POOL"], env["GPUPOOL_GPUS"], env["GPUPOOL_GPU_TYPE"]) == (
+        "dev-pool",
+        "0",
+        "",
+    )

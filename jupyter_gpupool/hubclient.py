@@ -1,0 +1,179 @@
+"""JupyterHub's REST API as the notebook side uses it: a user's servers, starting and stopping
+named servers, and following a start's progress (the hub's event stream).
+
+::
+
+    hub = HubClient(os.environ["JUPYTERHUB_API_URL"], os.environ["JUPYTERHUB_API_TOKEN"])
+    await hub.start_server("alice", "big", {"pools": ["training-pool"], "gpus": 2})
+    async for event in hub.progress("alice", "big"):
+        print(event["progress"], event["message"])
+    await hub.stop_server("alice", "big")
+    await hub.close()
+
+The same plumbing as :class:`~jupyter_gpupool.client.GPUPoolClient` (one tornado client made
+in the running loop, an error carrying the status and the hub's message; status 0 when the hub
+does not answer). The token needs the scopes of :data:`~jupyter_gpupool.placement.SERVER_TOKEN_SCOPES`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+from urllib.parse import quote
+
+import tornado.httpclient
+
+__all__ = ["HubClient", "HubError", "parse_event_stream", "server_path"]
+
+
+class HubError(Exception):
+    """The hub answered with an error (``status``), or not at all (``status`` 0)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(f"{status}: {message}" if status else message)
+        self.status = status
+        self.message = message
+
+
+def server_path(user: str, server: str) -> str:
+    """The REST path of a user's server: ``users/NAME/server`` for the default one."""
+    name = quote(user, safe="")
+    if not server:
+        return f"users/{name}/server"
+    return f"users/{name}/servers/{quote(server, safe='')}"
+
+
+def parse_event_stream(buffer: str) -> tuple[list[dict[str, Any]], str]:
+    """The complete ``data:`` events in ``buffer`` (server-sent events, JSON data) and what is
+    left of it (an event not yet ended by a blank line). Comments and other fields are skipped;
+    data that is not JSON is given as ``{"message": text}``."""
+    events: list[dict[str, Any]] = []
+    text = buffer.replace("\r\n", "\n")
+    *blocks, rest = text.split("\n\n")
+    for block in blocks:
+        data = [
+            line[5:].removeprefix(" ") for line in block.split("\n") if line.startswith("data:")
+        ]
+        if not data:
+            continue
+        raw = "\n".join(data)
+        try:
+            event = json.loads(raw)
+        except ValueError:
+            event = {"message": raw}
+        events.append(event if isinstance(event, dict) else {"message": str(event)})
+    return events, rest
+
+
+class HubClient:
+    """Async client of JupyterHub's REST API (``api_url`` is ``$JUPYTERHUB_API_URL``)."""
+
+    def __init__(self, api_url: str, token: str, *, request_timeout: float = 30.0):
+        self.api_url = api_url.rstrip("/") + "/"
+        self.token = token
+        self.request_timeout = request_timeout
+        self._http: tornado.httpclient.AsyncHTTPClient | None = None
+
+    def _client(self) -> tornado.httpclient.AsyncHTTPClient:
+        if self._http is None:
+            self._http = tornado.httpclient.AsyncHTTPClient(force_instance=True)
+        return self._http
+
+    async def close(self) -> None:
+        if self._http is not None:
+            self._http.close()
+            self._http = None
+
+    async def __aenter__(self) -> HubClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _request(self, method: str, path: str, body: Any = None, **kw: Any) -> Any:
+        return tornado.httpclient.HTTPRequest(
+            self.api_url + path,
+            method=method,
+            headers={"Authorization": f"token {self.token}", "Accept": "application/json"},
+            body=None if body is None else json.dumps(body),
+            allow_nonstandard_methods=True,
+            **kw,
+        )
+
+    async def _fetch(self, method: str, path: str, body: Any = None) -> Any:
+        req = self._request(method, path, body, request_timeout=self.request_timeout)
+        try:
+            resp = await self._client().fetch(req, raise_error=False)
+        except (OSError, tornado.httpclient.HTTPClientError) as e:
+            raise HubError(0, f"no answer from JupyterHub at {self.api_url}: {e}") from e
+        if resp.code == 599:
+            raise HubError(0, f"no answer from JupyterHub at {self.api_url}: {resp.error}")
+        if resp.code >= 400:
+            raise HubError(resp.code, _message(resp.body, resp.reason))
+        return resp
+
+    async def user(self, name: str) -> dict[str, Any]:
+        """The user's model, with ``servers`` (name -> model) when the token may read them."""
+        resp = await self._fetch("GET", f"users/{quote(name, safe='')}")
+        return dict(json.loads(resp.body))
+
+    async def servers(self, user: str) -> dict[str, dict[str, Any]]:
+        return dict((await self.user(user)).get("servers") or {})
+
+    async def start_server(
+        self, user: str, server: str, user_options: Mapping[str, Any] | None = None
+    ) -> int:
+        """Ask for a server; 201 when it is already up, 202 when it is starting. A start that
+        fails quickly (no pool can take it) raises :class:`HubError` with the spawner's words."""
+        body = {"user_options": dict(user_options or {})}
+        resp = await self._fetch("POST", server_path(user, server), body)
+        return int(resp.code)
+
+    async def stop_server(self, user: str, server: str) -> int:
+        """Ask the hub to stop a server: 204 stopped, 202 stopping."""
+        resp = await self._fetch("DELETE", server_path(user, server))
+        return int(resp.code)
+
+    async def progress(
+        self, user: str, server: str, timeout: float = 600.0
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The start's progress events (``progress``, ``message``; the last has ``ready`` and
+        ``url``, or ``failed``) until the hub ends the stream."""
+        chunks: asyncio.Queue[bytes | None] = asyncio.Queue()
+        req = self._request(
+            "GET",
+            server_path(user, server) + "/progress",
+            request_timeout=timeout,
+            streaming_callback=chunks.put_nowait,
+        )
+        req.headers["Accept"] = "text/event-stream"
+        fetch = asyncio.ensure_future(self._client().fetch(req, raise_error=False))
+        fetch.add_done_callback(lambda _: chunks.put_nowait(None))
+        buffer, seen = "", b""
+        try:
+            while (chunk := await chunks.get()) is not None:
+                seen = (seen + chunk)[-2000:]
+                buffer += chunk.decode("utf-8", "replace")
+                events, buffer = parse_event_stream(buffer)
+                for event in events:
+                    yield event
+        finally:
+            if not fetch.done():
+                fetch.cancel()
+        resp = fetch.result()
+        if resp.code == 599:
+            raise HubError(0, f"the progress of {user}/{server} stopped: {resp.error}")
+        if resp.code >= 400:
+            raise HubError(resp.code, _message(seen, resp.reason))
+
+
+def _message(body: bytes | None, reason: str | None) -> str:
+    try:
+        data = json.loads(body or b"")
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and data.get("message"):
+        return str(data["message"])
+    return reason or "error"

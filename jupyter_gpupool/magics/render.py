@@ -1,0 +1,182 @@
+"""What the magics show, as text (a terminal) and HTML (a notebook). Pure: data in, strings out.
+
+:class:`Report` carries both; IPython's display picks the one its frontend shows.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..placement import TIMES, Placement
+from ..spawner.form import pool_status, quota_text
+from ..spawner.options import Catalog
+
+
+@dataclass(frozen=True)
+class Report:
+    """A table (or a list of fields) shown as text in a terminal and HTML in a notebook."""
+
+    text: str
+    html: str
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        return {"text/plain": self.text, "text/html": self.html}
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def table_text(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Columns padded to their widest cell, as a terminal shows them."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+        for r in [header, *rows]
+    ]
+    return "\n".join(lines)
+
+
+def table_html(header: Sequence[str], rows: Sequence[Sequence[str]], caption: str = "") -> str:
+    e = html.escape
+    head = "".join(f"<th style='text-align:left'>{e(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td style='text-align:left'>{e(str(c))}</td>" for c in r) + "</tr>"
+        for r in rows
+    )
+    cap = f"<caption style='text-align:left'>{e(caption)}</caption>" if caption else ""
+    return f"<table class='gpupool-table'>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+# --- %gpupool status ----------------------------------------------------------------------------
+
+
+def status_fields(placement: Placement, nvidia_smi: str | None) -> list[tuple[str, str]]:
+    """``(field, value)`` pairs of ``%gpupool status``."""
+    p = placement
+    if p.pool is None:
+        where = "not started in a GPU pool (no GPUPOOL_POOL in the environment)"
+    else:
+        where = p.pool + (f" (platform {p.platform})" if p.platform else "")
+    fields = [
+        ("server", _server_name(p)),
+        ("pool", where),
+        ("node", p.node or "unknown"),
+        ("GPUs", f"{p.gpus} {TIMES} {p.gpu_type}" if p.gpus and p.gpu_type else str(p.gpus)),
+    ]
+    if p.pool is not None:
+        fields.append(
+            (
+                "quota",
+                "over quota: this server borrows idle GPUs and may be stopped (reclaimed) when "
+                "their owners need them back"
+                if p.over_quota
+                else "within quota (not reclaimed)",
+            )
+        )
+    fields.append(("CUDA_VISIBLE_DEVICES", _unset(p.cuda_visible_devices)))
+    fields.append(("NVIDIA_VISIBLE_DEVICES", _unset(p.nvidia_visible_devices)))
+    if nvidia_smi is not None:
+        fields.append(("nvidia-smi -L", nvidia_smi.strip() or "(no GPUs listed)"))
+    return fields
+
+
+def _unset(value: str | None) -> str:
+    return "(not set)" if value is None else value or "(empty)"
+
+
+def _server_name(p: Placement) -> str:
+    if not p.user:
+        return "not a JupyterHub server"
+    return f"{p.user}/{p.server}" if p.server else f"{p.user} (default server)"
+
+
+def status_report(placement: Placement, nvidia_smi: str | None) -> Report:
+    fields = status_fields(placement, nvidia_smi)
+    width = max(len(k) for k, _ in fields)
+    text_lines = []
+    for key, value in fields:
+        first, *more = value.splitlines() or [""]
+        text_lines.append(f"{key.ljust(width)}  {first}")
+        text_lines += [" " * (width + 2) + line for line in more]
+    e = html.escape
+    warn = " style='color:#b45309;font-weight:bold'"
+    rows = "".join(
+        f"<tr><th style='text-align:left'>{e(k)}</th>"
+        f"<td style='text-align:left'{warn if k == 'quota' and placement.over_quota else ''}>"
+        f"{'<pre>' + e(v) + '</pre>' if k == 'nvidia-smi -L' else e(v)}</td></tr>"
+        for k, v in fields
+    )
+    return Report("\n".join(text_lines), f"<table class='gpupool-status'>{rows}</table>")
+
+
+# --- %gpupool pools -----------------------------------------------------------------------------
+
+POOL_HEADER = ("pool", "GPU types", "free / total", "largest free block", "your quota", "status")
+
+
+def pool_rows(launch_options: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    """One row per pool the user may use, their default pools first in order."""
+    catalog = Catalog.from_json(launch_options)
+    first = [catalog.pool(n) for n in catalog.default_pools]
+    ordered = [p for p in first if p] + [
+        p for p in catalog.pools if p.name not in catalog.default_pools
+    ]
+    return [
+        (
+            p.name,
+            ", ".join(p.gpu_types) or "—",
+            f"{p.gpu_available} / {p.gpu_total}",
+            str(p.largest_free_block),
+            quota_text(p),
+            pool_status(p)[1],
+        )
+        for p in ordered
+    ]
+
+
+def pools_report(launch_options: Mapping[str, Any]) -> Report:
+    rows = pool_rows(launch_options)
+    defaults = ", ".join(launch_options.get("default_pools") or ()) or "none"
+    user = str(launch_options.get("user") or "")
+    caption = f"Pools {user} may use (default order: {defaults})"
+    if not rows:
+        text = f"{user} may use no pool: ask an admin for access"
+        return Report(text, f"<p>{html.escape(text)}</p>")
+    return Report(
+        caption + "\n" + table_text(POOL_HEADER, rows), table_html(POOL_HEADER, rows, caption)
+    )
+
+
+# --- %gpupool launch ----------------------------------------------------------------------------
+
+
+def progress_value(event: Mapping[str, Any]) -> int:
+    try:
+        return max(0, min(100, int(event.get("progress") or 0)))
+    except (TypeError, ValueError):
+        return 0
+
+
+def progress_text(event: Mapping[str, Any]) -> str:
+    """``[ 40%] message`` — one line per event in a terminal."""
+    return f"[{progress_value(event):3d}%] {event.get('message') or ''}".rstrip()
+
+
+def progress_html(server: str, event: Mapping[str, Any]) -> str:
+    """A progress bar with the latest message (redrawn in place in a notebook)."""
+    e = html.escape
+    value = progress_value(event)
+    failed = bool(event.get("failed"))
+    colour = "#b91c1c" if failed else "#2563eb"
+    link = ""
+    if event.get("ready") and event.get("url"):
+        url = str(event["url"])
+        link = f" <a href='{e(url, quote=True)}' target='_blank'>open {e(server)}</a>"
+    return (
+        f"<div class='gpupool-progress'><b>{e(server)}</b> "
+        f"<progress value='{value}' max='100' style='accent-color:{colour}'></progress> "
+        f"{value}% {e(str(event.get('message') or ''))}{link}</div>"
+    )

@@ -1,0 +1,5 @@
+"""Widgets for notebooks: :class:`LaunchPanel` (needs ipywidgets)."""
+
+from .panel import LaunchPanel, PoolBar
+
+__all__ = ["LaunchPanel", "PoolBar"]

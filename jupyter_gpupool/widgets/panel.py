@@ -1,0 +1,331 @@
+"""``LaunchPanel``: the pools with their free GPUs, and a form to launch a server in them.
+
+::
+
+    from jupyter_gpupool.widgets import LaunchPanel
+
+    LaunchPanel()
+
+A :class:`~ipywidgets.VBox` with private child widgets; what it shows is in traits (``pools``,
+``order``, ``gpus``, ``server_name``, ``state``, ``progress``, ``message``, ``url``) and the
+children follow them. Clicks start coroutines on the kernel's event loop (a cell never blocks):
+:meth:`refresh`, :meth:`launch`, :meth:`stop`, which a cell may also ``await``. While the panel is
+shown somewhere it refreshes the pools every ``refresh_interval`` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import html
+import os
+from collections.abc import Coroutine, Mapping
+from typing import Any
+
+import ipywidgets as widgets
+from traitlets import Dict, Float, Int, List, Unicode, observe, validate
+
+from ..placement import Placement
+from ..session import SESSION_ERRORS, LaunchResult, UserSession, default_server_name
+from ..spawner.form import gpu_choices, pool_status, quota_text
+from ..spawner.options import Catalog, PoolChoice
+
+#: ``state`` values.
+IDLE, LAUNCHING, READY, FAILED, STOPPING = "idle", "launching", "ready", "failed", "stopping"
+_BAR_STYLE = {"free": "success", "borrowing": "warning", "full": "danger", "quota-used": "danger"}
+
+
+class PoolBar(widgets.HBox):
+    """One pool: its name, a bar of GPUs in use out of all, and free GPUs and quota in words."""
+
+    def __init__(self, name: str):
+        self._name = widgets.Label(name, layout=widgets.Layout(width="12em"))
+        self._bar = widgets.FloatProgress(min=0, max=1, layout=widgets.Layout(width="14em"))
+        self._words = widgets.Label()
+        super().__init__([self._name, self._bar, self._words])
+
+    def show(self, pool: PoolChoice) -> None:
+        code, words = pool_status(pool)
+        self._bar.max = max(pool.gpu_total, 1)
+        self._bar.value = pool.gpu_total - pool.gpu_available
+        self._bar.bar_style = _BAR_STYLE.get(code, "info")
+        free = f"{pool.gpu_available} of {pool.gpu_total} GPUs free" if pool.gpu_total else ""
+        self._words.value = " · ".join(w for w in (free, quota_text(pool), words) if w)
+
+
+class LaunchPanel(widgets.VBox):
+    """Pools with live free GPUs as bars, an ordered pool picker, the GPU count, a server name,
+    Launch and Stop, and the hub's progress for the server being launched."""
+
+    #: The pools this user may use (the service's launch options, one dict per pool).
+    pools = List(Dict())
+    #: The pools to try, in priority order (empty: the user's default order).
+    order = List(Unicode())
+    gpus = Int(1)
+    gpu_type = Unicode("")
+    #: The server to launch; empty: named after the first pool and the GPU count.
+    server_name = Unicode("")
+    state = Unicode(IDLE)
+    progress = Int(0)
+    message = Unicode("")
+    #: The launched server's URL, once it is ready.
+    url = Unicode("")
+    #: The last server launched from this panel (what Stop stops).
+    launched = Unicode("")
+    refresh_interval = Float(10.0)
+
+    def __init__(self, **kwargs: Any):
+        self._catalog = Catalog()
+        self._bars: dict[str, PoolBar] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._syncing = False
+        self._refresher: asyncio.Task[None] | None = None
+        self._title = widgets.HTML()
+        self._pool_box = widgets.VBox()
+        self._picker = widgets.TagsInput(
+            allow_duplicates=False, placeholder="add pools, first tried first"
+        )
+        self._gpus = widgets.Dropdown(description="GPUs", options=[0, 1], value=1)
+        self._gpu_type = widgets.Dropdown(description="GPU type", options=[("any", "")])
+        self._name = widgets.Text(description="Server name")
+        self._launch = widgets.Button(description="Launch", button_style="primary", icon="rocket")
+        self._stop = widgets.Button(description="Stop", icon="stop", disabled=True)
+        self._bar = widgets.IntProgress(min=0, max=100, layout=widgets.Layout(width="20em"))
+        self._status = widgets.HTML()
+        super().__init__(**kwargs)
+        self._picker.observe(self._on_picker_value, "value")
+        self._gpus.observe(self._on_gpus_value, "value")
+        self._gpu_type.observe(self._on_gpu_type_value, "value")
+        self._name.observe(self._on_name_value, "value")
+        self._launch.on_click(self._on_launch_click)
+        self._stop.on_click(self._on_stop_click)
+        self.children = [
+            self._title,
+            self._pool_box,
+            widgets.HTML("<b>Pools to try, in order</b>"),
+            self._picker,
+            widgets.HBox([self._gpus, self._gpu_type]),
+            self._name,
+            widgets.HBox([self._launch, self._stop]),
+            widgets.HBox([self._bar, self._status]),
+        ]
+        self._show_title()
+        self._show_state()
+        # the frontends count the views shown: refresh only while there is one
+        self._view_count = 0
+
+    # --- what the panel shows follows its traits -------------------------------------------------
+
+    def _show_title(self) -> None:
+        here = Placement.from_environ(os.environ)
+        where = html.escape(here.label())
+        self._title.value = f"<b>GPU pools</b> · this server: {where}"
+
+    @validate("gpus")
+    def _valid_gpus(self, proposal: Any) -> int:
+        if proposal["value"] < 0:
+            raise ValueError(f"gpus must not be negative, not {proposal['value']}")
+        return int(proposal["value"])
+
+    @observe("pools")
+    def _pools_changed(self, change: Any) -> None:
+        self._catalog = Catalog.from_json({"pools": change["new"]})
+        names = [p.name for p in self._catalog.pools]
+        for gone in set(self._bars) - set(names):
+            self._bars.pop(gone).close()
+        for pool in self._catalog.pools:
+            self._bars.setdefault(pool.name, PoolBar(pool.name)).show(pool)
+        bars = tuple(self._bars[n] for n in names)
+        if self._pool_box.children != bars:
+            self._pool_box.children = bars
+        self._picker.allowed_tags = names
+        choices = gpu_choices(self._catalog) or [0]
+        if self.gpus not in choices:
+            self.gpus = min(choices, key=lambda n: (abs(n - self.gpus), n))
+        self._syncing = True  # new options reset the dropdown's value: not the user's choice
+        try:
+            self._gpus.options = choices
+            self._gpus.value = self.gpus
+        finally:
+            self._syncing = False
+        types = sorted({t for p in self._catalog.pools for t in p.gpu_types})
+        self._gpu_type.options = [("any", ""), *((t, t) for t in types)]
+        if self.gpu_type not in types:
+            self.gpu_type = ""
+        self.order = [p for p in self.order if p in names]
+
+    @observe("order")
+    def _order_changed(self, change: Any) -> None:
+        if list(self._picker.value) != list(change["new"]):
+            self._picker.value = list(change["new"])
+        self._name.placeholder = self.default_name()
+
+    @observe("gpus")
+    def _gpus_changed(self, change: Any) -> None:
+        if change["new"] in self._gpus.options and self._gpus.value != change["new"]:
+            self._gpus.value = change["new"]
+        self._name.placeholder = self.default_name()
+
+    @observe("gpu_type")
+    def _gpu_type_changed(self, change: Any) -> None:
+        self._gpu_type.value = change["new"]
+
+    @observe("server_name")
+    def _server_name_changed(self, change: Any) -> None:
+        self._name.value = change["new"]
+
+    @observe("state", "progress", "message", "url", "launched")
+    def _state_changed(self, change: Any) -> None:
+        self._show_state()
+
+    def _show_state(self) -> None:
+        busy = self.state in (LAUNCHING, STOPPING)
+        self._launch.disabled = busy
+        self._stop.disabled = busy or not self.launched
+        self._bar.value = self.progress
+        self._bar.bar_style = {FAILED: "danger", READY: "success"}.get(self.state, "info")
+        words = html.escape(self.message)
+        if self.state == READY and self.url:
+            link = html.escape(self.url, quote=True)
+            name = html.escape(self.launched)
+            words += f" <a href='{link}' target='_blank'>Open {name}</a>"
+        self._status.value = words
+
+    # --- the children's events -------------------------------------------------------------------
+
+    def _on_picker_value(self, change: Any) -> None:
+        self.order = list(change["new"])
+
+    def _on_gpus_value(self, change: Any) -> None:
+        if change["new"] is not None and not self._syncing:
+            self.gpus = int(change["new"])
+
+    def _on_gpu_type_value(self, change: Any) -> None:
+        self.gpu_type = change["new"] or ""
+
+    def _on_name_value(self, change: Any) -> None:
+        self.server_name = change["new"].strip()
+
+    def _on_launch_click(self, button: widgets.Button) -> None:
+        self.state = LAUNCHING  # now, so that a second click finds the button disabled
+        self._run(self.launch())
+
+    def _on_stop_click(self, button: widgets.Button) -> None:
+        self.state = STOPPING
+        self._run(self.stop())
+
+    # --- refreshing while shown ------------------------------------------------------------------
+
+    @observe("_view_count")
+    def _views_changed(self, change: Any) -> None:
+        if change["new"]:
+            self._start_refreshing()
+        else:
+            self._stop_refreshing()
+
+    def _start_refreshing(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no kernel loop to refresh on (plain Python): refresh() by hand
+        if self._refresher is None or self._refresher.done():
+            self._refresher = loop.create_task(self._refresh_loop())
+
+    def _stop_refreshing(self) -> None:
+        if self._refresher is not None:
+            self._refresher.cancel()
+            self._refresher = None
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            await self.refresh()
+            await asyncio.sleep(self.refresh_interval)
+
+    def close(self) -> None:
+        self._stop_refreshing()
+        for bar in self._bars.values():
+            bar.close()
+        super().close()
+
+    def _run(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any] | None:
+        """Run ``coro`` on the running loop (a kernel's); without one, to its end now."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            asyncio.run(coro)
+            return None
+        task = loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def wait(self) -> None:
+        """Until the launches, stops and refreshes started by clicks are done."""
+        pending = [t for t in self._tasks if t is not self._refresher]
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    # --- the work --------------------------------------------------------------------------------
+
+    def default_name(self) -> str:
+        return default_server_name(self.order or list(self._catalog.default_pools), self.gpus)
+
+    def user_options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {"pools": list(self.order), "gpus": self.gpus}
+        if self.gpu_type:
+            options["gpu_type"] = self.gpu_type
+        return options
+
+    async def refresh(self) -> None:
+        """Ask the service for the pools again."""
+        try:
+            async with UserSession.from_environ() as session:
+                answer = await session.launch_options()
+        except SESSION_ERRORS as e:
+            if self.state not in (LAUNCHING, STOPPING):
+                self.message = getattr(e, "message", None) or str(e)
+            return
+        defaults = tuple(str(p) for p in answer.get("default_pools") or ())
+        self.pools = list(answer.get("pools") or [])
+        self._catalog = Catalog.from_json(answer)
+        if not self.order and defaults:
+            self.order = list(defaults)
+        self._name.placeholder = self.default_name()
+
+    async def launch(self) -> LaunchResult:
+        """Launch ``server_name`` (or the default name) with the chosen pools and GPUs, and
+        follow the hub's progress into ``progress`` and ``message``."""
+        name = self.server_name or self.default_name()
+        self.launched, self.url = name, ""
+        self.state, self.progress, self.message = LAUNCHING, 0, f"asking for {name}"
+        try:
+            async with UserSession.from_environ() as session:
+                result = await session.launch(name, self.user_options(), self._on_progress)
+        except SESSION_ERRORS as e:
+            result = LaunchResult(name, False, getattr(e, "message", None) or str(e))
+        self.progress = 100 if result.ready else self.progress
+        self.message = result.message
+        self.url = result.url or ""
+        self.state = READY if result.ready else FAILED
+        return result
+
+    def _on_progress(self, event: Mapping[str, Any]) -> None:
+        with contextlib.suppress(TypeError, ValueError):
+            self.progress = max(0, min(100, int(event.get("progress") or 0)))
+        self.message = str(event.get("message") or "")
+
+    async def stop(self) -> str:
+        """Stop the server launched last."""
+        name = self.launched
+        if not name:
+            return ""
+        self.state, self.message = STOPPING, f"stopping {name}"
+        try:
+            async with UserSession.from_environ() as session:
+                words = await session.release(name)
+        except SESSION_ERRORS as e:
+            self.state, self.message = FAILED, getattr(e, "message", None) or str(e)
+            return self.message
+        self.url, self.progress, self.launched = "", 0, ""
+        self.state, self.message = IDLE, words
+        return words

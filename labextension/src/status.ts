@@ -1,0 +1,43 @@
+/**
+ * The status bar item: `GPU 2× A100-80G · training-pool` or `CPU · compute-pool`, in the
+ * warning colour when the server runs over quota. A click calls `onClick` (opens the panel).
+ */
+
+import { Widget } from '@lumino/widgets';
+
+import { GPUPoolModel } from './model';
+
+export class GPUPoolStatus extends Widget {
+  constructor(model: GPUPoolModel, onClick: () => void) {
+    super({ node: document.createElement('div') });
+    this._model = model;
+    this.id = 'jp-gpupool-status';
+    this.addClass('jp-gpupool-status');
+    this.node.setAttribute('role', 'button');
+    this.node.tabIndex = 0;
+    this.node.addEventListener('click', onClick);
+    this.node.addEventListener('keydown', event => {
+      if (event.key === 'Enter' || event.key === ' ') {
+        event.preventDefault();
+        onClick();
+      }
+    });
+    model.changed.connect(this._render, this);
+    this._render();
+  }
+
+  dispose(): void {
+    this._model.changed.disconnect(this._render, this);
+    super.dispose();
+  }
+
+  private _render(): void {
+    this.node.textContent = this._model.label;
+    this.node.title = this._model.error
+      ? `${this._model.title}\n(last update failed: ${this._model.error})`
+      : this._model.title;
+    this.toggleClass('jp-gpupool-warning', this._model.warning);
+  }
+
+  private _model: GPUPoolModel;
+}

@@ -1,0 +1,146 @@
+"""The jupyter-server extension: a real ``jupyter server`` with it enabled, its hub and service
+scripted (fakehub.py). Unauthenticated requests are refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from fakehub import LAUNCH_OPTIONS, FakeHub
+
+from jupyter_gpupool.demo.run import free_port
+from jupyter_gpupool.placement import Placement
+from jupyter_gpupool.serverext.handlers import servers_body, status_body
+
+TOKEN = "jupyter-server-token"
+
+
+def start_server(tmp, env):
+    port = free_port()
+    log = open(tmp / "server.log", "w")  # noqa: SIM115 - closed by the fixture
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jupyter_server",
+            f"--port={port}",
+            "--ip=127.0.0.1",
+            f"--IdentityProvider.token={TOKEN}",
+            "--ServerApp.open_browser=False",
+            f"--ServerApp.root_dir={tmp}",
+            "--ServerApp.jpserver_extensions={'jupyter_gpupool': True}",
+            "--allow-root",
+        ],
+        env={**env, "HOME": str(tmp), "JUPYTER_CONFIG_DIR": str(tmp / "config")},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url + "/api/status?token=" + TOKEN, timeout=2)
+            return proc, url, log
+        except (OSError, urllib.error.URLError):
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError((tmp / "server.log").read_text())
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    hub = FakeHub().start()
+    tmp = tmp_path_factory.mktemp("jupyter-server")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "GPUPOOL_"))}
+    proc, url, log = start_server(tmp, {**base, **hub.environ(JUPYTERHUB_SERVER_NAME="")})
+    yield url, hub
+    proc.terminate()
+    proc.wait(30)
+    log.close()
+    hub.stop()
+
+
+def get(url, token=TOKEN):
+    headers = {"Authorization": f"token {token}"} if token else {}
+    req = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+@pytest.mark.parametrize("route", ["status", "pools", "servers"])
+def test_unauthenticated_requests_are_refused(server, route):
+    url, hub = server
+    before = len(hub.requests)
+    assert get(f"{url}/gpupool/{route}", token=None)[0] == 403
+    assert get(f"{url}/gpupool/{route}", token="wrong")[0] == 403
+    assert len(hub.requests) == before  # nothing was asked on their behalf
+
+
+def test_status(server):
+    url, _ = server
+    code, body = get(f"{url}/gpupool/status")
+    assert code == 200
+    assert body == {
+        "label": "GPU 2\u00d7 A100-80G · training-pool",
+        "in_pool": True,
+        "pool": "training-pool",
+        "platform": None,
+        "gpus": 2,
+        "gpu_type": "A100-80G",
+        "over_quota": False,
+        "node": "gpu-node-1",
+        "user": "alice",
+        "server": "",
+    }
+
+
+def test_pools_come_from_the_service_with_the_servers_token(server):
+    url, hub = server
+    code, body = get(f"{url}/gpupool/pools")
+    assert code == 200 and body == LAUNCH_OPTIONS
+    assert ("GET", "/services/gpupool/api/v1/launch-options") in hub.requests
+
+
+def test_servers_join_the_hub_and_the_service(server):
+    url, _ = server
+    code, body = get(f"{url}/gpupool/servers")
+    assert code == 200
+    assert body["servers"][0] == {
+        "name": "",
+        "this": True,
+        "ready": True,
+        "pending": None,
+        "url": None,
+        "pool": "training-pool",
+        "node": "gpu-node-1",
+        "gpus": 2,
+        "over_quota": False,
+        "state": "running",
+    }
+
+
+def test_status_body_outside_a_pool():
+    assert status_body(Placement())["label"] == "not in a GPU pool"
+
+
+def test_servers_body_uses_the_hubs_options_without_a_pod():
+    hub = {
+        "big": {"ready": False, "pending": "spawn", "user_options": {"pool": "dev-pool", "gpus": 1}}
+    }
+    row = servers_body(hub, [], this="")["servers"][0]
+    assert (row["name"], row["this"], row["pool"], row["gpus"], row["state"]) == (
+        "big",
+        False,
+        "dev-pool",
+        1,
+        "spawn",
+    )

@@ -1,0 +1,160 @@
+"""LaunchPanel without a kernel: a dummy comm stands in for the frontend (as ipywidgets' own
+tests do), the hub and service are scripted (fakehub.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from fakehub import FAILING_GPUS, LAUNCH_OPTIONS, REFUSAL, REFUSED_GPUS
+from ipywidgets.widgets.tests.utils import setup_test_comm, teardown_test_comm
+
+from jupyter_gpupool.widgets import LaunchPanel
+from jupyter_gpupool.widgets.panel import FAILED, IDLE, READY
+
+
+@pytest.fixture(autouse=True)
+def dummy_comm():
+    setup_test_comm()
+    yield
+    teardown_test_comm()
+
+
+@pytest.fixture
+async def panel(hub_env):
+    panel = LaunchPanel()
+    await panel.refresh()
+    yield panel
+    panel.close()
+
+
+def bars(panel):
+    return {
+        bar._name.value: (bar._bar.value, bar._bar.max, bar._words.value)
+        for bar in panel._pool_box.children
+    }
+
+
+def test_a_new_panel_is_idle_and_says_where_this_server_runs(hub_env):
+    panel = LaunchPanel()
+    assert panel.state == IDLE and panel.pools == [] and panel.order == []
+    assert "this server: GPU 2\u00d7 A100-80G · training-pool" in panel._title.value
+    assert panel._stop.disabled and not panel._launch.disabled
+    panel.close()
+
+
+async def test_refresh_shows_pools_as_bars_and_takes_the_default_order(panel):
+    assert [p["name"] for p in panel.pools] == [p["name"] for p in LAUNCH_OPTIONS["pools"]]
+    assert bars(panel) == {
+        "compute-pool": (0, 1, "no quota · CPU only"),
+        "dev-pool": (
+            1,
+            4,
+            "3 of 4 GPUs free · 0 within quota, 4 with borrowing · borrowing possible (may be reclaimed)",
+        ),
+        "training-pool": (6, 16, "10 of 16 GPUs free · 4 GPUs within quota · free"),
+    }
+    assert panel.order == ["training-pool", "dev-pool"]
+    assert panel._picker.value == ["training-pool", "dev-pool"]
+    assert panel._picker.allowed_tags == ["compute-pool", "dev-pool", "training-pool"]
+    assert list(panel._gpus.options) == list(range(0, 9))
+    assert [v for _, v in panel._gpu_type.options] == ["", "A100-80G", "RTX4090-24G"]
+    assert panel._name.placeholder == "training-pool-1gpu"
+
+
+async def test_a_second_refresh_updates_the_bars_in_place(panel):
+    before = panel._pool_box.children
+    await panel.refresh()
+    assert panel._pool_box.children == before  # the same widgets, not new ones
+    panel.pools = [p for p in panel.pools if p["name"] != "compute-pool"]
+    assert list(bars(panel)) == ["dev-pool", "training-pool"]
+    assert before[0].comm is None  # compute-pool's bar was closed, not leaked
+
+
+async def test_the_children_change_the_traits(panel):
+    panel._picker.value = ["dev-pool", "compute-pool"]
+    panel._gpus.value = 2
+    panel._gpu_type.value = "RTX4090-24G"
+    panel._name.value = "  mine "
+    assert panel.order == ["dev-pool", "compute-pool"]
+    assert (panel.gpus, panel.gpu_type, panel.server_name) == (2, "RTX4090-24G", "mine")
+    assert panel.user_options() == {
+        "pools": ["dev-pool", "compute-pool"],
+        "gpus": 2,
+        "gpu_type": "RTX4090-24G",
+    }
+    # and the traits change the children
+    panel.order = ["training-pool"]
+    panel.gpus = 4
+    assert panel._picker.value == ["training-pool"] and panel._gpus.value == 4
+    panel.server_name = ""
+    assert panel._name.placeholder == "training-pool-4gpu"
+
+
+async def test_launch_click_follows_the_progress_and_links_the_server(panel, hub_env):
+    panel._picker.value = ["dev-pool"]
+    panel._name.value = "small"
+    seen = []
+    panel.observe(lambda c: seen.append(c["new"]), "progress")
+    panel._launch.click()
+    assert panel._launch.disabled  # while it starts
+    await panel.wait()
+    assert hub_env.started == [("small", {"pools": ["dev-pool"], "gpus": 1})]
+    assert seen == [10, 50, 100]
+    assert (panel.state, panel.launched, panel.url) == (READY, "small", "/user/alice/small/")
+    assert (
+        "href='/user/alice/small/'" in panel._status.value and "Open small" in panel._status.value
+    )
+    assert panel._bar.value == 100 and panel._bar.bar_style == "success"
+    assert not panel._stop.disabled
+    panel._stop.click()
+    await panel.wait()
+    assert hub_env.stopped == ["small"]
+    assert (panel.state, panel.launched, panel.message) == (IDLE, "", "server 'small' stopped")
+    assert panel._stop.disabled
+
+
+async def test_a_refused_launch_shows_why(panel, hub_env):
+    panel.pools = [dict(p, largest_node_gpus=128) for p in panel.pools]
+    panel.gpus = REFUSED_GPUS
+    result = await panel.launch()
+    assert not result.ready
+    assert (panel.state, panel.message) == (FAILED, REFUSAL)
+    assert panel._bar.bar_style == "danger"
+    assert not panel._launch.disabled
+
+
+async def test_a_failed_start(panel):
+    panel.pools = [dict(p, largest_node_gpus=128) for p in panel.pools]
+    panel.gpus = FAILING_GPUS
+    await panel.launch()
+    assert (panel.state, panel.message) == (FAILED, "Spawn failed: no luck")
+
+
+async def test_it_refreshes_while_shown(panel, hub_env):
+    panel.refresh_interval = 0.05
+    asked = lambda: sum(1 for r in hub_env.requests if r[1].endswith("launch-options"))  # noqa: E731
+    before = asked()
+    panel._view_count = 1  # a frontend shows it
+    await asyncio.sleep(0.5)
+    assert asked() >= before + 3
+    panel._view_count = 0  # and no longer
+    await asyncio.sleep(0.1)
+    stopped = asked()
+    await asyncio.sleep(0.3)
+    assert asked() == stopped
+
+
+async def test_without_the_service_the_message_says_so(hub_env, monkeypatch):
+    monkeypatch.delenv("GPUPOOL_SERVICE_URL")
+    panel = LaunchPanel()
+    await panel.refresh()
+    assert "GPUPOOL_SERVICE_URL is not set" in panel.message
+    panel.close()
+
+
+def test_gpus_must_not_be_negative(hub_env):
+    panel = LaunchPanel()
+    with pytest.raises(ValueError, match="must not be negative"):
+        panel.gpus = -1
+    panel.close()
