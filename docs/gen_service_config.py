@@ -11,7 +11,6 @@ configurable becomes one section: its config name, type, default, command-line a
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import re
 import sys
@@ -21,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import traitlets  # noqa: E402
+from configref import configurable_traits, default_text, main  # noqa: E402
 
 from jupyter_gpupool.service import GPUPoolService  # noqa: E402
 
@@ -72,15 +72,6 @@ def _type(trait: traitlets.TraitType) -> str:
     }.get(name, name)
 
 
-def _default(cls: type[GPUPoolService], name: str, trait: traitlets.TraitType) -> str:
-    if name in cls._trait_default_generators:
-        return "computed when the service starts (see below)"
-    value = trait.default_value
-    if value is traitlets.Undefined:  # containers (List...) make their default on demand
-        value = trait.default()
-    return f"`{value!r}`"
-
-
 def reference(cls: type[GPUPoolService] = GPUPoolService) -> str:
     aliases = {
         target.split(".", 1)[1]: flag
@@ -93,10 +84,9 @@ def reference(cls: type[GPUPoolService] = GPUPoolService) -> str:
         f"`--{cls.__name__}.NAME=value` (or the short option shown). "
         "The log level is `--log-level` (`c.Application.log_level`)."
     ]
-    for name, trait in cls.__dict__.items():
-        if not isinstance(trait, traitlets.TraitType) or not trait.metadata.get("config"):
-            continue
-        facts = [f"type: {_type(trait)}", f"default: {_default(cls, name, trait)}"]
+    for name, trait in configurable_traits(cls):
+        default = default_text(cls, name, trait, "computed when the service starts (see below)")
+        facts = [f"type: {_type(trait)}", f"default: {default}"]
         if name in aliases:
             facts.append(f"command line: `--{aliases[name]}`")
         sections.append(
@@ -105,32 +95,7 @@ def reference(cls: type[GPUPoolService] = GPUPoolService) -> str:
     return "\n\n".join(sections) + "\n"
 
 
-def render(current: str) -> str:
-    """``current`` with the generated section replaced."""
-    try:
-        head, rest = current.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-    except ValueError:
-        raise SystemExit(f"{DOC}: the markers {BEGIN!r} and {END!r} are missing") from None
-    return f"{head}{BEGIN}\n\n{reference()}\n{END}{tail}"
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="fail if docs/service.md is stale")
-    args = parser.parse_args()
-    current = DOC.read_text(encoding="utf-8")
-    new = render(current)
-    if args.check:
-        if new != current:
-            print(f"{DOC} is out of date; run: python docs/gen_service_config.py", file=sys.stderr)
-            return 1
-        return 0
-    if new != current:
-        DOC.write_text(new, encoding="utf-8")
-        print(f"updated {DOC}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(
+        main(__doc__.split("\n\n")[0], DOC, BEGIN, END, reference, "docs/gen_service_config.py")
+    )
