@@ -10,37 +10,14 @@ the tests are skipped, with the reason, when either is missing.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import time
-from pathlib import Path
 
 import pytest
+from browser_setup import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, expect, sync_api
 
 from jupyter_gpupool.demo.testing import DemoProcess
 
-sync_api = pytest.importorskip(
-    "playwright.sync_api", reason="the browser tests need the playwright package"
-)
-CHROMIUM = os.environ.get("GPUPOOL_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-if not os.path.exists(CHROMIUM):
-    pytest.skip(
-        "the browser tests need Chromium (apt-get install chromium; scripts/test.sh does)",
-        allow_module_level=True,
-    )
-
-expect = sync_api.expect
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 SVC = "/services/gpupool/"
 
 T4_POOL = """kind: pool

@@ -8,28 +8,12 @@ Needs Debian's ``chromium`` and the ``playwright`` package (skipped with the rea
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-from pathlib import Path
 
 import pytest
+from browser_setup import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, expect, sync_api
 
 from jupyter_gpupool.demo.testing import DemoProcess
-
-sync_api = pytest.importorskip(
-    "playwright.sync_api", reason="the browser tests need the playwright package"
-)
-CHROMIUM = os.environ.get("GPUPOOL_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-if not os.path.exists(CHROMIUM):
-    pytest.skip(
-        "the browser tests need Chromium (apt-get install chromium; scripts/test.sh does)",
-        allow_module_level=True,
-    )
-
-expect = sync_api.expect
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
 
 
 @pytest.fixture(scope="module")
