@@ -3,16 +3,12 @@
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from jupyter_gpupool.demo.run import free_port
+from jupyter_gpupool.demo.testing import DemoProcess
 
 
 def descendants(pid):
@@ -43,78 +39,30 @@ def alive(pid):
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
-    state = tmp_path_factory.mktemp("demo-state")
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "jupyter_gpupool",
-            "demo",
-            "--port",
-            str(port),
-            "--state-dir",
-            str(state),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = None
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if line.startswith("ready "):
-            url = line.split()[1]
-            break
-        if not line and proc.poll() is not None:
-            break
-    if url is None:
-        proc.kill()
-        log = (state / "jupyterhub.log").read_text() if (state / "jupyterhub.log").exists() else ""
-        pytest.fail(f"demo did not start: {proc.stderr.read()}\n{log[-3000:]}")
-    token = (state / "admin-token").read_text().strip()
-
-    def api(method, path, body=None):
-        req = urllib.request.Request(
-            url + path,
-            method=method,
-            data=json.dumps(body).encode() if body is not None else None,
-            headers={"Authorization": f"token {token}"},
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=60) as resp:
-                text = resp.read()
-                return resp.status, json.loads(text) if text.strip().startswith(b"{") else text
-        except urllib.error.HTTPError as e:
-            return e.code, e.read()
-
-    yield {"proc": proc, "url": url, "state": state, "api": api, "port": port}
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+    with DemoProcess.start(tmp_path_factory.mktemp("demo-state")) as demo:
+        yield demo
 
 
 def test_state_dir_holds_everything(demo):
-    state = demo["state"]
+    state = demo.state
     for name in ("jupyterhub.sqlite", "jupyterhub_cookie_secret", "kubeconfig", "admin-token"):
         assert (state / name).exists(), name
     assert oct((state / "admin-token").stat().st_mode & 0o777) == "0o600"
 
 
 def test_the_gpupool_service_runs_with_the_demo_pools(demo):
-    code, answer = demo["api"]("GET", "/services/gpupool/api/v1/pools")
+    code, answer = demo.api("GET", "/services/gpupool/api/v1/pools")
     assert code == 200
     pools = {p["name"]: p for p in answer["pools"]}
     assert set(pools) == {"training-pool", "inference-pool", "dev-pool", "compute-pool", "default"}
     assert (pools["training-pool"]["gpu_total"], pools["training-pool"]["node_count"]) == (16, 2)
     assert pools["default"]["gpu_total"] == 4  # node-6, in no pool
-    code, quotas = demo["api"]("GET", "/services/gpupool/api/v1/quotas")
+    code, quotas = demo.api("GET", "/services/gpupool/api/v1/quotas")
     assert code == 200 and "ml-research" in json.dumps(quotas)
 
 
 def test_a_user_gets_a_working_notebook_server_on_the_cluster(demo):
-    api = demo["api"]
+    api = demo.api
     api("POST", "/hub/api/users/alice")
     code, _ = api("POST", "/hub/api/users/alice/server")
     assert code in (201, 202)
@@ -134,8 +82,8 @@ def test_a_user_gets_a_working_notebook_server_on_the_cluster(demo):
 
 
 def test_sigterm_stops_everything_and_leaves_no_process(demo):
-    proc = demo["proc"]
-    api = demo["api"]
+    proc = demo.proc
+    api = demo.api
     api("POST", "/hub/api/users/bob")
     api("POST", "/hub/api/users/bob/server")
     deadline = time.monotonic() + 60
