@@ -8,7 +8,6 @@ gpupool service, its scopes and roles into a hub. For a real cluster, start from
 
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -27,11 +26,12 @@ c.JupyterHub.db_url = f"sqlite:///{state / 'jupyterhub.sqlite'}"
 c.JupyterHub.cookie_secret_file = str(state / "jupyterhub_cookie_secret")
 c.JupyterHub.log_level = env.get("GPUPOOL_DEMO_LOG_LEVEL", "INFO")
 
-# The Python port of configurable-http-proxy, so that pip alone installs the demo.
+# The Python port of configurable-http-proxy, so that pip alone installs the demo; started
+# through jupyter_gpupool.demo.proxy, which makes it pass responses on as they come (or the
+# spawn page's progress messages arrive all at once, at the end) and websockets as they are
+# (JupyterLab's kernel protocol), as the JavaScript proxy does.
 c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{env['GPUPOOL_DEMO_PROXY_API_PORT']}"
-c.ConfigurableHTTPProxy.command = [
-    shutil.which("configurable-http-proxy", path=str(bindir)) or "configurable-http-proxy"
-]
+c.ConfigurableHTTPProxy.command = [sys.executable, "-m", "jupyter_gpupool.demo.proxy"]
 c.ConfigurableHTTPProxy.pid_file = str(state / "jupyterhub-proxy.pid")
 
 # --- users: anyone may log in with any password; `admin` is an admin -------------------------
