@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 
@@ -152,6 +154,41 @@ def test_the_rendered_form_submits_the_defaults_back_without_javascript():
     assert "Large &lt;b&gt;model&lt;/b&gt; training" in html
     # keyboard operable ordering for browsers with JavaScript
     assert 'aria-label="Move training-pool up"' in html and 'class="gpupool-use"' in html
+
+
+class Classes(HTMLParser):
+    """Every CSS class the markup uses, and the classes of each element by id."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.used: set[str] = set()
+        self.by_id: dict[str, set[str]] = {}
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        classes = set((a.get("class") or "").split())
+        self.used |= classes
+        if a.get("id"):
+            self.by_id[a["id"]] = classes
+
+
+def test_the_form_is_styled_by_the_hubs_bootstrap_5():
+    # The hub's pages (JupyterHub >= 5) carry Bootstrap 5 in style.min.css. Bootstrap 3's classes
+    # style nothing there: the order buttons looked like bare arrows, the GPU selects like text
+    # fields, and the screen-reader announcement showed on the page.
+    from jupyterhub._data import DATA_FILES_PATH
+
+    css_file = Path(DATA_FILES_PATH) / "static" / "css" / "style.min.css"
+    if not css_file.exists():
+        pytest.skip(f"no {css_file}")
+    defined = set(re.findall(r"\.(-?[_a-zA-Z][\w-]*)", css_file.read_text()))
+    parsed = Classes()
+    parsed.feed(render_form(form_context(CATALOG, SpawnOptions(("training-pool",)))))
+    ours = {c for c in parsed.used if c.startswith("gpupool-")}
+    assert sorted(parsed.used - ours - defined) == []
+    assert "visually-hidden" in parsed.by_id["gpupool-announce"]
+    assert "form-select" in parsed.by_id["gpupool-gpus"]
+    assert "form-select" in parsed.by_id["gpupool-gpu-type"]
 
 
 def test_a_gpu_count_no_pool_offers_falls_back_to_the_nearest():
