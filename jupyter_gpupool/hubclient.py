@@ -4,9 +4,9 @@ named servers, and following a start's progress (the hub's event stream).
 ::
 
     hub = HubClient(os.environ["JUPYTERHUB_API_URL"], os.environ["JUPYTERHUB_API_TOKEN"])
-    await hub.start_server("alice", "big", {"pools": ["training-pool"], "gpus": 2})
-    async for event in hub.progress("alice", "big"):
-        print(event["progress"], event["message"])
+    options = {"pools": ["training-pool"], "gpus": 2}
+    async for event in hub.start_and_follow("alice", "big", options):  # start, then progress
+        print(event.get("progress"), event["message"])
     await hub.stop_server("alice", "big")
     await hub.close()
 
@@ -130,6 +130,62 @@ class HubClient:
         body = {"user_options": dict(user_options or {})}
         resp = await self._fetch("POST", server_path(user, server), body)
         return int(resp.code)
+
+    async def start_and_follow(
+        self,
+        user: str,
+        server: str,
+        user_options: Mapping[str, Any] | None = None,
+        *,
+        timeout: float = 600.0,
+        poll: float = 0.2,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Ask for a server and yield its start's progress events, as :meth:`progress` does.
+
+        JupyterHub answers the request only once the start is over or after its
+        ``slow_spawn_timeout`` (10 s): progress asked for after that answer has only the last
+        event, so every step of a quick start would be lost. The progress is followed while
+        the request is still waiting instead. A start the hub refuses at once raises
+        :class:`HubError` with the spawner's words, as :meth:`start_server` does; one that fails
+        later ends with a ``failed`` event.
+        """
+        post = asyncio.ensure_future(self.start_server(user, server, user_options))
+        try:
+            while not post.done():
+                await asyncio.wait({post}, timeout=poll)
+                if post.done() or await self._starting(user, server):
+                    break
+            if post.done():
+                post.result()  # a refusal raises here
+            last: Mapping[str, Any] = {}
+            async for event in self.progress(user, server, timeout):
+                last = event
+                yield event
+            if not last.get("failed"):
+                await post  # an error the stream did not end with
+        finally:
+            if not post.done():
+                post.cancel()
+            elif not post.cancelled():
+                post.exception()  # retrieved: a failed start was reported as an event
+
+    async def _starting(self, user: str, server: str) -> bool:
+        """Whether the hub says the server is starting (so its progress can be followed)."""
+        try:
+            model = (await self.servers(user)).get(server) or {}
+        except HubError:
+            return False  # the start request will say what is wrong
+        return model.get("pending") == "spawn"
+
+    async def create_user(self, name: str) -> bool:
+        """Add a user to the hub (the token needs ``admin:users``); False if they exist."""
+        try:
+            await self._fetch("POST", f"users/{quote(name, safe='')}", {})
+        except HubError as e:
+            if e.status == 409:
+                return False
+            raise
+        return True
 
     async def stop_server(self, user: str, server: str) -> int:
         """Ask the hub to stop a server: 204 stopped, 202 stopping."""

@@ -142,16 +142,17 @@ class UserSession:
             return LaunchResult(
                 server, False, f"{_server_words(server)} is this server: name another one"
             )
-        try:
-            code = await self.hub().start_server(self.user, server, options)
-        except HubError as e:
-            return LaunchResult(server, False, e.message)
         if not wait:
+            try:
+                code = await self.hub().start_server(self.user, server, options)
+            except HubError as e:
+                return LaunchResult(server, False, e.message)
             return LaunchResult(server, code == 201, "starting" if code == 202 else "ready")
         last: Mapping[str, Any] = {}
         try:
-            # the hub ends the stream after the event that says ready or failed
-            async for event in self.hub().progress(self.user, server):
+            # followed while the hub's answer to the start is pending (a quick start's steps
+            # would be lost otherwise); the hub ends it after the event that says ready or failed
+            async for event in self.hub().start_and_follow(self.user, server, options):
                 last = event
                 if on_progress is not None:
                     on_progress(event)

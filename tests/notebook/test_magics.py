@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from fakehub import FAILING_GPUS, REFUSAL, REFUSED_GPUS
+from fakehub import FAILING_GPUS, QUICK_GPUS, REFUSAL, REFUSED_GPUS
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
@@ -77,6 +77,18 @@ def test_launch_wait_then_release(gpupool, fake_hub, capsys):
     assert capsys.readouterr().out == "server 'big' stopped\n"
     gpupool("release big")
     assert capsys.readouterr().out == "server 'big' is not running\n"
+
+
+def test_launch_wait_shows_the_steps_of_a_start_over_before_the_hub_answers(gpupool, capsys):
+    # JupyterHub answers a start only when it is over (or after slow_spawn_timeout): progress
+    # asked for after that answer is only "ready", so it is followed while the answer waits
+    gpupool(f"launch quick --pools dev-pool --gpus {QUICK_GPUS} --wait")
+    assert capsys.readouterr().out.splitlines() == [
+        "[ 10%] admitted to dev-pool within quota (1 GPU)",
+        "[ 50%] scheduled on node gpu-node-5",
+        "[100%] ready at /user/alice/quick/",
+        "quick is ready: /user/alice/quick/",
+    ]
 
 
 def test_launch_names_a_server_after_its_first_pool(gpupool, fake_hub, capsys):
