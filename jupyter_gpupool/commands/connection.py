@@ -20,6 +20,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..client import GPUPoolClient, GPUPoolError
+from ..demo import ADMIN_TOKEN_FILE, URL_FILE
 
 EXIT_OK = 0
 EXIT_USER = 1
@@ -90,15 +91,15 @@ def connection(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[st
         if not state.is_dir():
             raise CommandError(f"--state-dir {state} is not a directory")
         if not url:
-            if not (state / "url").exists():
+            if not (state / URL_FILE).exists():
                 raise CommandError(
-                    f"{state / 'url'} does not exist: is `gpupool demo --state-dir {state}` "
+                    f"{state / URL_FILE} does not exist: is `gpupool demo --state-dir {state}` "
                     "running? (it writes the file once it is ready)",
                     EXIT_UNREACHABLE,
                 )
-            url = _read(state / "url", "the demo's URL file")
+            url = _read(state / URL_FILE, "the demo's URL file")
         if not token:
-            token = _read(state / "admin-token", "the demo's admin token")
+            token = _read(state / ADMIN_TOKEN_FILE, "the demo's admin token")
     url = url or environ.get("GPUPOOL_URL", "")
     token = token or environ.get("GPUPOOL_TOKEN", "")
     if not url:

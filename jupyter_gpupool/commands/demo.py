@@ -8,6 +8,7 @@ import logging
 import sys
 from pathlib import Path
 
+from ..demo import DEFAULT_PORT, DEFAULT_STATE_DIR
 from ..yamldoc import DocumentError
 
 
@@ -21,11 +22,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "everything answers; SIGINT or SIGTERM stops it all."
         ),
     )
-    p.add_argument("--port", type=int, default=8000, help="JupyterHub's port (default 8000)")
+    p.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"JupyterHub's port (default {DEFAULT_PORT})"
+    )
     p.add_argument(
         "--state-dir",
         type=Path,
-        default=Path("gpupool-demo"),
+        default=Path(DEFAULT_STATE_DIR),
         metavar="DIR",
         help="hub database, cookie secret, kubeconfig, logs and admin-token (default ./gpupool-demo)",
     )

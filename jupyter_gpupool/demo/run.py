@@ -22,14 +22,15 @@ import tornado.httpclient
 from ..sim import SimCluster
 from ..sim.pytest_plugin import example_cluster_spec
 from ..sim.spec import load_cluster_file
+from . import ADMIN_TOKEN_FILE, DEFAULT_PORT, DEFAULT_STATE_DIR, URL_FILE
 
 HERE = Path(__file__).resolve().parent
 
 
 @dataclass
 class DemoOptions:
-    port: int = 8000
-    state_dir: Path = Path("gpupool-demo")
+    port: int = DEFAULT_PORT
+    state_dir: Path = Path(DEFAULT_STATE_DIR)
     cluster_file: Path | None = None
     pools_dir: Path | None = None
     log_level: str = "INFO"
@@ -112,7 +113,7 @@ class Demo:
             if self.opts.cluster_file
             else example_cluster_spec()
         )
-        self.admin_token = read_or_create_token(self.state / "admin-token")
+        self.admin_token = read_or_create_token(self.state / ADMIN_TOKEN_FILE)
         spawner_token = read_or_create_token(self.state / "spawner-token")
         self.cluster = SimCluster(spec, kubeconfig=self.state / "kubeconfig", run_processes=True)
         await self.cluster.start()
@@ -139,7 +140,7 @@ class Demo:
         self.hub = self._spawn_hub(env)
         await self.wait_ready(with_service=bool(cmd))
         # `gpupool --state-dir DIR ...` finds the demo through this file; it exists while ready
-        (self.state / "url").write_text(self.url + "\n")
+        (self.state / URL_FILE).write_text(self.url + "\n")
 
     def _spawn_hub(self, env: dict[str, str]) -> subprocess.Popen[bytes]:
         with open(self.state / "jupyterhub.log", "ab") as log:
@@ -181,7 +182,7 @@ class Demo:
 
     async def stop(self) -> None:
         with contextlib.suppress(OSError):
-            (self.state / "url").unlink()
+            (self.state / URL_FILE).unlink()
         hub = self.hub
         if hub is not None and hub.poll() is None:
             # JupyterHub stops the single-user servers, the proxy and its services on SIGTERM.

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import ADMIN_TOKEN_FILE
 from .run import free_port
 
 
@@ -63,7 +64,7 @@ class DemoProcess:
             )
         try:
             url = _wait_ready(proc, state, timeout)
-            token = (state / "admin-token").read_text().strip()
+            token = (state / ADMIN_TOKEN_FILE).read_text().strip()
             yield cls(proc, url, state, token)
         finally:
             _stop(proc)
