@@ -14,7 +14,7 @@ import re
 import time
 
 import pytest
-from browser_setup import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, expect, sync_api
+from browser_setup import chromium, expect, log_in, new_page, shoot
 
 from jupyter_gpupool.demo.testing import DemoProcess
 
@@ -39,22 +39,14 @@ def demo(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with chromium() as b:
         yield b
-        b.close()
 
 
 def login(browser, demo, user):
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    context.set_default_timeout(20_000)
-    page = context.new_page()
+    page = new_page(browser)
     page.on("dialog", lambda dialog: dialog.accept())  # "Stop this server?"
-    page.goto(demo.url + "/hub/login")
-    page.fill("#username_input", user)
-    page.fill("#password_input", "any password")
-    page.click("#login_submit")
-    page.wait_for_url(re.compile(r".*/hub/(home|spawn).*"))
+    log_in(page, demo.url, user)
     return page
 
 
@@ -63,11 +55,6 @@ def admin(browser, demo):
     page = login(browser, demo, "admin")
     yield page
     page.context.close()
-
-
-def shoot(page, name):
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
 def open_page(page, demo, path):

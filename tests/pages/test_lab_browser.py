@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from browser_setup import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, expect, sync_api
+from browser_setup import chromium, expect, log_in, new_page, shoot
 
 from jupyter_gpupool.demo.testing import DemoProcess
 
@@ -24,15 +24,8 @@ def demo(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with chromium() as b:
         yield b
-        b.close()
-
-
-def shoot(page, name):
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
 
 
 def test_the_status_item_shows_the_pool_and_opens_the_panel(browser, demo):
@@ -45,15 +38,9 @@ def test_the_status_item_shows_the_pool_and_opens_the_panel(browser, demo):
     )
     assert status in (201, 202), body
     demo.start_server("alice")
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    context.set_default_timeout(60_000)
-    page = context.new_page()
+    page = new_page(browser, timeout=60_000)
     try:
-        page.goto(demo.url + "/hub/login")
-        page.fill("#username_input", "alice")
-        page.fill("#password_input", "any password")
-        page.click("#login_submit")
-        page.wait_for_url(re.compile(r".*/hub/(home|spawn|spawn-pending).*|.*/user/alice/.*"))
+        log_in(page, demo.url, "alice")
         page.goto(demo.url + "/user/alice/lab")
         item = page.locator("#jp-gpupool-status")
         expect(item).to_have_text("GPU 1\u00d7 A10-24G · inference-pool")
@@ -68,5 +55,5 @@ def test_the_status_item_shows_the_pool_and_opens_the_panel(browser, demo):
         expect(panel.locator("table").nth(1)).to_contain_text("(this one)")
         shoot(page, "lab-panel")
     finally:
-        context.close()
+        page.context.close()
         demo.api("DELETE", "/hub/api/users/alice/server")
