@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from k8s_factories import TEST_POOLS, node, pod
+import yaml
+from k8s_factories import EXAMPLES, TEST_POOLS, node, pod
 
+from jupyter_gpupool import labels as L
 from jupyter_gpupool.admission import (
     AdmissionRequest,
     AdmissionState,
@@ -568,3 +570,57 @@ def test_a_guaranteed_request_blocked_by_borrowers_stops_the_walk_unless_told_no
     assert not d.admitted and d.pool == "p" and d.reclaim is not None
     d = w.decide("ann", ["a"], ["p", "spare"], 2, reclaim=False)
     assert d.admitted and d.pool == "spare"
+
+
+# --- the README's worked example ---------------------------------------------------------------
+
+
+def test_the_readme_worked_example_on_the_demo_files():
+    """README.md, "A worked example": the demo's own pools, quotas and training/inference nodes
+    (examples/pools, examples/cluster.yaml); each row of its table, in order."""
+    cluster = yaml.safe_load((EXAMPLES.parent / "cluster.yaml").read_text())
+    nodes = [
+        node(n["name"], n["labels"][L.POOL_LABEL], n["gpu"]["count"], n["gpu"]["type"])
+        for n in cluster["nodes"]
+        if n.get("labels", {}).get(L.POOL_LABEL) in ("training-pool", "inference-pool")
+    ]
+    w = World(load_paths([EXAMPLES]), *nodes)
+    groups = {"alice": ["ml-research"], "bob": ["ml-research"], "carol": ["ml-ops"]}
+    clock = iter(range(10, 60))
+
+    def ask(user, gpus, pools=("training-pool",)):
+        d = w.admit(user, groups.get(user, []), pools, gpus)
+        if d.admitted:
+            w.run(f"{user}-{w.count}", d, created=f"2025-01-01T00:00:{next(clock)}Z")
+        return d
+
+    def used():
+        return w.index.pool_usage("training-pool").gpu_used
+
+    def where(d):
+        return (d.pool, d.node, d.charged, d.over_quota)
+
+    assert where(ask("dave", 4)) == ("training-pool", "gpu-node-1", "user:dave", True)
+    assert used() == 4
+    assert where(ask("carol", 4)) == ("training-pool", "gpu-node-1", "user:carol", True)
+    assert used() == 8
+    bob = ask("bob", 4)
+    assert where(bob) == ("training-pool", "gpu-node-2", "group:ml-research", False)
+    assert used() == 12
+    assert where(ask("erin", 4)) == ("training-pool", "gpu-node-2", "user:erin", True)
+    assert used() == 16
+
+    d = ask("alice", 4)
+    assert not d.admitted and d.reclaim is not None
+    assert (d.reclaim.node, [(v.user, v.gpus) for v in d.reclaim.victims]) == (
+        "gpu-node-2",
+        [("erin", 4)],
+    )
+    erin = d.reclaim.victims[0]
+    w.index.apply_pod("DELETED", pod(erin.name, 4, "gpu-node-2", user="erin"))
+    assert where(ask("alice", 4)) == ("training-pool", "gpu-node-2", "group:ml-research", False)
+    assert used() == 16
+
+    d = ask("alice", 1, ("training-pool", "inference-pool"))
+    assert d.reasons == ["training-pool: you use 4 of your limit of 4 GPUs in this pool"]
+    assert (d.pool, d.over_quota) == ("inference-pool", True)
