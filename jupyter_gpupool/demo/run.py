@@ -20,8 +20,7 @@ from pathlib import Path
 import tornado.httpclient
 
 from ..sim import SimCluster
-from ..sim.pytest_plugin import example_cluster_spec
-from ..sim.spec import load_cluster_file
+from ..sim.spec import example_cluster_spec, load_cluster_file
 from . import ADMIN_TOKEN_FILE, DEFAULT_PORT, DEFAULT_STATE_DIR, URL_FILE
 
 HERE = Path(__file__).resolve().parent

@@ -11,21 +11,12 @@ Enable with ``pytest_plugins = ["jupyter_gpupool.sim.pytest_plugin"]`` in a ``co
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 import pytest_asyncio
 
 from .cluster import SimCluster
-from .spec import ClusterSpec, load_cluster_file
-
-EXAMPLE_CLUSTER = Path(__file__).resolve().parents[2] / "examples" / "cluster.yaml"
-
-
-def example_cluster_spec() -> ClusterSpec:
-    """The demo's cluster: from the source tree if present, else the copy in the package."""
-    packaged = Path(__file__).with_name("example_cluster.yaml")
-    return load_cluster_file(EXAMPLE_CLUSTER if EXAMPLE_CLUSTER.exists() else packaged)
+from .spec import ClusterSpec, example_cluster_spec
 
 
 @pytest.fixture

@@ -289,6 +289,16 @@ def load_cluster_file(path: str | os.PathLike[str]) -> ClusterSpec:
     return parse_cluster(text, str(p))
 
 
+#: The demo's cluster in a source tree; wheels carry a copy beside this module (pyproject.toml).
+EXAMPLE_CLUSTER = Path(__file__).resolve().parents[2] / "examples" / "cluster.yaml"
+
+
+def example_cluster_spec() -> ClusterSpec:
+    """The demo's cluster: from the source tree if present, else the copy in the package."""
+    packaged = Path(__file__).with_name("example_cluster.yaml")
+    return load_cluster_file(EXAMPLE_CLUSTER if EXAMPLE_CLUSTER.exists() else packaged)
+
+
 def node_spec_from_dict(data: Mapping[str, Any]) -> NodeSpec:
     """A node from the same mapping a cluster file's ``nodes`` entry holds (for live changes)."""
     import yaml
