@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -38,10 +39,28 @@ class DemoOptions:
     extra_config: Path | None = None
 
 
+#: Where free_port() looks: below the ephemeral ranges of Linux (32768-60999) and macOS
+#: (49152-65535), so that no outgoing connection is given the port between the moment it is
+#: chosen and the moment the process told about it binds it (bind(("", 0)) hands out ephemeral
+#: ports, and the demo's own HTTP clients took one of them at least once).
+FREE_PORT_RANGE = (20000, 32000)
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port on 127.0.0.1 that nothing listens on, never the same twice in this process."""
+    for _ in range(200):
+        port = random.randint(*FREE_PORT_RANGE)
+        if port in _handed_out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise OSError(f"no free port on 127.0.0.1 in {FREE_PORT_RANGE[0]}-{FREE_PORT_RANGE[1]}")
 
 
 def read_or_create_token(path: Path) -> str:
