@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import gc
 import json
-import os
 import signal
 import statistics
 import sys
@@ -32,15 +31,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import tornado.httpclient
 from bench_service import (
     ADMIN_TOKEN,
-    SERVICE_TOKEN,
+    SYNC_TIMEOUT,
     cluster_spec,
-    free_port,
+    hub_models,
     percentile,
     populate,
-    start_hub_stub,
-    start_service,
     write_pools,
 )
+from service_process import answers_ok, start_hub_stub, start_service, wait_answering
 
 from jupyter_gpupool.sim import SimCluster
 
@@ -81,7 +79,7 @@ async def measure(
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    hub_api = start_hub_stub()
+    hub_api = start_hub_stub(hub_models())
     cluster = SimCluster(cluster_spec(args.nodes, args.pools, args.gpus))
     populate(cluster, args.nodes, args.pools, args.pods, args.groups)
     await cluster.start()
@@ -92,32 +90,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         pools_dir = Path(tmp) / "pools"
         pools_dir.mkdir()
         write_pools(pools_dir, args.pools, args.groups)
-        port = free_port()
-        env = {
-            **os.environ,
-            "JUPYTERHUB_API_URL": hub_api,
-            "JUPYTERHUB_API_TOKEN": SERVICE_TOKEN,
-            "JUPYTERHUB_SERVICE_PREFIX": "/services/gpupool/",
-            "JUPYTERHUB_CLIENT_ID": "service-gpupool",
-        }
-        proc = start_service(port, cluster.kubeconfig, pools_dir, env)
-        base = f"http://127.0.0.1:{port}/services/gpupool/"
+        proc, base = start_service(cluster.kubeconfig, pools_dir, hub_api, SYNC_TIMEOUT)
         http = tornado.httpclient.AsyncHTTPClient(force_instance=True)
         try:
-            while True:
-                if proc.poll() is not None:
-                    raise SystemExit(f"the service exited with {proc.returncode}")
-                try:
-                    resp = await http.fetch(
-                        base + "api/v1/",
-                        headers={"Authorization": f"token {ADMIN_TOKEN}"},
-                        raise_error=False,
-                    )
-                    if resp.code == 200:
-                        break
-                except OSError:
-                    pass
-                await asyncio.sleep(0.1)
+            await wait_answering(proc, answers_ok(base + "api/v1/", ADMIN_TOKEN))
             for name, path in pages(args.nodes).items():
                 times, size, code = await measure(http, base + path, args.requests)
                 out[name] = {

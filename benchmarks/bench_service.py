@@ -28,43 +28,32 @@ import argparse
 import asyncio
 import gc
 import json
-import os
 import random
 import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tornado.httpclient
-import tornado.httpserver
-import tornado.netutil
-import tornado.web
 import yaml
+from service_process import start_hub_stub, start_service, wait_answering
 
 from jupyter_gpupool.sim import ClusterSpec, NodeSpec, SimCluster
 from jupyter_gpupool.sim.spec import GPUSpec
 
 ADMIN_TOKEN = "bench-admin-token"
 USER_TOKEN = "bench-user-token"
-SERVICE_TOKEN = "bench-service-token"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_hub_stub() -> str:
-    """``/hub/api/user`` for the two tokens the benchmark uses; returns the API URL."""
-    models = {
+def hub_models() -> dict[str, dict[str, Any]]:
+    """The two tokens the benchmark uses, as JupyterHub would describe them."""
+    return {
         ADMIN_TOKEN: {"kind": "service", "name": "spawner", "scopes": ["custom:gpupool:admin"]},
         USER_TOKEN: {
             "kind": "user",
@@ -73,18 +62,6 @@ def start_hub_stub() -> str:
             "scopes": ["custom:gpupool:use"],
         },
     }
-
-    class WhoAmI(tornado.web.RequestHandler):
-        def get(self) -> None:
-            token = self.request.headers.get("Authorization", "").partition(" ")[2]
-            if token not in models:
-                raise tornado.web.HTTPError(403)
-            self.finish(json.dumps(models[token]))
-
-    sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
-    server = tornado.httpserver.HTTPServer(tornado.web.Application([(r"/hub/api/user", WhoAmI)]))
-    server.add_sockets(sockets)
-    return f"http://127.0.0.1:{sockets[0].getsockname()[1]}/hub/api"
 
 
 def cluster_spec(nodes: int, pools: int, gpus: int) -> ClusterSpec:
@@ -160,22 +137,8 @@ def write_pools(directory: Path, pools: int, groups: int) -> None:
         (directory / f"pool-{p:02d}.yaml").write_text(yaml.safe_dump(doc))
 
 
-def start_service(
-    port: int, kubeconfig: str, pools_dir: Path, env: dict[str, str]
-) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "jupyter_gpupool.service",
-            f"--port={port}",
-            f"--kubeconfig={kubeconfig}",
-            f"--pools={pools_dir}",
-            "--log-level=WARN",
-            "--GPUPoolService.sync_timeout=600",
-        ],
-        env=env,
-    )
+#: The first full list of a 5,000-node cluster takes longer than the default sync timeout.
+SYNC_TIMEOUT = "--GPUPoolService.sync_timeout=600"
 
 
 def rss_mb(pid: int) -> float:
@@ -256,7 +219,7 @@ async def run_phase(
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    hub_api = start_hub_stub()
+    hub_api = start_hub_stub(hub_models())
     t0 = time.perf_counter()
     cluster = SimCluster(cluster_spec(args.nodes, args.pools, args.gpus))
     populate(cluster, args.nodes, args.pools, args.pods, args.groups)
@@ -271,28 +234,15 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         pools_dir = Path(tmp) / "pools"
         pools_dir.mkdir()
         write_pools(pools_dir, args.pools, args.groups)
-        port = free_port()
-        env = {
-            **os.environ,
-            "JUPYTERHUB_API_URL": hub_api,
-            "JUPYTERHUB_API_TOKEN": SERVICE_TOKEN,
-            "JUPYTERHUB_SERVICE_PREFIX": "/services/gpupool/",
-            "JUPYTERHUB_CLIENT_ID": "service-gpupool",
-        }
         t0 = time.perf_counter()
-        proc = start_service(port, cluster.kubeconfig, pools_dir, env)
-        base = f"http://127.0.0.1:{port}/services/gpupool/"
+        proc, base = start_service(cluster.kubeconfig, pools_dir, hub_api, SYNC_TIMEOUT)
         http = Http(args.clients, keepalive=not args.no_keepalive)
         try:
-            while True:
-                if proc.poll() is not None:
-                    raise SystemExit(f"the service exited with {proc.returncode}")
-                try:
-                    if await http.fetch("GET", base + "api/v1/", ADMIN_TOKEN) == 200:
-                        break
-                except OSError:
-                    pass
-                await asyncio.sleep(0.1)
+
+            async def answers() -> bool:
+                return await http.fetch("GET", base + "api/v1/", ADMIN_TOKEN) == 200
+
+            await wait_answering(proc, answers)
             startup_s = time.perf_counter() - t0
             pool_names = [f"pool-{p:02d}" for p in range(args.pools)]
 

@@ -25,10 +25,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -40,14 +38,17 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 import tornado.httpclient  # noqa: E402
-import tornado.httpserver  # noqa: E402
-import tornado.netutil  # noqa: E402
-import tornado.web  # noqa: E402
+from service_process import (  # noqa: E402
+    answers_ok,
+    start_hub_stub,
+    start_service,
+    wait_answering,
+)
 
 SPAWNER_TOKEN = "bench-spawner-token"
-SERVICE_TOKEN = "bench-service-token"
-PREFIX = "/services/gpupool/"
 
 
 class User:
@@ -61,73 +62,26 @@ class User:
         self.spawners: dict[str, Any] = {}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_hub_stub() -> str:
-    """JupyterHub's ``/hub/api/user`` for the spawner's token; returns the API URL."""
-    model = {"kind": "service", "name": "gpupool-spawner", "scopes": ["custom:gpupool:admin"]}
-
-    class WhoAmI(tornado.web.RequestHandler):
-        def get(self) -> None:
-            if self.request.headers.get("Authorization") != f"token {SPAWNER_TOKEN}":
-                raise tornado.web.HTTPError(403)
-            self.finish(json.dumps(model))
-
-    sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
-    server = tornado.httpserver.HTTPServer(tornado.web.Application([(r"/hub/api/user", WhoAmI)]))
-    server.add_sockets(sockets)
-    return f"http://127.0.0.1:{sockets[0].getsockname()[1]}/hub/api"
-
-
-def service_process(port: int, kubeconfig: str, pools_dir: Path) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "JUPYTERHUB_API_URL": start_hub_stub(),
-        "JUPYTERHUB_API_TOKEN": SERVICE_TOKEN,
-        "JUPYTERHUB_SERVICE_PREFIX": PREFIX,
-        "JUPYTERHUB_CLIENT_ID": "service-gpupool",
-    }
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "jupyter_gpupool.service",
-            f"--port={port}",
-            f"--kubeconfig={kubeconfig}",
-            f"--pools={pools_dir}",
-            "--log-level=WARN",
-        ],
-        env=env,
-        stdin=subprocess.DEVNULL,
+async def start_gpupool_service(
+    kubeconfig: str, pools_dir: Path
+) -> tuple[subprocess.Popen[bytes], str]:
+    """The service, answering the spawner's token (or SystemExit within 60 s)."""
+    hub_api = start_hub_stub(
+        {
+            SPAWNER_TOKEN: {
+                "kind": "service",
+                "name": "gpupool-spawner",
+                "scopes": ["custom:gpupool:admin"],
+            }
+        }
     )
-
-
-async def start_service(kubeconfig: str, pools_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    proc = service_process(port, kubeconfig, pools_dir)
-    url = f"http://127.0.0.1:{port}{PREFIX}"
-    http = tornado.httpclient.AsyncHTTPClient()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the service exited with {proc.returncode}")
-        try:
-            resp = await http.fetch(
-                url + "api/v1/pools",
-                headers={"Authorization": f"token {SPAWNER_TOKEN}"},
-                raise_error=False,
-            )
-            if resp.code == 200:
-                return proc, url
-        except OSError:
-            pass
-        await asyncio.sleep(0.1)
-    proc.kill()
-    raise SystemExit("the service did not answer within 60 s")
+    proc, url = start_service(kubeconfig, pools_dir, hub_api)
+    try:
+        await wait_answering(proc, answers_ok(url + "api/v1/pools", SPAWNER_TOKEN), timeout=60)
+    except SystemExit:
+        proc.kill()
+        raise
+    return proc, url
 
 
 def make(cls: type, user: User, **config: Any) -> Any:
@@ -290,7 +244,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     use_kubeconfig(cluster.kubeconfig)
     proc = None
     try:
-        proc, service_url = await start_service(cluster.kubeconfig, pools_dir)
+        proc, service_url = await start_gpupool_service(cluster.kubeconfig, pools_dir)
         kube_s, pool_s = await spawn_times(service_url, args.spawns)
         full = await first_pool_full(cluster, service_url, args.kube_timeout)
     finally:

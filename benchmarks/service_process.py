@@ -1,0 +1,106 @@
+"""What the service benchmarks share: the gpupool service in a process of its own
+(``python -m jupyter_gpupool.service``) against a simulated cluster, with a stub of JupyterHub's
+token check in this process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import tornado.httpclient
+import tornado.httpserver
+import tornado.netutil
+import tornado.web
+
+from jupyter_gpupool.demo.run import free_port
+
+PREFIX = "/services/gpupool/"
+#: The service's own token (HubAuth checks visitors' tokens with it).
+SERVICE_TOKEN = "bench-service-token"
+
+
+def start_hub_stub(models: Mapping[str, dict[str, Any]]) -> str:
+    """JupyterHub's ``/hub/api/user``: the model of each token in ``models``, 403 for any other.
+    Served by this process's event loop; returns the API URL."""
+
+    class WhoAmI(tornado.web.RequestHandler):
+        def get(self) -> None:
+            token = self.request.headers.get("Authorization", "").partition(" ")[2]
+            if token not in models:
+                raise tornado.web.HTTPError(403)
+            self.finish(json.dumps(models[token]))
+
+    sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
+    server = tornado.httpserver.HTTPServer(tornado.web.Application([(r"/hub/api/user", WhoAmI)]))
+    server.add_sockets(sockets)
+    return f"http://127.0.0.1:{sockets[0].getsockname()[1]}/hub/api"
+
+
+def start_service(
+    kubeconfig: str, pools_dir: Path, hub_api: str, *extra_args: str
+) -> tuple[subprocess.Popen[bytes], str]:
+    """The service on a free port, as the hub would start it; returns it and its URL."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "JUPYTERHUB_API_URL": hub_api,
+        "JUPYTERHUB_API_TOKEN": SERVICE_TOKEN,
+        "JUPYTERHUB_SERVICE_PREFIX": PREFIX,
+        "JUPYTERHUB_CLIENT_ID": "service-gpupool",
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jupyter_gpupool.service",
+            f"--port={port}",
+            f"--kubeconfig={kubeconfig}",
+            f"--pools={pools_dir}",
+            "--log-level=WARN",
+            *extra_args,
+        ],
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    return proc, f"http://127.0.0.1:{port}{PREFIX}"
+
+
+async def wait_answering(
+    proc: subprocess.Popen[bytes],
+    answers: Callable[[], Awaitable[bool]],
+    timeout: float | None = None,
+) -> None:
+    """Until ``answers()`` is true (the service has synced and answers); SystemExit if the
+    service exits first, or after ``timeout`` seconds."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise SystemExit(f"the service exited with {proc.returncode}")
+        try:
+            if await answers():
+                return
+        except OSError:
+            pass  # not listening yet
+        if deadline is not None and time.monotonic() > deadline:
+            raise SystemExit(f"the service did not answer within {timeout:g} s")
+        await asyncio.sleep(0.1)
+
+
+def answers_ok(url: str, token: str) -> Callable[[], Awaitable[bool]]:
+    """For :func:`wait_answering`: whether a GET of ``url`` with ``token`` answers 200."""
+    http = tornado.httpclient.AsyncHTTPClient()
+
+    async def answers() -> bool:
+        resp = await http.fetch(url, headers={"Authorization": f"token {token}"}, raise_error=False)
+        return resp.code == 200
+
+    return answers
