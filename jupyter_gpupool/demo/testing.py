@@ -1,12 +1,17 @@
-"""A ``gpupool demo`` in a child process, for tests that need the whole thing (CLI, browser).
+"""``gpupool demo`` and ``gpupool sim`` in child processes, for tests that need the whole thing
+(CLI, browser, kubectl).
 
 ::
 
     with DemoProcess.start(tmp_path / "demo") as demo:
         status, body = demo.api("GET", "/services/gpupool/api/v1/pools")
 
-The demo runs exactly as a newcomer starts it (``python -m jupyter_gpupool demo``), on a free
-port, and is stopped with SIGTERM (which stops the hub, its proxy, its services and the servers).
+    with SimProcess.start(Path("examples/cluster.yaml"), tmp_path / "kubeconfig") as sim:
+        subprocess.run(["kubectl", "get", "nodes"], env={**os.environ, "KUBECONFIG": ...})
+
+Each runs exactly as a person starts it (``python -m jupyter_gpupool demo|sim``), the demo on a
+free port and the simulator on one it picks itself, and is stopped with SIGTERM (the demo stops
+the hub, its proxy, its services and the servers).
 """
 
 from __future__ import annotations
@@ -44,24 +49,10 @@ class DemoProcess:
     @contextlib.contextmanager
     def start(cls, state: Path, timeout: float = 120) -> Iterator[DemoProcess]:
         state.mkdir(parents=True, exist_ok=True)
-        # stderr to a file: a pipe nobody reads would block the demo once it is full
-        with open(state / "demo-stderr.log", "w") as err:
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "jupyter_gpupool",
-                    "demo",
-                    "--port",
-                    str(free_port()),
-                    "--state-dir",
-                    str(state),
-                ],
-                stdout=subprocess.PIPE,
-                stderr=err,
-                text=True,
-                start_new_session=True,
-            )
+        proc = _launch(
+            ["demo", "--port", str(free_port()), "--state-dir", str(state)],
+            state / "demo-stderr.log",
+        )
         try:
             url = _wait_ready(proc, state, timeout)
             token = (state / ADMIN_TOKEN_FILE).read_text().strip()
@@ -107,7 +98,21 @@ class DemoProcess:
         return "" in (model.get("servers") or {})
 
 
-def _wait_ready(proc: subprocess.Popen[str], state: Path, timeout: float) -> str:
+def _launch(args: list[str], stderr: Path) -> subprocess.Popen[str]:
+    """``python -m jupyter_gpupool ARGS`` in a session of its own, stdout piped (for its ready
+    line), stderr to a file: a pipe nobody reads would block the child once it is full."""
+    with open(stderr, "w") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "jupyter_gpupool", *args],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            start_new_session=True,
+        )
+
+
+def _ready_line(proc: subprocess.Popen[str], timeout: float) -> str | None:
+    """The URL of the ``ready URL`` line both commands print, or None if none came."""
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -116,6 +121,13 @@ def _wait_ready(proc: subprocess.Popen[str], state: Path, timeout: float) -> str
             return line.split()[1]
         if not line and proc.poll() is not None:
             break
+    return None
+
+
+def _wait_ready(proc: subprocess.Popen[str], state: Path, timeout: float) -> str:
+    url = _ready_line(proc, timeout)
+    if url is not None:
+        return url
     _stop(proc)
     err, log = state / "demo-stderr.log", state / "jupyterhub.log"
     tail = log.read_text()[-3000:] if log.exists() else ""
@@ -133,3 +145,28 @@ def _stop(proc: subprocess.Popen[str]) -> None:
             proc.wait()
     if proc.stdout is not None:
         proc.stdout.close()
+
+
+@dataclass
+class SimProcess:
+    proc: subprocess.Popen[str]
+    url: str  # the simulated API server's, http://127.0.0.1:PORT
+    kubeconfig: Path
+
+    @classmethod
+    @contextlib.contextmanager
+    def start(cls, cluster: Path, kubeconfig: Path, timeout: float = 60) -> Iterator[SimProcess]:
+        """``gpupool sim --cluster CLUSTER --port 0 --kubeconfig KUBECONFIG`` until it is ready;
+        its stderr goes to ``sim-stderr.log`` beside the kubeconfig."""
+        proc = _launch(
+            ["sim", "--cluster", str(cluster), "--port", "0", "--kubeconfig", str(kubeconfig)],
+            kubeconfig.parent / "sim-stderr.log",
+        )
+        try:
+            url = _ready_line(proc, timeout)
+            if url is None:
+                err_text = (kubeconfig.parent / "sim-stderr.log").read_text()
+                raise RuntimeError(f"gpupool sim did not start: {err_text}")
+            yield cls(proc, url, kubeconfig)
+        finally:
+            _stop(proc)

@@ -9,6 +9,7 @@ admin service token (``custom:gpupool:admin``), and user tokens made through the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -24,6 +25,7 @@ import pytest
 import requests
 
 from jupyter_gpupool.demo.run import DemoOptions, free_port, service_command
+from jupyter_gpupool.demo.testing import SimProcess
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_CONFIG = REPO / "jupyter_gpupool" / "demo" / "jupyterhub_config.py"
@@ -57,42 +59,16 @@ def call(url, method="GET", token=None, body=None, headers=None):
         return status, raw.decode("utf-8", "replace")
 
 
-def wait_for_line(proc, prefix, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if line.startswith(prefix):
-            return line.split()[1]
-        if not line and proc.poll() is not None:
-            break
-    raise RuntimeError(f"no {prefix!r} line; exit status {proc.poll()}")
-
-
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
     state = tmp_path_factory.mktemp("hub-state")
     admin_token = "a" * 32 + "gpupool-test-admin"
     (state / "admin-token").write_text(admin_token + "\n")
     kubeconfig = state / "kubeconfig"
-    sim = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "jupyter_gpupool",
-            "sim",
-            "--cluster",
-            str(REPO / "examples" / "cluster.yaml"),
-            "--kubeconfig",
-            str(kubeconfig),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-    )
+    cleanup = contextlib.ExitStack()
+    cleanup.enter_context(SimProcess.start(REPO / "examples" / "cluster.yaml", kubeconfig))
     hub_proc = None
     try:
-        wait_for_line(sim, "ready ")
         port, service_port = free_port(), free_port()
         opts = DemoOptions(port=port, state_dir=state)
         cmd = service_command(opts, service_port, str(kubeconfig))
@@ -151,15 +127,14 @@ def hub(tmp_path_factory):
             "state": state,
         }
     finally:
-        for proc in (hub_proc, sim):
-            if proc is None or proc.poll() is not None:
-                continue
-            proc.send_signal(signal.SIGTERM)
+        if hub_proc is not None and hub_proc.poll() is None:
+            hub_proc.send_signal(signal.SIGTERM)
             try:
-                proc.wait(timeout=30)
+                hub_proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+                os.killpg(hub_proc.pid, signal.SIGKILL)
+                hub_proc.wait()
+        cleanup.close()
 
 
 POOL = {"kind": "pool", "version": "v0.1", "pool": {"name": "auth-test-pool"}, "nodes": {}}

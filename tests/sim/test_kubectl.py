@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_gpupool.demo.testing import SimProcess
+
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cluster.yaml"
@@ -20,51 +22,21 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cluster.yaml"
 @pytest.fixture
 def sim(tmp_path):
     """Run `gpupool sim` in a subprocess; yield a kubectl runner bound to its kubeconfig."""
-    kubeconfig = tmp_path / "kubeconfig"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "jupyter_gpupool",
-            "sim",
-            "--cluster",
-            str(EXAMPLE),
-            "--port",
-            "0",
-            "--kubeconfig",
-            str(kubeconfig),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = None
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if line.startswith("ready "):
-            url = line.split()[1]
-            break
-        if not line and proc.poll() is not None:
-            break
-    assert url, f"gpupool sim did not become ready: {proc.stderr.read()}"
+    with SimProcess.start(EXAMPLE, tmp_path / "kubeconfig") as process:
 
-    def kubectl(*args, check=True):
-        env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
-        result = subprocess.run(
-            ["kubectl", *args], capture_output=True, text=True, env=env, timeout=60
-        )
-        if check:
-            assert result.returncode == 0, result.stderr
-        return result
+        def kubectl(*args, check=True):
+            env = {**os.environ, "KUBECONFIG": str(process.kubeconfig)}
+            result = subprocess.run(
+                ["kubectl", *args], capture_output=True, text=True, env=env, timeout=60
+            )
+            if check:
+                assert result.returncode == 0, result.stderr
+            return result
 
-    kubectl.url = url
-    kubectl.proc = proc
-    kubectl.tmp = tmp_path
-    yield kubectl
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=10)
+        kubectl.url = process.url
+        kubectl.proc = process.proc
+        kubectl.tmp = tmp_path
+        yield kubectl
 
 
 def wait_until(fn, timeout=10):
