@@ -1,4 +1,5 @@
-"""Regenerate the README's screenshots: `python docs/make_screenshots.py` (needs chromium).
+"""Regenerate the README's screenshots: `python docs/make_screenshots.py` (needs chromium and
+playwright, as the browser tests do: it launches and logs in through tests/pages/browser_setup).
 
 Starts `gpupool demo` in a temporary state dir, starts a 4-GPU server for bob so the pages have
 something to show, then photographs alice's spawn form and the admin's pools page.
@@ -11,20 +12,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from playwright.sync_api import sync_playwright
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "pages"))
+
+from browser_setup import chromium, log_in
 
 from jupyter_gpupool.demo.testing import DemoProcess
 
 OUT = Path(__file__).resolve().parent / "images"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 def main() -> int:
@@ -36,22 +30,17 @@ def main() -> int:
             raise SystemExit(f"cannot start bob's server: {status} {body!r}")
         time.sleep(3)
         OUT.mkdir(exist_ok=True)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        with chromium() as browser:
             for user, path, name in (
                 ("alice", "/hub/spawn", "spawn-form.png"),
                 ("admin", "/services/gpupool/pools", "pools-page.png"),
             ):
                 page = browser.new_page(viewport={"width": 1280, "height": 820})
-                page.goto(demo.url + "/hub/login")
-                page.fill("#username_input", user)
-                page.fill("#password_input", "any password")
-                page.click("#login_submit")
+                log_in(page, demo.url, user)
                 page.goto(demo.url + path)
                 page.wait_for_timeout(1500)
                 page.screenshot(path=str(OUT / name), full_page=True)
                 page.close()
-            browser.close()
     print(f"wrote {OUT / 'spawn-form.png'} and {OUT / 'pools-page.png'}")
     return 0
 
