@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import yaml
 from k8s_factories import EXAMPLES, TEST_POOLS, node, pod
 
 from jupyter_gpupool import labels as L
@@ -17,6 +16,7 @@ from jupyter_gpupool.admission import (
 from jupyter_gpupool.poolfile import load_paths, load_string
 from jupyter_gpupool.pools import Registry
 from jupyter_gpupool.reservations import Reservation, Reservations
+from jupyter_gpupool.sim.spec import example_cluster_spec
 from jupyter_gpupool.usage import UsageIndex
 
 
@@ -578,11 +578,10 @@ def test_a_guaranteed_request_blocked_by_borrowers_stops_the_walk_unless_told_no
 def test_the_readme_worked_example_on_the_demo_files():
     """README.md, "A worked example": the demo's own pools, quotas and training/inference nodes
     (examples/pools, examples/cluster.yaml); each row of its table, in order."""
-    cluster = yaml.safe_load((EXAMPLES.parent / "cluster.yaml").read_text())
     nodes = [
-        node(n["name"], n["labels"][L.POOL_LABEL], n["gpu"]["count"], n["gpu"]["type"])
-        for n in cluster["nodes"]
-        if n.get("labels", {}).get(L.POOL_LABEL) in ("training-pool", "inference-pool")
+        node(n.name, n.labels[L.POOL_LABEL], n.gpu.count, n.gpu.type)
+        for n in example_cluster_spec().nodes
+        if n.gpu and n.labels.get(L.POOL_LABEL) in ("training-pool", "inference-pool")
     ]
     w = World(load_paths([EXAMPLES]), *nodes)
     groups = {"alice": ["ml-research"], "bob": ["ml-research"], "carol": ["ml-ops"]}
