@@ -21,8 +21,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from jupyter_gpupool.demo import ADMIN_TOKEN_FILE, URL_FILE
-from jupyter_gpupool.demo.connect import connect
+from jupyter_gpupool.demo.connect import connect, find_demo
 from jupyter_gpupool.demo.run import free_port
 from jupyter_gpupool.demo.testing import DemoProcess
 
@@ -47,16 +46,17 @@ class Binder:
     exported: dict[str, str]  # the GPUPOOL_* variables the command was run with
 
     def demo(self, timeout: float = 180) -> DemoProcess:
-        """The demo binder/start runs, once it answers (it writes its url file then)."""
-        state = Path(self.exported["GPUPOOL_DEMO_DIR"])
+        """The demo binder/start runs, found as the tour finds it, once its state directory says
+        it answers (the demo writes its url file then)."""
         deadline = time.monotonic() + timeout
-        while not (state / URL_FILE).exists():
+        while True:
+            found, missing = find_demo(self.exported)
+            if not missing:
+                return DemoProcess(self.proc, found.url, found.state_dir, found.token)
             if time.monotonic() > deadline:
-                log = state / "demo.log"
+                log = found.state_dir / "demo.log"
                 pytest.fail(f"the demo did not start: {log.read_text() if log.exists() else ''}")
             time.sleep(0.2)
-        url = (state / URL_FILE).read_text().strip()
-        return DemoProcess(self.proc, url, state, (state / ADMIN_TOKEN_FILE).read_text().strip())
 
 
 @pytest.fixture(scope="module")
