@@ -56,7 +56,14 @@ from .pools import (
     ResourceCap,
     Source,
 )
-from .yamldoc import Document, DocumentError, PathElem, Problem, load_documents
+from .yamldoc import (
+    MAX_TEXT_BYTES,
+    Document,
+    DocumentError,
+    PathElem,
+    Problem,
+    load_documents,
+)
 
 VERSION = "v0.1"
 POOL_KINDS = ("pool", "resource")
@@ -696,6 +703,12 @@ def _read(files: Iterable[str], problems: list[Problem]) -> list[tuple[str, str]
     texts = []
     for f in files:
         try:
+            size = Path(f).stat().st_size
+            if size > MAX_TEXT_BYTES:  # refused before it is read into memory
+                problems.append(
+                    Problem(f, 1, "(file)", f"{size} bytes is too large; at most {MAX_TEXT_BYTES}")
+                )
+                continue
             texts.append((Path(f).read_text(encoding="utf-8"), f))
         except (OSError, UnicodeDecodeError) as e:
             problems.append(Problem(f, 1, "(file)", f"cannot read: {e}"))

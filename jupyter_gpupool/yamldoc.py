@@ -4,6 +4,11 @@ Cluster files and pool files are both checked field by field, and every problem 
 ``FILE:LINE: field.path: message`` so an admin can jump straight to it. PyYAML throws line numbers
 away once a document is constructed, so this module composes the node tree first, records the line
 of every mapping key and sequence item by path, and only then builds the plain Python value.
+
+Documents here are small, flat configuration written by people, so the loader refuses what such a
+document never needs and what lets a few hundred bytes cost minutes and gigabytes to load: anchors
+and aliases (nested aliases expand exponentially, "billion laughs"), texts over
+:data:`MAX_TEXT_BYTES` and nesting deeper than :data:`MAX_DEPTH`. Each refusal names the line.
 """
 
 from __future__ import annotations
@@ -17,6 +22,13 @@ import yaml
 
 PathElem = str | int
 Path = tuple[PathElem, ...]
+
+MAX_TEXT_BYTES = 4 * 1024 * 1024
+"""The largest text loaded (a pool of 5,000 nodes, one line each, is about 150 KB)."""
+
+MAX_DEPTH = 32
+"""The deepest nesting of mappings and sequences (a pool document's deepest field, a template
+toleration's key, is 4 levels down; a cluster file's is about as deep)."""
 
 
 def format_path(path: Sequence[PathElem]) -> str:
@@ -87,15 +99,101 @@ def _record(node: yaml.Node, path: Path, lines: dict[Path, int]) -> None:
             _record(item, child, lines)
 
 
+class _Refused(yaml.YAMLError):
+    """Something the strict loader does not accept, and the line (1-based) where it starts."""
+
+    def __init__(self, line: int, message: str):
+        super().__init__(message)
+        self.line = line
+        self.message = message
+
+
+class StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader without anchors or aliases, and with a nesting limit.
+
+    The check sits in the composer, before any node is shared or built, so a refused document
+    costs no more than reading it up to the offending line.
+    """
+
+    def __init__(self, stream: str | bytes):
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        event = self.peek_event()
+        line = event.start_mark.line + 1 if event.start_mark is not None else 1
+        if isinstance(event, yaml.AliasEvent):
+            raise _Refused(
+                line,
+                f"YAML aliases (*{event.anchor}) are not accepted; write the value out",
+            )
+        if getattr(event, "anchor", None) is not None:
+            raise _Refused(
+                line,
+                f"YAML anchors (&{event.anchor}) are not accepted; write the value out",
+            )
+        nests = isinstance(event, yaml.SequenceStartEvent | yaml.MappingStartEvent)
+        if nests:
+            self._depth += 1
+            if self._depth > MAX_DEPTH:
+                raise _Refused(line, f"nested more than {MAX_DEPTH} levels deep")
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            if nests:
+                self._depth -= 1
+
+
+def _check_size(text: str | bytes, file: str) -> None:
+    size = len(text.encode() if isinstance(text, str) else text)
+    if size > MAX_TEXT_BYTES:
+        raise DocumentError(
+            [Problem(file, 1, "(yaml)", f"{size} bytes is too large; at most {MAX_TEXT_BYTES}")]
+        )
+
+
+def safe_load(text: str | bytes, file: str = "<string>") -> Any:
+    """One YAML document as plain Python values, refused as :func:`load_documents` refuses.
+
+    Raises :class:`DocumentError` (a ``ValueError``) naming the line.
+    """
+    _check_size(text, file)
+    try:
+        loader = StrictLoader(text)
+    except yaml.YAMLError as e:
+        raise DocumentError([Problem(file, 1, "(yaml)", f"invalid YAML: {e}")]) from None
+    try:
+        return loader.get_single_data()
+    except yaml.YAMLError as e:
+        raise DocumentError([_yaml_problem(e, file)]) from None
+    except RecursionError:  # pragma: no cover - the depth limit comes first
+        raise DocumentError([Problem(file, 1, "(yaml)", "nested too deeply")]) from None
+    finally:
+        loader.dispose()
+
+
+def _yaml_problem(e: yaml.YAMLError, file: str) -> Problem:
+    if isinstance(e, _Refused):
+        return Problem(file, e.line, "(yaml)", e.message)
+    if isinstance(e, yaml.MarkedYAMLError):
+        mark = e.problem_mark or e.context_mark
+        line = mark.line + 1 if mark is not None else 1
+        msg = " ".join(str(x) for x in (e.context, e.problem) if x)
+        return Problem(file, line, "(yaml)", f"invalid YAML: {msg}")
+    return Problem(file, 1, "(yaml)", f"invalid YAML: {e}")
+
+
 def load_documents(text: str, file: str = "<string>") -> list[Document]:
     """Parse every ``---`` separated document in ``text``.
 
-    Raises :class:`DocumentError` for YAML syntax errors, pointing at the line PyYAML blames.
-    Empty documents are skipped.
+    Raises :class:`DocumentError` for YAML syntax errors, pointing at the line PyYAML blames,
+    and for what :class:`StrictLoader` refuses (anchors, aliases, deep nesting) and texts over
+    :data:`MAX_TEXT_BYTES`. Empty documents are skipped.
     """
+    _check_size(text, file)
     try:
         # the reader rejects some characters (NUL...) as soon as it is made
-        loader = yaml.SafeLoader(text)
+        loader = StrictLoader(text)
     except yaml.YAMLError as e:
         raise DocumentError([Problem(file, 1, "(yaml)", f"invalid YAML: {e}")]) from None
     docs: list[Document] = []
@@ -110,14 +208,9 @@ def load_documents(text: str, file: str = "<string>") -> list[Document]:
             if data is None:
                 continue
             docs.append(Document(data, file, node.start_mark.line + 1, lines))
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        line = mark.line + 1 if mark is not None else 1
-        msg = " ".join(str(x) for x in (e.context, e.problem) if x)
-        raise DocumentError([Problem(file, line, "(yaml)", f"invalid YAML: {msg}")]) from None
     except yaml.YAMLError as e:
-        raise DocumentError([Problem(file, 1, "(yaml)", f"invalid YAML: {e}")]) from None
-    except RecursionError:
+        raise DocumentError([_yaml_problem(e, file)]) from None
+    except RecursionError:  # pragma: no cover - the depth limit comes first
         raise DocumentError(
             [Problem(file, 1, "(yaml)", "invalid YAML: nested too deeply")]
         ) from None

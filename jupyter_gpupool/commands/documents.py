@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from ..poolfile import POOL_KINDS, QUOTA_KIND
+from ..yamldoc import DocumentError, safe_load
 
 REQUEST = "<request>"
 _SEPARATOR = re.compile(r"^---(\s|#|$)")
@@ -47,8 +48,8 @@ class Chunk:
 
 def _identify(text: str) -> tuple[str | None, str | None]:
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
+        data = safe_load(text)
+    except DocumentError:  # the service says why, at the line
         return None, None
     if not isinstance(data, dict):
         return None, None
