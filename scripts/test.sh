@@ -6,19 +6,32 @@ cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-python3}
 
-# System packages: kubectl (the tests drive the simulated cluster with it) and chromium (the
-# browser tests of the pages; `playwright install` cannot download browsers everywhere).
+# System packages: kubectl (the tests drive the simulated cluster with it), chromium (the browser
+# tests of the pages; `playwright install` cannot download browsers everywhere) and npm (the lab
+# extension's jest tests). As root they are installed; under CI (CI=true) or as root a tool that is
+# still missing is an error, since the tests that need it would not run. Elsewhere it is a warning
+# and those tests are skipped, with the reason (pytest -rs).
+strict=0
+if [ "${CI:-}" = true ] || [ "${CI:-}" = 1 ] || [ "$(id -u)" = 0 ]; then strict=1; fi
 need=()
 command -v kubectl >/dev/null 2>&1 || need+=(kubernetes-client)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
-if [ ${#need[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ]; then
-    echo "== apt-get install ${need[*]}"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-  else
-    echo "warning: not root, cannot install ${need[*]}; the tests that need them will be skipped" >&2
+command -v npm >/dev/null 2>&1 || need+=(nodejs npm)
+if [ ${#need[@]} -gt 0 ] && [ "$(id -u)" = 0 ]; then
+  echo "== apt-get install ${need[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+missing=()
+for tool in kubectl chromium npm; do
+  command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$strict" = 1 ]; then
+    echo "error: ${missing[*]} missing (apt-get install failed?); the tests need them" >&2
+    exit 1
   fi
+  echo "warning: not root, cannot install ${missing[*]}; the tests that need them are skipped" >&2
 fi
 
 echo "== pip install -e .[test]"
@@ -29,8 +42,6 @@ echo "== pip install -e .[test]"
 if command -v npm >/dev/null 2>&1; then
   echo "== labextension: npm ci && npm test"
   (cd labextension && npm ci --no-audit --no-fund --loglevel=error && npm test)
-else
-  echo "warning: npm not found; the lab extension's jest tests are skipped" >&2
 fi
 
 echo "== ruff check"
@@ -40,4 +51,5 @@ echo "== ruff format --check"
 echo "== mypy jupyter_gpupool"
 "$PY" -m mypy jupyter_gpupool
 echo "== pytest"
-"$PY" -m pytest -p no:cacheprovider "$@"
+# -rs lists every skipped test with its reason; under CI a skip fails the run (tests/conftest.py).
+"$PY" -m pytest -p no:cacheprovider -rs "$@"

@@ -1,1 +1,27 @@
+from __future__ import annotations
+
+import pytest
+from needs import under_ci
+
 pytest_plugins = ["jupyter_gpupool.sim.pytest_plugin"]
+
+
+def _skipped(session: pytest.Session) -> list[pytest.TestReport]:
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    return list(reporter.stats.get("skipped", [])) if reporter is not None else []
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Under CI a skipped test fails the run: every test must run there (see tests/needs.py)."""
+    if under_ci() and _skipped(session) and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    skipped = terminalreporter.stats.get("skipped", [])
+    if under_ci() and skipped:
+        terminalreporter.write_line(
+            f"CI: {len(skipped)} test(s) skipped, and under CI every test must run; "
+            "the reasons are in the short test summary (-rs)",
+            red=True,
+        )

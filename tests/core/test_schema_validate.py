@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-import pytest
+import jsonschema
 import yaml
 from k8s_factories import EXAMPLES
 
@@ -21,7 +21,6 @@ def test_shipped_schema_is_the_generated_one():
 
 
 def test_examples_validate_against_the_schema_and_mistakes_do_not():
-    jsonschema = pytest.importorskip("jsonschema")
     validator = jsonschema.Draft202012Validator(generate())
     for f in sorted(EXAMPLES.iterdir()):
         for doc in load_documents(f.read_text(), str(f)):

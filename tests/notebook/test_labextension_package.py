@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
+from needs import need_module
 
 import jupyter_gpupool
 
-tomllib = pytest.importorskip("tomllib", reason="reading pyproject.toml needs Python 3.11")
+tomllib = need_module("tomllib", "reading pyproject.toml needs Python 3.11")
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILT = ROOT / "jupyter_gpupool" / "labextension"

@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import os
 
+import nbclient
 import nbformat
 import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from jupyter_gpupool.demo.testing import DemoProcess
-
-nbclient = pytest.importorskip("nbclient", reason="the notebook test needs nbclient")
 
 CELLS = [
     """

@@ -2,7 +2,7 @@
 and the steps every browser test takes (launch Chromium, log in to the hub, take a screenshot).
 
 Importing this skips the importing test module, with the reason, when the ``playwright`` package
-or Chromium is missing (``scripts/test.sh`` installs both).
+or Chromium is missing (``scripts/test.sh`` installs both); under CI that fails it (tests/needs.py).
 """
 
 from __future__ import annotations
@@ -15,17 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
+from needs import need, need_module
 
-sync_api = pytest.importorskip(
-    "playwright.sync_api", reason="the browser tests need the playwright package"
-)
+sync_api = need_module("playwright.sync_api", "the browser tests need the playwright package")
 CHROMIUM = os.environ.get("GPUPOOL_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-if not os.path.exists(CHROMIUM):
-    pytest.skip(
-        "the browser tests need Chromium (apt-get install chromium; scripts/test.sh does)",
-        allow_module_level=True,
-    )
+need(
+    os.path.exists(CHROMIUM),
+    "the browser tests need Chromium (apt-get install chromium; scripts/test.sh does)",
+)
 
 expect = sync_api.expect
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
