@@ -3,7 +3,9 @@
 ::
 
     async with SimCluster.from_file("examples/cluster.yaml") as cluster:
-        # cluster.url, cluster.kubeconfig (a kubeconfig file for any Kubernetes client)
+        # cluster.url, cluster.kubeconfig (a kubeconfig file for any Kubernetes client),
+        # cluster.token (the bearer token every request needs; it is in the kubeconfig),
+        # cluster.auth_headers and cluster.ssl_context for raw HTTPS requests
         cluster.cordon("gpu-node-1")
         cluster.set_condition("gpu-node-2", "Ready", False)
 """
@@ -15,6 +17,7 @@ import contextlib
 import copy
 import os
 import socket
+import ssl
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -22,8 +25,8 @@ from typing import Any
 
 import tornado.httpserver
 import tornado.netutil
-import yaml
 
+from .credentials import TLSIdentity, kubeconfig_text, new_tls_identity, new_token, write_private
 from .kubelet import Kubelet
 from .resources import RESOURCES
 from .scheduler import Scheduler
@@ -93,23 +96,6 @@ def node_object(spec: NodeSpec, now: float) -> dict[str, Any]:
     return node
 
 
-def kubeconfig_text(url: str, name: str = "gpupool-sim") -> str:
-    return yaml.safe_dump(
-        {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": name, "cluster": {"server": url}}],
-            "users": [{"name": name, "user": {"token": "gpupool-sim"}}],
-            "contexts": [
-                {"name": name, "context": {"cluster": name, "user": name, "namespace": "default"}}
-            ],
-            "current-context": name,
-            "preferences": {},
-        },
-        sort_keys=False,
-    )
-
-
 class SimCluster:
     """The simulated cluster, serving on 127.0.0.1 while inside ``async with``."""
 
@@ -135,6 +121,10 @@ class SimCluster:
         self.faults = Faults(store=self.store)
         self._server: tornado.httpserver.HTTPServer | None = None
         self.url = ""
+        # A new secret per cluster: the API server answers only requests that carry it (see
+        # credentials.py for why it serves HTTPS with a certificate of its own).
+        self.token = new_token()
+        self.tls: TLSIdentity | None = None
         self._populate()
 
     @classmethod
@@ -159,8 +149,11 @@ class SimCluster:
     async def start(self) -> SimCluster:
         sockets = tornado.netutil.bind_sockets(self.port, "127.0.0.1", family=socket.AF_INET)
         self.port = sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._server = tornado.httpserver.HTTPServer(make_app(self), idle_connection_timeout=3600)
+        self.url = f"https://127.0.0.1:{self.port}"
+        self.tls = new_tls_identity()
+        self._server = tornado.httpserver.HTTPServer(
+            make_app(self), ssl_options=self.tls.server_context(), idle_connection_timeout=3600
+        )
         self._server.add_sockets(sockets)
         self.scheduler.start()
         self.kubelet.start()
@@ -169,9 +162,21 @@ class SimCluster:
         else:
             self._tmpdir = tempfile.TemporaryDirectory(prefix="gpupool-sim-")
             path = Path(self._tmpdir.name) / "kubeconfig"
-        path.write_text(kubeconfig_text(self.url))
+        write_private(path, kubeconfig_text(self.url, self.token, self.tls.ca_pem))
         self.kubeconfig = str(path)
         return self
+
+    @property
+    def auth_headers(self) -> dict[str, str]:
+        """The ``Authorization`` header for raw HTTP requests to this cluster."""
+        return {"Authorization": f"Bearer {self.token}"}
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext:
+        """A TLS context that trusts this cluster, for raw HTTP requests (once started)."""
+        if self.tls is None:
+            raise RuntimeError("the cluster has not started")
+        return self.tls.client_context()
 
     async def stop(self) -> None:
         self.store.cut_watches()

@@ -2,12 +2,20 @@
 
 The handlers only translate HTTP to :class:`~jupyter_gpupool.sim.store.Store` calls and back;
 all rules live in the store, the scheduler and the kubelet.
+
+Every request first passes the door (:meth:`BaseHandler.prepare`): in process mode, creating a pod
+runs its command on this machine, so the server must not take requests from just anyone. It wants
+the bearer token of the kubeconfig the cluster wrote, refuses anything a web browser sent (an
+``Origin`` header), and takes request bodies only in the media types the real API server decodes:
+a page's ``text/plain`` POST, which browsers send cross-origin without asking first, never reaches
+a handler.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import hmac
 import json
 import logging
 import random
@@ -18,6 +26,8 @@ from urllib.parse import unquote
 import tornado.web
 from tornado.iostream import StreamClosedError
 
+from .. import yamldoc
+from .patch import SUPPORTED_PATCH_TYPES
 from .resources import (
     RESOURCES,
     SERVER_VERSION,
@@ -36,6 +46,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_WATCH_TIMEOUT = 1800  # seconds; the real API server closes watches after 30-60 min
+
+# Request bodies of create, replace and delete: the media types the real API server decodes, less
+# protobuf, which the simulator cannot read. As there, a missing Content-Type means JSON.
+BODY_MEDIA_TYPES = ("application/json", "application/yaml")
+# Health probes answer without a token, as the real API server's do for anonymous users (the
+# system:public-info-viewer role): they say "ok" and nothing else.
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/livez"})
 
 
 @dataclass
@@ -134,8 +151,59 @@ class BaseHandler(tornado.web.RequestHandler):
     def initialize(self, cluster: SimCluster) -> None:
         self.cluster = cluster
 
-    def check_xsrf_cookie(self) -> None:  # an API server, not a web page
+    def check_xsrf_cookie(self) -> None:  # an API server, not a web page: see prepare()
         pass
+
+    def prepare(self) -> None:
+        refused = self.refusal()
+        if refused is not None:
+            self.send_error_status(refused)
+
+    def refusal(self) -> ApiError | None:
+        """Why the door stays shut for this request, or None to let it in."""
+        if "Origin" in self.request.headers:
+            # kubectl and the client libraries never send Origin; browsers always do on the
+            # cross-origin POSTs a web page can make without a preflight.
+            return ApiError(
+                403,
+                "requests with an Origin header are refused: the gpupool simulated cluster "
+                "does not serve web pages; use kubectl or a Kubernetes client with its kubeconfig",
+            )
+        if self.request.path.rstrip("/") not in OPEN_PATHS:
+            scheme, _, token = self.request.headers.get("Authorization", "").partition(" ")
+            token = token.strip()
+            if scheme.lower() != "bearer" or not token:
+                return ApiError(401, "Unauthorized", "Unauthorized")
+            if not hmac.compare_digest(token.encode(), self.cluster.token.encode()):
+                # The real API server says 401 here too; 403 tells a user with a stale
+                # kubeconfig that a token arrived but is not this cluster's.
+                return ApiError(
+                    403,
+                    "forbidden: the bearer token is not this simulated cluster's; use the "
+                    "kubeconfig it wrote when it started",
+                )
+        return self._media_type_refusal()
+
+    def _media_type(self) -> str:
+        return self.request.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+
+    def _media_type_refusal(self) -> ApiError | None:
+        method = self.request.method
+        if method == "PATCH":
+            accepted: tuple[str, ...] = SUPPORTED_PATCH_TYPES
+            media = self._media_type()  # no default: a patch must say which kind it is
+        elif method in ("POST", "PUT") or (method == "DELETE" and self.request.body):
+            accepted = BODY_MEDIA_TYPES
+            media = self._media_type() or "application/json"
+        else:
+            return None
+        if media in accepted:
+            return None
+        return ApiError(
+            415,
+            "the body of the request was in an unknown format - accepted media types include: "
+            + ", ".join(accepted),
+        )
 
     def send_json(self, obj: Any, status: int = 200) -> None:
         self.set_status(status)
@@ -146,20 +214,20 @@ class BaseHandler(tornado.web.RequestHandler):
         self.send_json(e.status(), e.code)
 
     def body_json(self) -> Any:
+        """The request body, decoded as its (already checked) media type says."""
         if not self.request.body:
             return None
         try:
             return json.loads(self.request.body)
         except ValueError as e:
-            ctype = self.request.headers.get("Content-Type", "")
-            if "yaml" in ctype:
-                import yaml
-
-                try:
-                    return yaml.safe_load(self.request.body)
-                except yaml.YAMLError:
-                    pass
-            raise ApiError(400, f"the request body is not valid JSON: {e}") from None
+            if self._media_type() != "application/yaml":
+                raise ApiError(400, f"the request body is not valid JSON: {e}") from None
+        try:
+            # Refuses anchors and aliases: nested aliases ("billion laughs") would expand for
+            # minutes inside the event loop that serves every client.
+            return yamldoc.safe_load(self.request.body, "request body")
+        except yamldoc.DocumentError as e:
+            raise ApiError(400, f"the request body is not valid YAML: {e}") from None
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         err = ApiError(status_code, self._reason or "error")
@@ -194,6 +262,9 @@ class ApiHandler(BaseHandler):
     _watcher: Watcher | None = None
 
     def prepare(self) -> None:
+        super().prepare()
+        if self._finished:
+            return
         if self.cluster.faults.should_fail(self.request.method or "GET", self.request.path):
             self.send_error_status(ApiError(500, "injected fault (gpupool sim)", "InternalError"))
 
@@ -494,6 +565,15 @@ class ControlHandler(BaseHandler):
             self.send_error_status(ApiError(404, f"no such control endpoint: {path}"))
 
 
+class NotFoundHandler(BaseHandler):
+    """Any other path: a 404 Status, but only past the door, as the real API server answers."""
+
+    def get(self, *args: Any) -> None:
+        self.send_error_status(ApiError(404, "the server could not find the requested resource"))
+
+    post = put = patch = delete = get
+
+
 def make_app(cluster: SimCluster) -> tornado.web.Application:
     args = {"cluster": cluster}
     return tornado.web.Application(
@@ -506,6 +586,8 @@ def make_app(cluster: SimCluster) -> tornado.web.Application:
                 args,
             ),
         ],
+        default_handler_class=NotFoundHandler,
+        default_handler_args=args,
         log_function=_log_request,
     )
 

@@ -11,10 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
+from needs import need
 
 from jupyter_gpupool.demo.testing import SimProcess
+from jupyter_gpupool.sim import sim_auth_headers, sim_ssl_context
 
-pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
+need(shutil.which("kubectl"), "kubectl not installed (Debian: apt-get install kubernetes-client)")
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cluster.yaml"
 
@@ -34,6 +36,7 @@ def sim(tmp_path):
             return result
 
         kubectl.url = process.url
+        kubectl.kubeconfig = process.kubeconfig
         kubectl.proc = process.proc
         kubectl.tmp = tmp_path
         yield kubectl
@@ -58,6 +61,21 @@ def test_sim_writes_a_kubeconfig_and_kubectl_lists_8_nodes(sim):
     assert rows["gpu-node-1"][1] == "Ready" and rows["gpu-node-1"][-1] == "training-pool"
     assert len(rows["node-6"]) == 5  # no pool label
     assert sim("version", "-o", "json").returncode == 0
+
+
+def test_kubectl_sends_the_kubeconfig_token_and_is_refused_without_it(sim):
+    """kubectl only sends a kubeconfig's token over HTTPS: the cluster must serve HTTPS, and a
+    kubeconfig with another token gets refused."""
+    import yaml
+
+    doc = yaml.safe_load(sim.kubeconfig.read_text())
+    assert doc["clusters"][0]["cluster"]["server"].startswith("https://127.0.0.1:")
+    doc["users"][0]["user"] = {"token": "guessed"}
+    other = sim.tmp / "other-kubeconfig"
+    other.write_text(yaml.safe_dump(doc))
+    result = sim("--kubeconfig", str(other), "get", "pods", check=False)
+    assert result.returncode == 1 and "(Forbidden)" in result.stderr, result.stderr
+    assert sim("get", "pods").returncode == 0
 
 
 def test_gpu_pods_run_in_their_pool_or_stay_pending_with_a_reason(sim):
@@ -165,9 +183,10 @@ def control(sim, method, path, body=None):
         f"{sim.url}/sim/v1/{path}",
         method=method,
         data=json.dumps(body).encode() if body is not None else None,
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json", **sim_auth_headers(sim.kubeconfig)},
     )
-    with urllib.request.urlopen(req, timeout=10) as resp:
+    context = sim_ssl_context(sim.kubeconfig)
+    with urllib.request.urlopen(req, timeout=10, context=context) as resp:
         return json.loads(resp.read() or b"null")
 
 

@@ -39,11 +39,11 @@ def running(cluster, name):
     return pod if pod and pod["status"]["phase"] == "Running" else None
 
 
-async def fetch(url, attempts=50):
+async def fetch(url, attempts=50, **kwargs):
     http = tornado.httpclient.AsyncHTTPClient()
     for _ in range(attempts):
         try:
-            return await http.fetch(url, request_timeout=2)
+            return await http.fetch(url, request_timeout=2, **kwargs)
         except (ConnectionError, OSError, tornado.httpclient.HTTPClientError):
             await asyncio.sleep(0.1)
     raise AssertionError(f"{url} never answered")
@@ -153,7 +153,11 @@ async def test_log_is_served_by_the_api(cluster):
         },
     )
     await cluster.wait_for(lambda: cluster.pod("default", "echo")["status"]["phase"] == "Succeeded")
-    resp = await fetch(f"{cluster.url}/api/v1/namespaces/default/pods/echo/log")
+    resp = await fetch(
+        f"{cluster.url}/api/v1/namespaces/default/pods/echo/log",
+        headers=cluster.auth_headers,
+        ssl_options=cluster.ssl_context,
+    )
     assert resp.body.decode().strip() == "from the pod"
 
 
