@@ -18,14 +18,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import nbclient
 import nbformat
 import pytest
+from needs import need
 
 from jupyter_gpupool.demo.connect import connect, find_demo
 from jupyter_gpupool.demo.run import free_port
 from jupyter_gpupool.demo.testing import DemoProcess
-
-nbclient = pytest.importorskip("nbclient", reason="running the tour needs nbclient")
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -141,8 +141,8 @@ def test_the_committed_tour_has_no_outputs():
             text=True,
             check=True,
         ).stdout
-    except (OSError, subprocess.CalledProcessError):
-        pytest.skip("not a git checkout")
+    except (OSError, subprocess.CalledProcessError) as e:
+        need(False, f"the committed tour needs git and a git checkout ({e})")
     nb = nbformat.reads(blob, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert code and all(not c.outputs and c.execution_count is None for c in code)
