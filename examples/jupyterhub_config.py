@@ -3,8 +3,9 @@
 The hub runs in the cluster (its service account may read nodes and pods cluster-wide and label
 nodes: see docs/service.md for the RBAC), users get KubeSpawner pods placed by GPUPoolSpawner, and
 the gpupool service runs as a hub-managed service beside the hub. Replace the authenticator, the
-image and the admin users with yours. One token comes from the environment: GPUPOOL_SPAWNER_TOKEN
-(generate it with `openssl rand -hex 32`), with which the spawner admits on behalf of users.
+image and the admin users with yours. Tokens come from the environment: GPUPOOL_SPAWNER_TOKEN
+(generate it with `openssl rand -hex 32`), with which the spawner admits on behalf of users, and
+optionally GPUPOOL_METRICS_TOKEN, with which Prometheus scrapes the service's metrics.
 """
 
 import os
@@ -19,6 +20,9 @@ c.JupyterHub.custom_scopes = {
     },
     "custom:gpupool:admin": {
         "description": "Administer GPU pools: pools, nodes, quotas and everyone's servers.",
+    },
+    "custom:gpupool:metrics": {
+        "description": "Read the gpupool service's Prometheus metrics, and nothing else.",
     },
 }
 c.JupyterHub.services = [
@@ -39,6 +43,11 @@ c.JupyterHub.services = [
     },
     {"name": "gpupool-spawner", "api_token": os.environ["GPUPOOL_SPAWNER_TOKEN"]},
 ]
+if os.environ.get("GPUPOOL_METRICS_TOKEN"):
+    # the token Prometheus scrapes /services/gpupool/metrics with (role gpupool-metrics)
+    c.JupyterHub.services.append(
+        {"name": "prometheus", "api_token": os.environ["GPUPOOL_METRICS_TOKEN"]}
+    )
 c.JupyterHub.load_roles = [
     {
         "name": "user",
@@ -49,6 +58,12 @@ c.JupyterHub.load_roles = [
         "users": ["admin"],  # your GPU admins
         "services": ["gpupool-spawner"],
         "scopes": ["custom:gpupool:admin", "access:services!service=gpupool"],
+    },
+    {
+        # metrics and nothing else: a scrape token cannot change pools
+        "name": "gpupool-metrics",
+        "services": [s["name"] for s in c.JupyterHub.services if s["name"] == "prometheus"],
+        "scopes": ["custom:gpupool:metrics", "access:services!service=gpupool"],
     },
     {
         "name": "gpupool-service",

@@ -36,12 +36,14 @@ TIMES = "\u00d7"
 
 #: The scopes the spawner asks for the server's ``$JUPYTERHUB_API_TOKEN``
 #: (``c.Spawner.server_token_scopes``): JupyterHub's default ``server`` role (activity, access
-#: to this server), the pools (``custom:gpupool:use``), and starting, stopping and following
-#: the user's own servers (``%gpupool launch``/``release``, the widget).
+#: to this server), the pools (``custom:gpupool:use``, and access to the service named
+#: ``gpupool``, which the service checks for every caller as JupyterHub does), and starting,
+#: stopping and following the user's own servers (``%gpupool launch``/``release``, the widget).
 SERVER_TOKEN_SCOPES = (
     "users:activity!user",
     "access:servers!server",
     "custom:gpupool:use",  # service.auth.USE_SCOPE (importing the service here costs too much)
+    "access:services!service=gpupool",
     "read:users:name!user",
     "read:servers!user",
     "servers!user",

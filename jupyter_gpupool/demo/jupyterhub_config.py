@@ -8,6 +8,7 @@ gpupool service, its scopes and roles into a hub. For a real cluster, start from
 
 import json
 import os
+import secrets
 import sys
 from pathlib import Path
 
@@ -77,10 +78,20 @@ c.JupyterHub.custom_scopes = {
     "custom:gpupool:admin": {
         "description": "Administer GPU pools: pools, nodes, quotas and everyone's servers.",
     },
+    "custom:gpupool:metrics": {
+        "description": "Read the gpupool service's Prometheus metrics, and nothing else.",
+    },
 }
+# A token for Prometheus to scrape /services/gpupool/metrics with, which can do nothing else
+# (role `gpupool-metrics` below): made once, kept in the state directory like admin-token.
+metrics_token_file = state / "metrics-token"
+if not metrics_token_file.exists():
+    metrics_token_file.touch(mode=0o600)
+    metrics_token_file.write_text(secrets.token_hex(32) + "\n")
 services: list[dict[str, object]] = [
     # A token for scripts and the CLI: `gpupool --token-file STATE/admin-token ...`
     {"name": "demo-admin", "api_token": (state / "admin-token").read_text().strip()},
+    {"name": "prometheus", "api_token": metrics_token_file.read_text().strip()},
 ]
 if spawner_token:
     # the token GPUPoolSpawner admits servers with (see docs/service.md)
@@ -119,6 +130,12 @@ c.JupyterHub.load_roles = [
             "list:users",
             "read:users",
         ],
+    },
+    {
+        # a scrape token: metrics only (it needs access to the service, as every caller does)
+        "name": "gpupool-metrics",
+        "services": ["prometheus"],
+        "scopes": ["custom:gpupool:metrics", "access:services!service=gpupool"],
     },
     {
         # what the service itself needs: look up users' groups, stop servers it reclaims

@@ -603,43 +603,10 @@ class GPUPoolService(Application):
         return _file_store(self.pools_dir)
 
     def make_app(self, ctx: ServiceContext) -> tornado.web.Application:
-        prefix = self.base_url
-        api = prefix + "api/v1/"
-        h = handlers
-        routes: list[Any] = [
-            (api, h.InfoHandler),
-            (api + "pools", h.PoolsHandler),
-            (api + "pools.csv", h.PoolsCSVHandler),
-            (api + "pools/([^/]+)", h.PoolHandler),
-            (api + "nodes", h.NodesHandler),
-            (api + "nodes.csv", h.NodesCSVHandler),
-            (api + "nodes/([^/]+)/labels", h.NodeLabelsHandler),
-            (api + "servers", h.ServersHandler),
-            (api + "quotas", h.QuotasHandler),
-            (api + "usage", h.UsageHandler),
-            (api + "usage/history", h.UsageHistoryHandler),
-            (api + "launch-options", h.LaunchOptionsHandler),
-            (api + "admissions", h.AdmissionsHandler),
-            (api + "admissions/([^/]+)", h.AdmissionHandler),
-            (prefix + "metrics", h.MetricsHandler),
-            (prefix + "api/(.*)", h.NotFoundHandler),
-            (prefix + "oauth_callback", pages.OAuthCallbackHandler),
-            (prefix + "static/(.*)", tornado.web.StaticFileHandler, {"path": str(STATIC)}),
-            (prefix + "pools", pages.PoolsPage),
-            (prefix + "pools/usage.svg", pages.UsageChart),
-            (prefix + "pools/([^/]+)", pages.PoolPage),
-            (prefix + "nodes", pages.NodesPage),
-            (prefix + "quotas", pages.QuotasPage),
-            (prefix + "admin", pages.AdminPage),
-            (prefix + "admin/pools", pages.ApplyPoolsAction),
-            (prefix + "admin/pools/([^/]+)/delete", pages.DeletePoolPage),
-            (prefix + "admin/nodes", pages.MoveNodeAction),
-            (prefix + "admin/quotas", pages.QuotasAction),
-            (prefix + "admin/servers/stop", pages.StopServerAction),
-            (prefix, pages.UserPage),
-            (prefix.rstrip("/"), tornado.web.RedirectHandler, {"url": prefix}),
+        routes = [
+            (pattern, handler, kwargs or {"ctx": ctx})
+            for pattern, handler, kwargs in route_table(self.base_url)
         ]
-        routes = [(r[0], r[1], r[2] if len(r) > 2 else {"ctx": ctx}) for r in routes]
         return tornado.web.Application(
             routes,
             cookie_secret=secrets.token_bytes(32),
@@ -855,6 +822,51 @@ def _file_store(directory: str) -> FileStore:
 access_log = logging.getLogger("gpupool.access")
 
 
+def route_table(prefix: str) -> list[tuple[str, type[tornado.web.RequestHandler], dict[str, Any]]]:
+    """The service's routes under ``prefix``: ``(pattern, handler, arguments)``.
+
+    Handlers given no arguments here get the service context (``{"ctx": ctx}``) in
+    :meth:`GPUPoolService.make_app`; the authentication tests walk this list, so a route added
+    here without a row in their table fails them.
+    """
+    api = prefix + "api/v1/"
+    h = handlers
+    routes: list[Any] = [
+        (api, h.InfoHandler),
+        (api + "pools", h.PoolsHandler),
+        (api + "pools.csv", h.PoolsCSVHandler),
+        (api + "pools/([^/]+)", h.PoolHandler),
+        (api + "nodes", h.NodesHandler),
+        (api + "nodes.csv", h.NodesCSVHandler),
+        (api + "nodes/([^/]+)/labels", h.NodeLabelsHandler),
+        (api + "servers", h.ServersHandler),
+        (api + "quotas", h.QuotasHandler),
+        (api + "usage", h.UsageHandler),
+        (api + "usage/history", h.UsageHistoryHandler),
+        (api + "launch-options", h.LaunchOptionsHandler),
+        (api + "admissions", h.AdmissionsHandler),
+        (api + "admissions/([^/]+)", h.AdmissionHandler),
+        (prefix + "metrics", h.MetricsHandler),
+        (prefix + "api/(.*)", h.NotFoundHandler),
+        (prefix + "oauth_callback", pages.OAuthCallbackHandler),
+        (prefix + "static/(.*)", tornado.web.StaticFileHandler, {"path": str(STATIC)}),
+        (prefix + "pools", pages.PoolsPage),
+        (prefix + "pools/usage.svg", pages.UsageChart),
+        (prefix + "pools/([^/]+)", pages.PoolPage),
+        (prefix + "nodes", pages.NodesPage),
+        (prefix + "quotas", pages.QuotasPage),
+        (prefix + "admin", pages.AdminPage),
+        (prefix + "admin/pools", pages.ApplyPoolsAction),
+        (prefix + "admin/pools/([^/]+)/delete", pages.DeletePoolPage),
+        (prefix + "admin/nodes", pages.MoveNodeAction),
+        (prefix + "admin/quotas", pages.QuotasAction),
+        (prefix + "admin/servers/stop", pages.StopServerAction),
+        (prefix, pages.UserPage),
+        (prefix.rstrip("/"), tornado.web.RedirectHandler, {"url": prefix}),
+    ]
+    return [(r[0], r[1], r[2] if len(r) > 2 else {}) for r in routes]
+
+
 def _log_request(handler: tornado.web.RequestHandler) -> None:
     """Access log: errors loud, the many successful API calls at debug level."""
     status = handler.get_status()
@@ -867,12 +879,13 @@ def _log_request(handler: tornado.web.RequestHandler) -> None:
     if not access_log.isEnabledFor(level):
         return
     request = handler.request
+    # the path, not the URI: a query string may carry a token (``?token=...``)
     access_log.log(
         level,
         "%d %s %s %.2fms",
         status,
         request.method,
-        request.uri,
+        request.path,
         1000 * request.request_time(),
     )
 

@@ -1,7 +1,7 @@
 """The HTTP API (``api/v1/...``) and ``metrics``: thin handlers over the state and the desks.
 
 Every handler authenticates in :meth:`APIHandler.prepare` (401 without an identity, 403 without
-the route's scope), parses its input with :mod:`.bodies`, calls one method of the state, the
+access to the service or without the route's scope), parses its input with :mod:`.bodies`, calls one method of the state, the
 admission desk or the pool manager, and writes what :mod:`.views` returns. Errors are JSON
 ``{"status", "message", ...}``; bodies are streamed so an oversized one is refused with a 400
 before it is read.
@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from jupyterhub.services.auth import HubOAuthenticated
+from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from tornado import web
 
@@ -24,7 +24,7 @@ from ..admission import AdmissionRequest
 from ..reports import quota_rows
 from . import changelog, views
 from .admissions import Outcome
-from .auth import ADMIN_SCOPE, USE_SCOPE, Caller
+from .auth import ADMIN_SCOPE, METRICS_SCOPE, USE_SCOPE, Caller, access_scope_text
 from .bodies import parse_admission, parse_groups, parse_json, parse_label_patch, text_body
 from .errors import ApiError
 from .nodetable import page_of, parse_query, select, whole_number
@@ -43,6 +43,28 @@ class ServiceHandler(HubOAuthenticated, web.RequestHandler):
     def initialize(self, ctx: ServiceContext) -> None:
         self.ctx = ctx
         self.hub_auth = ctx.hub_auth
+
+    def access_refusal(self, model: dict[str, Any]) -> str | None:
+        """Why the hub's answer about the caller does not let them into this service, or None.
+
+        JupyterHub's own check (``check_hub_user``): the caller's scopes must include one of the
+        service's access scopes (``$JUPYTERHUB_OAUTH_ACCESS_SCOPES``, which the hub sets for a
+        managed service to ``access:services`` and ``access:services!service=NAME``). The pages
+        and the API both ask it, so a token that may not open the pages may not use the API.
+        """
+        try:
+            self.check_hub_user(model)
+        except UserNotAllowed:
+            scope = access_scope_text(self.hub_scopes or ())
+            return (
+                f"{model.get('kind', 'user')} {model.get('name')} may not use the gpupool "
+                f"service: it needs the scope {scope}"
+            )
+        return None
+
+    def _request_summary(self) -> str:
+        # tornado logs refused requests (HTTPError) with this; the query may hold ?token=...
+        return f"{self.request.method} {self.request.path} ({self.request.remote_ip})"
 
 
 @web.stream_request_body
@@ -66,6 +88,9 @@ class APIHandler(ServiceHandler):
                 401,
                 "authentication required: send a JupyterHub API token (Authorization: token ...)",
             )
+        refusal = self.access_refusal(model)
+        if refusal is not None:
+            raise ApiError(403, refusal)
         self.caller = Caller.from_model(model)
         scope = self.scopes.get(self.request.method or "", ADMIN_SCOPE)
         if not self.caller.allows(scope):
@@ -457,7 +482,8 @@ class AdmissionHandler(APIHandler):
 
 
 class MetricsHandler(APIHandler):
-    scopes = {"GET": ADMIN_SCOPE}
+    # its own scope, so that a scrape token cannot change anything (admins may read it too)
+    scopes = {"GET": METRICS_SCOPE}
 
     async def get(self) -> None:
         self.set_header("Content-Type", CONTENT_TYPE_LATEST)

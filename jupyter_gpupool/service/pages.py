@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from jupyterhub.services.auth import HubOAuthCallbackHandler, UserNotAllowed
+from jupyterhub.services.auth import HubOAuthCallbackHandler
 from markupsafe import Markup
 from tornado import web
 
@@ -85,14 +85,9 @@ class PageHandler(ServiceHandler):
                 503, f"cannot check your login with JupyterHub: {e.log_message}"
             ) from e
         if model:
-            try:
-                model = self.check_hub_user(model)
-            except UserNotAllowed:
-                raise web.HTTPError(
-                    403,
-                    f"{model.get('kind', 'user')} {model.get('name')} may not use the gpupool "
-                    "service (it needs access:services!service=gpupool)",
-                ) from None
+            refusal = self.access_refusal(model)
+            if refusal is not None:
+                raise ApiError(403, refusal)
         if not model:
             if self.request.method in ("GET", "HEAD"):
                 self.redirect(self.get_login_url())

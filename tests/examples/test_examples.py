@@ -6,6 +6,7 @@ import yaml
 from traitlets.config.loader import PyFileConfigLoader
 
 from jupyter_gpupool.poolfile import load_paths
+from jupyter_gpupool.service.auth import CUSTOM_SCOPES, METRICS_SCOPE
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -20,7 +21,10 @@ def test_real_cluster_jupyterhub_config_loads_and_wires_spawner_and_service(monk
     roles = {r["name"]: r for r in cfg.JupyterHub.load_roles}
     assert "custom:gpupool:use" in roles["user"]["scopes"]
     assert "gpupool-spawner" in roles["gpupool-admins"]["services"]
-    assert set(cfg.JupyterHub.custom_scopes) == {"custom:gpupool:use", "custom:gpupool:admin"}
+    # the scopes the service checks, as it describes them
+    assert cfg.JupyterHub.custom_scopes == CUSTOM_SCOPES
+    assert roles["gpupool-metrics"]["scopes"] == [METRICS_SCOPE, "access:services!service=gpupool"]
+    assert roles["gpupool-metrics"]["services"] == []  # no GPUPOOL_METRICS_TOKEN: no scraper
 
     from jupyter_gpupool import GPUPoolSpawner
 
@@ -38,6 +42,23 @@ def test_z2jh_values_fragment_is_valid_yaml_with_the_service_and_spawner():
     assert "gpupool" in hub["extraConfig"]
     assert "GPUPoolSpawner" in hub["extraConfig"]["gpupool"]
     compile(hub["extraConfig"]["gpupool"], "extraConfig", "exec")
+    for scope in CUSTOM_SCOPES:
+        assert f'"{scope}"' in hub["extraConfig"]["gpupool"]
+    assert hub["loadRoles"]["gpupool-metrics"] == {
+        "services": ["prometheus"],
+        "scopes": [METRICS_SCOPE, "access:services!service=gpupool"],
+    }
+    assert "prometheus" in hub["services"]
+
+
+def test_the_scrape_token_is_wired_when_given(monkeypatch):
+    monkeypatch.setenv("GPUPOOL_SPAWNER_TOKEN", "t0ken")
+    monkeypatch.setenv("GPUPOOL_METRICS_TOKEN", "scrape")
+    cfg = PyFileConfigLoader("jupyterhub_config.py", path=str(EXAMPLES)).load_config()
+    services = {s["name"]: s for s in cfg.JupyterHub.services}
+    assert services["prometheus"]["api_token"] == "scrape"
+    roles = {r["name"]: r for r in cfg.JupyterHub.load_roles}
+    assert roles["gpupool-metrics"]["services"] == ["prometheus"]
 
 
 def test_example_pools_load():

@@ -94,5 +94,7 @@ def test_the_service_url_falls_back_to_the_hubs_public_url():
 
 def test_the_server_token_may_use_pools_and_the_users_servers():
     assert USE_SCOPE in SERVER_TOKEN_SCOPES
+    # the service lets in only tokens with access to it (tests/pages/test_lab_browser.py walks it)
+    assert "access:services!service=gpupool" in SERVER_TOKEN_SCOPES
     # JupyterHub's default `server` role, kept
     assert {"users:activity!user", "access:servers!server"} <= set(SERVER_TOKEN_SCOPES)

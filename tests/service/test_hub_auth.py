@@ -1,6 +1,7 @@
 """Authentication and scopes against a real JupyterHub.
 
-``oauth_callback`` is the one route not in the table: it is exercised by the browser login test.
+The permission table is checked against the application's own route list
+(:func:`jupyter_gpupool.service.app.route_table`): a route or method without a row fails.
 
 One JupyterHub (the demo's configuration, which wires the service, its scopes and roles) runs in
 a subprocess for the module, with the simulated cluster in another. Fixed tokens: the demo's
@@ -18,14 +19,19 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import requests
+from tornado import web
+from waiting import wait_for
 
 from jupyter_gpupool.demo.run import DemoOptions, free_port, service_command
 from jupyter_gpupool.demo.testing import SimProcess
+from jupyter_gpupool.service.app import route_table
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_CONFIG = REPO / "jupyter_gpupool" / "demo" / "jupyterhub_config.py"
@@ -122,9 +128,20 @@ def hub(tmp_path_factory):
         yield {
             "url": url,
             "api": url + PREFIX,
+            # the service itself, not through the proxy (the prefix is the same)
+            "direct": f"http://127.0.0.1:{service_port}{PREFIX}",
             "admin": admin_token,
             "user_token": user_token,
             "state": state,
+            "callers": {
+                "none": None,
+                "noaccess": user_token("erin", scopes=["custom:gpupool:use"]),
+                "noscope": user_token("dave", scopes=["access:services!service=gpupool"]),
+                "user": user_token("alice"),  # the `user` role
+                "admin": admin_token,  # role gpupool-admins
+                # the demo's scrape token (role gpupool-metrics), made by its config
+                "metrics": (state / "metrics-token").read_text().strip(),
+            },
         }
     finally:
         if hub_proc is not None and hub_proc.poll() is None:
@@ -138,73 +155,216 @@ def hub(tmp_path_factory):
 
 
 POOL = {"kind": "pool", "version": "v0.1", "pool": {"name": "auth-test-pool"}, "nodes": {}}
+PAGE_POOL = "kind: pool\nversion: v0.1\npool:\n  name: auth-page-pool\nnodes: {}\n"
+QUOTAS = (REPO / "examples" / "pools" / "quotas.yaml").read_text()
+ADMISSION = {"user": "alice", "pools": ["dev-pool"], "gpus": 1}
+
+#: Who gets what, by the kind of route: the status for each caller, ``OK`` for the row's own.
+#: Callers: no token; a user token without access to the service (``custom:gpupool:use`` alone);
+#: one with access but no gpupool scope; a user (the `user` role); an admin; a scrape token.
+OK = "ok"
+CALLERS = ("none", "noaccess", "noscope", "user", "admin", "metrics")
+KINDS = {
+    "use": dict(none=401, noaccess=403, noscope=403, user=OK, admin=OK, metrics=403),
+    "admin": dict(none=401, noaccess=403, noscope=403, user=403, admin=OK, metrics=403),
+    "metrics": dict(none=401, noaccess=403, noscope=403, user=403, admin=OK, metrics=OK),
+    # pages send a browser without a login to the hub; the metrics token may not read pages
+    "page": dict(none=302, noaccess=403, noscope=403, user=OK, admin=OK, metrics=403),
+    "admin-page": dict(none=302, noaccess=403, noscope=403, user=403, admin=OK, metrics=403),
+    # a page's form: without a login there is no XSRF token either (JupyterHub's check)
+    "action": dict(none=403, noaccess=403, noscope=403, user=403, admin=OK, metrics=403),
+    # static files, the OAuth callback and the redirect to the index are for everyone
+    "open": dict.fromkeys(CALLERS, OK),
+}
 
 
-def routes(hub):
-    """(method, path, body, scope) for every route; ``{id}`` is an admission of the caller's."""
-    quotas = (REPO / "examples" / "pools" / "quotas.yaml").read_bytes()
-    return [
-        ("GET", "api/v1/", None, "use"),
-        ("GET", "api/v1/pools", None, "use"),
-        ("GET", "api/v1/pools.csv", None, "use"),
-        ("GET", "api/v1/pools/dev-pool", None, "use"),
-        ("POST", "api/v1/pools", POOL, "admin"),
-        ("DELETE", "api/v1/pools/auth-test-pool", None, "admin"),
-        ("GET", "api/v1/nodes", None, "admin"),
-        ("GET", "api/v1/nodes.csv", None, "admin"),
-        ("GET", "api/v1/nodes/node-6/labels", None, "admin"),
-        ("PATCH", "api/v1/nodes/node-6/labels", {"labels": {"example.org/t": "1"}}, "admin"),
-        ("GET", "api/v1/servers?pool=dev-pool", None, "use"),
-        ("GET", "api/v1/quotas", None, "use"),
-        ("PUT", "api/v1/quotas", quotas, "admin"),
-        ("GET", "api/v1/usage", None, "use"),
-        ("GET", "api/v1/admissions", None, "use"),
-        ("POST", "api/v1/admissions", {"user": "alice", "pools": ["dev-pool"], "gpus": 1}, "use"),
-        ("GET", "api/v1/admissions/{id}", None, "use"),
-        ("DELETE", "api/v1/admissions/{id}", None, "use"),
-        ("GET", "metrics", None, "admin"),
-        ("GET", "", None, "page"),  # the index page: OAuth
-        ("GET", "api/v1/no-such-route", None, "missing"),
-    ]
+@dataclass(frozen=True)
+class Row:
+    path: str  # under the prefix; ``{id}`` is the caller's admission
+    kind: str
+    ok: tuple[int, ...] = (200,)
+    body: object = None  # JSON (dict), YAML (bytes) or a page's form (form=True)
+    form: bool = False
 
 
-def test_every_route_with_no_token_a_user_token_and_an_admin_token(hub):
-    callers = {
-        "none": None,
-        # a user token without any gpupool scope
-        "nobody": hub["user_token"]("dave", scopes=["read:users:name!user=dave"]),
-        "user": hub["user_token"]("alice"),  # custom:gpupool:use through the `user` role
-        "admin": hub["admin"],  # custom:gpupool:admin
-    }
-    table = []
-    for who, token in callers.items():
+#: Every route the service serves and every method on it, keyed by the route's pattern (under
+#: the prefix) and the method, in the order the test calls them (a pool is made before it is
+#: deleted). The test fails when the application serves a route or method without a row here.
+TABLE: dict[tuple[str, str], Row] = {
+    ("api/v1/", "GET"): Row("api/v1/", "use"),
+    ("api/v1/pools", "GET"): Row("api/v1/pools", "use"),
+    ("api/v1/pools.csv", "GET"): Row("api/v1/pools.csv", "use"),
+    ("api/v1/pools/([^/]+)", "GET"): Row("api/v1/pools/dev-pool", "use"),
+    ("api/v1/pools", "POST"): Row("api/v1/pools", "admin", (200, 201), POOL),
+    ("api/v1/pools/([^/]+)", "DELETE"): Row("api/v1/pools/auth-test-pool", "admin"),
+    ("api/v1/nodes", "GET"): Row("api/v1/nodes", "admin"),
+    ("api/v1/nodes.csv", "GET"): Row("api/v1/nodes.csv", "admin"),
+    ("api/v1/nodes/([^/]+)/labels", "GET"): Row("api/v1/nodes/node-6/labels", "admin"),
+    ("api/v1/nodes/([^/]+)/labels", "PATCH"): Row(
+        "api/v1/nodes/node-6/labels", "admin", body={"labels": {"example.org/t": "1"}}
+    ),
+    ("api/v1/servers", "GET"): Row("api/v1/servers?pool=dev-pool", "use"),
+    ("api/v1/quotas", "GET"): Row("api/v1/quotas", "use"),
+    ("api/v1/quotas", "PUT"): Row("api/v1/quotas", "admin", body=QUOTAS.encode()),
+    ("api/v1/usage", "GET"): Row("api/v1/usage", "use"),
+    ("api/v1/usage/history", "GET"): Row("api/v1/usage/history", "admin"),
+    ("api/v1/launch-options", "GET"): Row("api/v1/launch-options?user=alice", "use"),
+    ("api/v1/admissions", "GET"): Row("api/v1/admissions", "use"),
+    ("api/v1/admissions", "POST"): Row("api/v1/admissions", "use", (201,), ADMISSION),
+    ("api/v1/admissions/([^/]+)", "GET"): Row("api/v1/admissions/{id}", "use"),
+    ("api/v1/admissions/([^/]+)", "DELETE"): Row("api/v1/admissions/{id}", "use"),
+    ("metrics", "GET"): Row("metrics", "metrics"),
+    # anything else under api/: a 404, but only after the door
+    **{
+        ("api/(.*)", m): Row("api/v1/no-such-route", "use", (404,))
+        for m in ("GET", "POST", "PUT", "PATCH", "DELETE")
+    },
+    ("oauth_callback", "GET"): Row("oauth_callback", "open", (400,)),  # no OAuth code
+    ("static/(.*)", "GET"): Row("static/gpupool.css", "open"),
+    ("static/(.*)", "HEAD"): Row("static/gpupool.css", "open"),
+    ("", "GET"): Row("", "page"),
+    ("pools", "GET"): Row("pools", "admin-page"),
+    ("pools/usage.svg", "GET"): Row("pools/usage.svg", "admin-page"),
+    ("pools/([^/]+)", "GET"): Row("pools/dev-pool", "admin-page"),
+    ("nodes", "GET"): Row("nodes", "admin-page"),
+    ("quotas", "GET"): Row("quotas", "admin-page"),
+    ("admin", "GET"): Row("admin", "admin-page"),
+    # the admin page's forms post to these (they show the admin page on GET too)
+    ("admin/pools", "GET"): Row("admin/pools", "admin-page"),
+    ("admin/pools", "POST"): Row("admin/pools", "action", (302,), {"yaml": PAGE_POOL}, True),
+    ("admin/pools/([^/]+)/delete", "GET"): Row("admin/pools/auth-page-pool/delete", "admin-page"),
+    ("admin/pools/([^/]+)/delete", "POST"): Row(
+        "admin/pools/auth-page-pool/delete", "action", (302,), {}, True
+    ),
+    ("admin/nodes", "GET"): Row("admin/nodes", "admin-page"),
+    ("admin/nodes", "POST"): Row(
+        "admin/nodes", "action", (302,), {"node": "node-6", "pool": "default"}, True
+    ),
+    ("admin/quotas", "GET"): Row("admin/quotas", "admin-page"),
+    ("admin/quotas", "POST"): Row("admin/quotas", "action", (302,), {"yaml": QUOTAS}, True),
+    # no such server: 404 from the handler, which only an admin reaches
+    ("admin/servers/stop", "POST"): Row(
+        "admin/servers/stop", "action", (404,), {"user": "nobody", "server": "x"}, True
+    ),
+    # the prefix without its slash: a redirect to the index page
+    ("/services/gpupool", "GET"): Row("/services/gpupool", "open", (301,)),
+}
+
+
+def served_routes() -> set[tuple[str, str]]:
+    """(pattern under the prefix, method) for every method each of the app's handlers defines."""
+    served = set()
+    for pattern, handler, _ in route_table(PREFIX):
+        key = pattern.removeprefix(PREFIX)
+        for method in handler.SUPPORTED_METHODS:
+            own = getattr(handler, method.lower(), None)
+            if own is not None and own is not getattr(web.RequestHandler, method.lower()):
+                served.add((key, method))
+    return served
+
+
+def test_the_table_has_a_row_for_every_route_and_method_the_service_serves():
+    served, table = served_routes(), set(TABLE)
+    assert not served - table, f"routes without a row in TABLE: {sorted(served - table)}"
+    assert not table - served, f"rows for routes the service does not serve: {table - served}"
+
+
+def request_for(hub, row: Row, token: str | None, admission_id: str):
+    path = row.path.replace("{id}", admission_id)
+    url = hub["url"] + path if path.startswith("/") else hub["direct"] + path
+    if row.form:
+        body = urllib.parse.urlencode(row.body or {}).encode()
+        return url, body, {"Content-Type": "application/x-www-form-urlencoded"}
+    return url, row.body, {}
+
+
+def test_every_route_and_method_for_every_kind_of_caller(hub):
+    tokens = hub["callers"]
+    wrong = []
+    for who in CALLERS:
         admission_id = "0000000000000000"
-        for method, path, body, scope in routes(hub):
-            path = path.replace("{id}", admission_id)
-            status, answer = call(hub["api"] + path, method, token, body)
-            if method == "POST" and path.endswith("admissions") and status == 201:
+        for (pattern, method), row in TABLE.items():
+            url, body, headers = request_for(hub, row, tokens[who], admission_id)
+            status, answer = call(url, method, tokens[who], body, headers)
+            expected = KINDS[row.kind][who]
+            good = status in row.ok if expected == OK else status == expected
+            if good and pattern == "api/v1/admissions" and method == "POST" and status == 201:
                 admission_id = answer["id"]
-            if who == "none":
-                expected = 302 if scope == "page" else 401  # pages send browsers to log in
-            elif who == "nobody" or (who == "user" and scope == "admin"):
-                expected = 403
-            elif scope == "missing":
-                expected = 404
-            else:
-                expected = {"POST": (200, 201)}.get(method, (200,))
-            ok = status == expected or (isinstance(expected, tuple) and status in expected)
-            table.append((who, method, path, status, ok, answer if not ok else ""))
-    bad = [row for row in table if not row[4]]
-    assert not bad, "\n".join(map(str, bad))
-    assert len(table) == 4 * len(routes(hub))
-    # errors are JSON with the reason
-    status, answer = call(hub["api"] + "api/v1/pools", "POST", callers["user"], POOL)
-    assert answer == {
-        "status": 403,
-        "message": "user alice lacks the scope custom:gpupool:admin",
-    }
-    status, answer = call(hub["api"] + "api/v1/pools")
+            if not good:
+                shown = answer if isinstance(answer, dict) else str(answer)[:300]
+                wrong.append(f"{who} {method} {row.path}: {status}, expected {expected}: {shown}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_refusals_say_why(hub):
+    tokens = hub["callers"]
+    status, answer = call(hub["direct"] + "api/v1/pools", "POST", tokens["user"], POOL)
+    assert (status, answer) == (
+        403,
+        {"status": 403, "message": "user alice lacks the scope custom:gpupool:admin"},
+    )
+    status, answer = call(hub["direct"] + "api/v1/pools", token=tokens["noaccess"])
+    assert status == 403
+    assert answer["message"] == (
+        "user erin may not use the gpupool service: it needs the scope "
+        "access:services!service=gpupool"
+    )
+    status, answer = call(hub["direct"] + "api/v1/pools")
     assert status == 401 and "JupyterHub API token" in answer["message"]
+    # the scrape token reads the metrics and nothing else
+    status, text = call(hub["direct"] + "metrics", token=tokens["metrics"])
+    assert status == 200 and "gpupool_" in text
+    status, answer = call(hub["direct"] + "api/v1/pools/dev-pool", "DELETE", tokens["metrics"])
+    assert status == 403 and "custom:gpupool:admin" in answer["message"]
+    status, answer = call(hub["direct"] + "api/v1/pools/dev-pool", token=hub["admin"])
+    assert status == 200 and answer["name"] == "dev-pool"
+
+
+def logged_in(hub, user: str) -> requests.Session:
+    """A browser's session: logged in to the hub, and through OAuth to the service's pages."""
+    s = requests.Session()
+    r = s.get(hub["url"] + "/hub/login")
+    xsrf = re.search(r'name="_xsrf" value="([^"]+)"', r.text)
+    form = {"username": user, "password": "x"}
+    if xsrf:
+        form["_xsrf"] = xsrf.group(1)
+    r = s.post(hub["url"] + "/hub/login?next=" + PREFIX, data=form)
+    assert r.status_code == 200 and f"Signed in as <b>{user}</b>" in r.text, r.text[:500]
+    return s
+
+
+def test_the_admin_page_forms_need_the_xsrf_token(hub):
+    """Every page form an admin's browser posts, with its cookie: refused without ``_xsrf``
+    (nothing changes), done with it."""
+    s = logged_in(hub, "admin")
+    page = s.get(hub["api"] + "admin")
+    assert page.status_code == 200
+    xsrf = re.search(r'name="_xsrf" value="([^"]+)"', page.text).group(1)
+    actions = [(p, row) for (p, m), row in TABLE.items() if m == "POST" and row.kind == "action"]
+    assert len(actions) == 5
+    for _, row in actions:
+        url = hub["api"] + row.path
+        refused = s.post(url, data=row.body, allow_redirects=False)
+        assert refused.status_code == 403, (row.path, refused.status_code, refused.text[:300])
+        if row.path == "admin/pools":  # nothing was made
+            assert call(hub["direct"] + "api/v1/pools/auth-page-pool", token=hub["admin"])[0] == 404
+        done = s.post(url, data={**row.body, "_xsrf": xsrf}, allow_redirects=False)
+        assert done.status_code in row.ok, (row.path, done.status_code, done.text[:300])
+        if row.path == "admin/pools":
+            assert call(hub["direct"] + "api/v1/pools/auth-page-pool", token=hub["admin"])[0] == 200
+
+
+def test_the_access_log_leaves_out_query_strings(hub):
+    secret = "s3cr3t" + "0" * 26
+    status, _ = call(hub["direct"] + f"api/v1/pools?token={secret}&x=1", token="wrong" * 8)
+    assert status == 401  # an unknown token is no identity
+    marker = "api/v1/no-such-route-for-the-log"
+    call(hub["direct"] + marker + f"?token={secret}", token=hub["admin"])
+    log = hub["state"] / "jupyterhub.log"
+    wait_for(lambda: marker in log.read_text(), what="the service to log the request")
+    text = log.read_text()
+    assert f"404 GET {PREFIX}{marker} " in text  # the path is logged, without its query
+    assert secret not in text
 
 
 def test_the_index_page_uses_hub_oauth(hub):
@@ -212,22 +372,12 @@ def test_the_index_page_uses_hub_oauth(hub):
     assert status == 302  # to the hub's OAuth authorization
     status, page = call(hub["api"], token=hub["user_token"]("bob"))
     assert status == 200 and "Signed in as <b>bob</b>" in page and "training-pool" in page
-    status, _ = call(
-        hub["api"], token=hub["user_token"]("dave", scopes=["read:users:name!user=dave"])
-    )
-    assert status == 403
+    status, page = call(hub["api"], token=hub["callers"]["noaccess"])
+    assert status == 403 and "needs the scope access:services!service=gpupool" in page
 
 
 def test_a_browser_logs_in_through_oauth_and_the_cookie_works_for_the_api(hub):
-    s = requests.Session()
-    r = s.get(hub["url"] + "/hub/login")
-    xsrf = re.search(r'name="_xsrf" value="([^"]+)"', r.text)
-    form = {"username": "carol", "password": "x"}
-    if xsrf:
-        form["_xsrf"] = xsrf.group(1)
-    r = s.post(hub["url"] + "/hub/login?next=" + PREFIX, data=form)
-    assert r.status_code == 200, r.text[:500]
-    assert r.url == hub["api"] and "Signed in as <b>carol</b>" in r.text
+    s = logged_in(hub, "carol")
     # the service's OAuth cookie carries carol's scopes, so the API answers her too
     r = s.get(hub["api"] + "api/v1/pools")
     assert r.status_code == 200 and r.json()["pools"]
