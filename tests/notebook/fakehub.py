@@ -2,90 +2,98 @@
 
 The magics block their caller while a thread of theirs talks to the hub, so the fake cannot
 share the test's event loop: it runs its own loop in a thread. It records what it was asked.
+The hub's answers are scripted; the gpupool service's are made by the service's own view
+functions from a real registry and usage index (``tests/real_answers.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 from typing import Any
 
+import real_answers
 import tornado.web
 
 from jupyter_gpupool.demo.run import free_port
+from jupyter_gpupool.service.state import ServiceState
 
 TOKEN = "secret-token"
 
-LAUNCH_OPTIONS = {
-    "user": "alice",
-    "groups": ["ml-research"],
-    "default_pools": ["training-pool", "dev-pool"],
-    "restricted_pools": ["secret-pool"],
-    "max_gpus": 1024,
-    "pools": [
-        {
-            "name": "compute-pool",
-            "description": "CPU only",
-            "status": "active",
-            "gpu_total": 0,
-            "gpu_available": 0,
-            "largest_free_block": 0,
-            "node_count": 2,
-            "schedulable_nodes": 2,
-            "gpu_types": [],
-            "limits": {"min_gpus": 0},
-            "largest_node_gpus": 0,
-            "quota": {"managed": False, "borrowing": False, "within_quota": 0, "available": 0},
-        },
-        {
-            "name": "dev-pool",
-            "description": "dev",
-            "status": "active",
-            "gpu_total": 4,
-            "gpu_available": 3,
-            "largest_free_block": 3,
-            "node_count": 1,
-            "schedulable_nodes": 1,
-            "gpu_types": ["RTX4090-24G"],
-            "limits": {"min_gpus": 0},
-            "largest_node_gpus": 4,
-            "quota": {"managed": True, "borrowing": True, "within_quota": 0, "available": 4},
-        },
-        {
-            "name": "training-pool",
-            "description": "training",
-            "status": "active",
-            "gpu_total": 16,
-            "gpu_available": 10,
-            "largest_free_block": 6,
-            "node_count": 2,
-            "schedulable_nodes": 2,
-            "gpu_types": ["A100-80G"],
-            "limits": {"min_gpus": 0, "max_gpus": 8},
-            "largest_node_gpus": 8,
-            "quota": {"managed": True, "borrowing": False, "within_quota": 4, "available": 4},
-        },
-    ],
-}
+#: alice's corner of the demo's cluster (no inference-pool): her group ml-research is guaranteed
+#: 10 GPUs of training-pool and borrows in dev-pool; secret-pool and the ``default`` pool are
+#: kept for others. Bob (ml-research) and carol use GPUs too, so not everything is free.
+DOCUMENTS = """
+kind: pool
+version: v0.1
+pool: {name: compute-pool, description: CPU only}
+nodes: {cpu-node-1: {gpu-type: ""}, cpu-node-2: {gpu-type: ""}}
+---
+kind: pool
+version: v0.1
+pool: {name: dev-pool, description: dev}
+nodes: {gpu-node-5: {gpu-type: RTX4090-24G}}
+---
+kind: pool
+version: v0.1
+pool: {name: training-pool, description: training}
+nodes: {gpu-node-1: {gpu-type: A100-80G}, gpu-node-2: {gpu-type: A100-80G}}
+limits: {max-gpus: 8}
+---
+kind: pool
+version: v0.1
+pool: {name: secret-pool, description: not alice's}
+access: {groups: [secret-team]}
+---
+kind: pool
+version: v0.1
+pool: {name: default, description: the ops team's}
+access: {groups: [ops]}
+---
+kind: quota
+version: v0.1
+quota: {name: notebook-test-quotas}
+pools:
+  training-pool:
+    borrowing: false
+    groups: {ml-research: {guaranteed: 10}}
+  dev-pool:
+    borrowing: true
+default-pools:
+  groups:
+    ml-research: [training-pool, dev-pool]
+"""
+MAX_GPUS = 1024
+GROUPS = ["ml-research"]
 
-SERVER_PODS = [
-    {
-        "namespace": "default",
-        "name": "jupyter-alice",
-        "user": "alice",
-        "server": "",
-        "pool": "training-pool",
-        "node": "gpu-node-1",
-        "gpus": 2,
-        "state": "running",
-        "over_quota": False,
-        "charged": "group:ml-research",
-        "admission": "adm1",
-        "platform": None,
-        "created": "2024-01-01T00:00:00Z",
-    }
-]
+
+def service_state() -> ServiceState:
+    """The service's state: the pools above, and three servers running."""
+    nodes = ("gpu-node-1", "gpu-node-2", "gpu-node-5", "cpu-node-1", "cpu-node-2")
+    state = real_answers.service_state(DOCUMENTS, real_answers.example_nodes(nodes))
+    for name, user, groups, pool, gpus, node in (
+        ("jupyter-alice", "alice", GROUPS, "training-pool", 2, "gpu-node-1"),
+        ("jupyter-bob", "bob", GROUPS, "training-pool", 4, "gpu-node-2"),
+        ("jupyter-carol", "carol", [], "dev-pool", 1, "gpu-node-5"),
+    ):
+        real_answers.run_server(
+            state,
+            name=name,
+            user=user,
+            groups=groups,
+            pool=pool,
+            gpus=gpus,
+            node=node,
+            admission_id=f"adm-{user}",
+        )
+    return state
+
+
+STATE = service_state()
+#: What GET api/v1/launch-options answers alice.
+LAUNCH_OPTIONS = real_answers.launch_options(STATE, "alice", GROUPS, MAX_GPUS)
 
 #: A start with this many GPUs is refused at once, as GPUPoolSpawner does when no pool can.
 REFUSED_GPUS = 99
@@ -93,9 +101,10 @@ REFUSAL = "No pool can take your server now. training-pool: no node has 99 free 
 #: A start with this many GPUs fails during its progress.
 FAILING_GPUS = 98
 #: A start with this many GPUs is over before the hub answers the request for it (201), as
-#: JupyterHub does with starts quicker than its slow_spawn_timeout (the demo's are).
+#: JupyterHub does with starts quicker than its slow_spawn_timeout (the demo's are). The fake
+#: answers once the start's progress has been read to its end, or after slow_spawn_timeout.
 QUICK_GPUS = 3
-QUICK_SECONDS = 0.5
+SLOW_SPAWN_TIMEOUT = 10
 
 
 class Base(tornado.web.RequestHandler):
@@ -130,7 +139,10 @@ class ServerHandler(Base):
             return self.send_json(400, {"status": 400, "message": f"{name} is already running"})
         self.fake.servers[name] = {"name": name, "ready": False, "pending": "spawn"}
         if options.get("gpus") == QUICK_GPUS:
-            await asyncio.sleep(QUICK_SECONDS)
+            # the answer comes after the start is over: here, when its progress said "ready"
+            followed = self.fake.progress_read.setdefault(name, asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(followed.wait(), SLOW_SPAWN_TIMEOUT)
             url = f"/user/{user}/{name}/"
             self.fake.servers[name] = {"name": name, "ready": True, "url": url}
             return self.set_status(201)
@@ -169,17 +181,19 @@ class ProgressHandler(Base):
             await self.flush()
             self.write(text[7:])
             await self.flush()
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # a stream in time, as the hub's: not one burst
+        self.fake.progress_read.setdefault(name, asyncio.Event()).set()
 
 
 class LaunchOptionsHandler(Base):
     def get(self) -> None:
-        self.send_json(200, LAUNCH_OPTIONS)
+        # the token is alice's server's: the service answers for her
+        self.send_json(200, real_answers.launch_options(STATE, "alice", GROUPS, MAX_GPUS))
 
 
 class ServersHandler(Base):
     def get(self) -> None:
-        self.send_json(200, {"servers": SERVER_PODS, "total": len(SERVER_PODS)})
+        self.send_json(200, real_answers.servers(STATE, "alice"))
 
 
 class FakeHub:
@@ -190,6 +204,8 @@ class FakeHub:
         self.started: list[tuple[str, dict[str, Any]]] = []
         self.stopped: list[str] = []
         self.servers: dict[str, dict[str, Any]] = {"": {"name": "", "ready": True}}
+        #: set (on the fake's loop) when a server's progress has been sent to its end
+        self.progress_read: dict[str, asyncio.Event] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)

@@ -9,12 +9,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import real_answers
 import tornado.httpserver
 import tornado.netutil
 import tornado.web
-
-from jupyter_gpupool.admission import AdmissionRequest, build_overrides
-from jupyter_gpupool.pools import Pool, Registry
 
 TOKEN = "spawner-token"
 
@@ -42,50 +40,75 @@ class FakeUser:
         return f"/user/{self.name}/"
 
 
-def pool_row(name: str, gpu_type: str = "", node_gpus: int = 0, nodes: int = 1) -> dict:
-    """A row of launch-options as the service writes it."""
-    return {
-        "name": name,
-        "description": f"{name} for tests",
-        "status": "active",
-        "gpu_types": [gpu_type] if gpu_type else [],
-        "gpu_total": node_gpus * nodes,
-        "gpu_available": node_gpus * nodes,
-        "largest_free_block": node_gpus,
-        "largest_node_gpus": node_gpus,
-        "node_count": nodes,
-        "schedulable_nodes": nodes,
-        "limits": {"max_gpus": None, "min_gpus": 0, "allowed_gpus": []},
-        "quota": {"managed": False, "borrowing": False, "within_quota": 0, "available": 0},
-    }
-
-
-#: The example cluster's pools, as launch-options reports them to alice.
-CATALOG = {
-    "user": "alice",
-    "groups": ["ml-research"],
-    "default_pools": ["training-pool", "inference-pool"],
-    "restricted_pools": ["secret-pool"],
-    "max_gpus": 64,
-    "pools": [
-        pool_row("compute-pool", nodes=2),
-        pool_row("dev-pool", "RTX4090-24G", 4),
-        pool_row("inference-pool", "A10-24G", 4, 2),
-        pool_row("training-pool", "A100-80G", 8, 2),
-    ],
-}
-GPU_TYPES = {r["name"]: (r["gpu_types"] or [""])[0] for r in CATALOG["pools"]}
+#: The pools of the demo's cluster as the spawner tests see them: alice's group ml-research is
+#: guaranteed GPUs in training-pool and inference-pool (its default order) and borrows in
+#: dev-pool; secret-pool and the ``default`` pool (node-6) are kept for others.
+DOCUMENTS = """
+kind: pool
+version: v0.1
+pool: {name: compute-pool, description: compute-pool for tests}
+nodes: {cpu-node-1: {gpu-type: ""}, cpu-node-2: {gpu-type: ""}}
+---
+kind: pool
+version: v0.1
+pool: {name: dev-pool, description: dev-pool for tests}
+nodes: {gpu-node-5: {gpu-type: RTX4090-24G}}
+---
+kind: pool
+version: v0.1
+pool: {name: inference-pool, description: inference-pool for tests}
+nodes: {gpu-node-3: {gpu-type: A10-24G}, gpu-node-4: {gpu-type: A10-24G}}
+---
+kind: pool
+version: v0.1
+pool: {name: training-pool, description: training-pool for tests}
+nodes: {gpu-node-1: {gpu-type: A100-80G}, gpu-node-2: {gpu-type: A100-80G}}
+---
+kind: pool
+version: v0.1
+pool: {name: secret-pool, description: not alice's}
+access: {groups: [secret-team]}
+---
+kind: pool
+version: v0.1
+pool: {name: default, description: "node-6: the ops team's"}
+access: {groups: [ops]}
+---
+kind: quota
+version: v0.1
+quota: {name: spawner-test-quotas}
+namespace:
+  ml-research: {gpu: 64}
+pools:
+  training-pool:
+    borrowing: false
+    groups: {ml-research: {guaranteed: 16}}
+  inference-pool:
+    borrowing: false
+    groups: {ml-research: {guaranteed: 8}}
+  dev-pool:
+    borrowing: true
+default-pools:
+  groups:
+    ml-research: [training-pool, inference-pool]
+"""
+#: Most GPUs one server may ask for (the service's max_gpus).
+MAX_GPUS = 64
+#: Why a pool the test calls full is skipped.
+FULL_REASON = "no node has 2 free GPUs"
 
 
 class FakeService:
-    """The gpupool API as far as the spawner uses it, answering as the test says.
+    """The gpupool API as far as the spawner uses it, answering as the service would.
 
-    By default it admits to the first pool of the request not in ``full`` (a 409 when none is
-    left), with the overrides the real admission builds.
+    Its answers are made by the service's own code (``real_answers``) from a real registry and
+    usage index of the demo's cluster (``DOCUMENTS``); admission ids are ``adm0``, ``adm1``...
+    in order. The test may say that pools are ``full`` (skipped, a 409 when none is left), or
+    that the service is ``down``.
     """
 
     def __init__(self) -> None:
-        self.catalog: dict[str, Any] = json.loads(json.dumps(CATALOG))
+        self.state = real_answers.service_state(DOCUMENTS, real_answers.example_nodes())
         self.full: set[str] = set()
         self.admissions: list[dict[str, Any]] = []  # request bodies, in order
         self.released: list[str] = []
@@ -94,43 +117,19 @@ class FakeService:
         self.url = ""
         self._server: tornado.httpserver.HTTPServer | None = None
 
+    def launch_options(self, user: str, groups: list[str]) -> dict[str, Any]:
+        return real_answers.launch_options(self.state, user, groups, MAX_GPUS)
+
     def admit(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        pools = body["pools"] or self.catalog["default_pools"]
-        skipped = []
-        for name in pools:
-            if name in self.full:
-                skipped.append({"pool": name, "reason": "no node has 2 free GPUs"})
-                continue
-            n = len(self.admissions) - 1  # this request is already recorded
-            request = AdmissionRequest(
-                user=body["user"],
-                groups=tuple(body["groups"]),
-                gpus=body["gpus"],
-                server=body["server"],
-                admission_id=f"adm{n}",
-            )
-            overrides = build_overrides(
-                registry=Registry(),
-                pool=Pool(name),
-                platform=None,
-                request=request,
-                charged="group:ml-research",
-                over_quota=name == "dev-pool",
-            )
-            return 201, {
-                "id": f"adm{n}",
-                "pool": name,
-                "gpu_type": GPU_TYPES.get(name) or None,
-                "over_quota": name == "dev-pool",
-                "charged": "group:ml-research",
-                "skipped": skipped,
-                "user": body["user"],
-                "server": body["server"],
-                "gpus": body["gpus"],
-                "overrides": overrides,
-                "reclaimed": [],
-            }
-        return 409, {"status": 409, "message": "no pool can take it", "skipped": skipped}
+        n = len(self.admissions) - 1  # this request is already recorded
+        return real_answers.admission(
+            self.state,
+            body,
+            admission_id=f"adm{n}",
+            max_gpus=MAX_GPUS,
+            full=self.full,
+            full_reason=FULL_REASON,
+        )
 
     async def start(self) -> FakeService:
         fake = self
@@ -151,7 +150,10 @@ class FakeService:
 
         class LaunchOptions(Base):
             def get(self) -> None:
-                self.answer(200, fake.catalog)
+                # the hub's spawner asks as an admin, for a user and their groups
+                user = self.get_argument("user")
+                groups = json.loads(self.get_argument("groups"))
+                self.answer(200, fake.launch_options(user, groups))
 
         class Admissions(Base):
             def post(self) -> None:
@@ -164,7 +166,7 @@ class FakeService:
         class Admission(Base):
             def delete(self, admission_id: str) -> None:
                 fake.released.append(admission_id)
-                self.answer(200, {"released": admission_id})
+                self.answer(*real_answers.release(fake.state, admission_id))
 
         prefix = "/services/gpupool/api/v1/"
         app = tornado.web.Application(
