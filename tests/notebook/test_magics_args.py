@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_gpupool.magics.args import Command, HelpRequested, parse_line
+from jupyter_gpupool.magics.magic import GPUPoolMagics
 
 
 @pytest.mark.parametrize(
@@ -54,12 +56,69 @@ def test_errors_are_usage_errors_with_the_usage_line(line, words):
     assert "%gpupool" in message.splitlines()[-1] or "usage:" in message
 
 
-def test_never_system_exit():
-    for line in ("launch --help", "-h", "help", "help launch", "launch --nope", "help nope"):
-        try:
-            parse_line(line)
-        except (UsageError, HelpRequested):
-            pass
+def raised(call) -> BaseException:
+    """What ``call()`` raised, SystemExit included (pytest.raises would let that one through)."""
+    try:
+        call()
+    except BaseException as e:  # SystemExit is what is looked for
+        return e
+    pytest.fail("nothing was raised")
+
+
+# argparse's habit is to print and raise SystemExit, which would end a kernel's cell with a
+# traceback (or, in a plain Python, the process): the magic's parser must not.
+@pytest.mark.parametrize(
+    ("line", "first_line", "usage"),
+    [
+        ("launch --nope", "unrecognized arguments: --nope", "usage: %gpupool launch [-h]"),
+        ("launch --gpus", "argument --gpus: expected one argument", "usage: %gpupool launch [-h]"),
+        ("status extra", "unrecognized arguments: extra", "usage: %gpupool status [-h]"),
+        ("pools --all", "unrecognized arguments: --all", "usage: %gpupool pools [-h]"),
+        ("-x", "unrecognized arguments: -x", "usage: %gpupool [-h] {status,pools,launch"),
+        ("--version", "unrecognized arguments: --version", "usage: %gpupool [-h] {status,"),
+        ("help nope", "argument COMMAND: invalid choice: 'nope'", "usage: %gpupool help [COMMAND]"),
+    ],
+)
+def test_bad_arguments_are_usage_errors_not_system_exit(line, first_line, usage):
+    error = raised(lambda: parse_line(line))
+    assert type(error) is UsageError, f"{line!r} raised {error!r}"
+    lines = str(error).splitlines()
+    assert lines[0].startswith(first_line)
+    assert lines[1].startswith(usage)
+
+
+@pytest.mark.parametrize(
+    ("line", "usage"),
+    [
+        ("-h", "usage: %gpupool [-h] {status,pools,launch,release,help} ..."),
+        ("--help", "usage: %gpupool [-h] {status,pools,launch,release,help} ..."),
+        ("help", "usage: %gpupool [-h] {status,pools,launch,release,help} ..."),
+        ("help launch", "usage: %gpupool launch [-h] [--pools A,B] [--gpus N]"),
+        ("launch --help", "usage: %gpupool launch [-h] [--pools A,B] [--gpus N]"),
+        ("release -h", "usage: %gpupool release [-h] [NAME]"),
+        ("status --help", "usage: %gpupool status [-h]"),
+        ("pools -h", "usage: %gpupool pools [-h]"),
+    ],
+)
+def test_help_is_text_to_show_not_system_exit(line, usage):
+    asked = raised(lambda: parse_line(line))
+    assert type(asked) is HelpRequested, f"{line!r} raised {asked!r}"
+    assert asked.text.startswith(usage)
+
+
+def test_the_magic_shows_help_and_refuses_bad_lines_without_exiting(capsys):
+    shell = InteractiveShell.instance()
+    shell.register_magics(GPUPoolMagics(shell))
+    # help is printed, and the cell goes on
+    assert shell.run_line_magic("gpupool", "launch --help") is None
+    printed = capsys.readouterr().out
+    assert printed.startswith("usage: %gpupool launch [-h]") and "--wait" in printed
+    # a bad line is IPython's UsageError: one red line in a notebook, no traceback, no exit
+    error = raised(lambda: shell.run_line_magic("gpupool", "launch --nope"))
+    assert type(error) is UsageError
+    assert str(error).startswith("unrecognized arguments: --nope\nusage: %gpupool launch")
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == ("", "")  # argparse printed nothing on the way
 
 
 def test_help():
