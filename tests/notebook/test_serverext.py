@@ -7,12 +7,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 
 import pytest
 from fakehub import LAUNCH_OPTIONS, FakeHub
+from waiting import WaitTimeout, wait_for
 
 from jupyter_gpupool.demo.run import free_port
 from jupyter_gpupool.placement import Placement
@@ -42,15 +42,24 @@ def start_server(tmp, env):
         stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(url + "/api/status?token=" + TOKEN, timeout=2)
-            return proc, url, log
-        except (OSError, urllib.error.URLError):
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError((tmp / "server.log").read_text())
+
+    def answers() -> bool:
+        if proc.poll() is not None:
+            raise RuntimeError(
+                f"jupyter server exited with {proc.returncode}:\n{(tmp / 'server.log').read_text()}"
+            )
+        urllib.request.urlopen(url + "/api/status?token=" + TOKEN, timeout=2)
+        return True
+
+    try:
+        # URLError is an OSError: not listening yet
+        wait_for(
+            answers, what=f"jupyter server at {url}", timeout=60, interval=0.2, ignore=(OSError,)
+        )
+    except WaitTimeout as e:
+        proc.kill()
+        raise WaitTimeout(f"{e}\n{(tmp / 'server.log').read_text()}") from None
+    return proc, url, log
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import asyncio
 import pytest
 from fakehub import FAILING_GPUS, LAUNCH_OPTIONS, REFUSAL, REFUSED_GPUS
 from ipywidgets.widgets.tests.utils import setup_test_comm, teardown_test_comm
+from waiting import async_wait_for
 
 from jupyter_gpupool.widgets import LaunchPanel
 from jupyter_gpupool.widgets.panel import FAILED, IDLE, READY
@@ -136,13 +137,23 @@ async def test_it_refreshes_while_shown(panel, hub_env):
     asked = lambda: sum(1 for r in hub_env.requests if r[1].endswith("launch-options"))  # noqa: E731
     before = asked()
     panel._view_count = 1  # a frontend shows it
-    await asyncio.sleep(0.5)
-    assert asked() >= before + 3
+    refresher = panel._refresher
+    await async_wait_for(
+        lambda: asked() >= before + 3, what="three refreshes while the panel is shown"
+    )
     panel._view_count = 0  # and no longer
-    await asyncio.sleep(0.1)
+    # nothing is left that could refresh: the loop is cancelled, and no other one runs
+    assert panel._refresher is None and refresher is not None
+    await asyncio.wait({refresher}, timeout=10)
+    assert refresher.cancelled()
+    loops = [t for t in asyncio.all_tasks() if "_refresh_loop" in repr(t.get_coro())]
+    assert loops == []
+    # a request of ours reaches the hub after any the loop had sent before it was stopped;
+    # from then on only ours count
+    await panel.refresh()
     stopped = asked()
-    await asyncio.sleep(0.3)
-    assert asked() == stopped
+    await panel.refresh()
+    assert asked() == stopped + 1
 
 
 async def test_without_the_service_the_message_says_so(hub_env, monkeypatch):

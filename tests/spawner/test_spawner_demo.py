@@ -21,6 +21,7 @@ import pytest
 import pytest_asyncio
 import tornado.httpclient
 from test_spawner_form import submitted
+from waiting import WaitTimeout, async_wait_for
 
 from jupyter_gpupool.demo.run import Demo, DemoOptions, free_port
 
@@ -73,35 +74,41 @@ class Hub:
         return (await self.user(name))["servers"].get("", {})
 
     async def wait_ready(self, name: str, timeout: float = 60) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        async def ready() -> dict[str, Any] | None:
             server = await self.server(name)
-            if server.get("ready"):
-                return server
             if not server:
                 raise AssertionError(f"{name}'s server is gone (its start failed)")
-            await asyncio.sleep(0.2)
-        raise AssertionError(f"{name}'s server was not ready within {timeout} s")
+            return server if server.get("ready") else None
+
+        return await async_wait_for(
+            ready, what=f"{name}'s server to be ready", timeout=timeout, interval=0.2
+        )
 
     async def stop(self, name: str) -> None:
         await self.api("DELETE", f"/hub/api/users/{name}/server")
         pod = f"jupyter-{name}"
         await self.cluster.wait_for(lambda: self.cluster.pod("default", pod) is None, 30)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if not await self.server(name):
-                return
-            await asyncio.sleep(0.1)
+
+        async def gone() -> bool:
+            return not await self.server(name)
+
+        await async_wait_for(
+            gone, what=f"the hub to forget {name}'s server", timeout=30, interval=0.1
+        )
 
     async def answers(self, name: str, timeout: float = 10) -> bool:
-        """Whether the user's own server answers through the proxy (its route may lag a bit)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        """That the user's own server answers through the proxy (its route may lag a bit)."""
+
+        async def started() -> bool:
             code, status = await self.api("GET", f"/user/{name}/api/status")
-            if code == 200 and "started" in status:
-                return True
-            await asyncio.sleep(0.2)
-        return False
+            return code == 200 and "started" in status
+
+        return await async_wait_for(
+            started,
+            what=f"{name}'s server to answer /api/status through the proxy",
+            timeout=timeout,
+            interval=0.2,
+        )
 
     def pod(self, name: str) -> dict[str, Any] | None:
         return self.cluster.pod("default", f"jupyter-{name}")
@@ -201,14 +208,19 @@ async def unfill(hub: Hub, pool: str, names: list[str], free: int) -> None:
 
 
 async def wait_pool_free(hub: Hub, pool: str, free: int, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    rows: list[dict[str, Any]] = []
+
+    async def has_free() -> bool:
         _, answer = await hub.api("GET", "/services/gpupool/api/v1/pools")
-        row = next(p for p in answer["pools"] if p["name"] == pool)
-        if row["gpu_free"] == free:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{pool} never had {free} free GPUs: {row}")
+        rows.append(next(p for p in answer["pools"] if p["name"] == pool))
+        return rows[-1]["gpu_free"] == free
+
+    try:
+        await async_wait_for(
+            has_free, what=f"{pool} to have {free} free GPUs", timeout=timeout, interval=0.1
+        )
+    except WaitTimeout as e:
+        raise WaitTimeout(f"{e}; its last row: {rows[-1] if rows else None}") from None
 
 
 def taint(hub: Hub, node: str, taints: list[dict[str, str]]) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from jupyter_gpupool.spawner.progress import ProgressLog, merge_progress
 from jupyter_gpupool.spawner.scheduling import Scheduling, rotate_after, scheduling
 
@@ -73,23 +75,38 @@ def test_wrap_around():
 async def test_progress_interleaves_our_steps_with_kubespawner_events():
     log = ProgressLog()
     finished = asyncio.Event()
+    # each step happens only once the reader has been given the one before it, so the merged
+    # stream has one right order (a merge that held one source back would wait forever)
+    given = {m: asyncio.Event() for m in ("gpupool: admitted", "pod event 1", "gpupool: scheduled")}
+    given["pod event 2"] = asyncio.Event()
 
     async def kubespawner_events():
+        await given["gpupool: admitted"].wait()
         yield {"message": "pod event 1"}
-        await asyncio.sleep(0.05)
+        await given["pod event 1"].wait()
         log.add("gpupool: scheduled")
-        await asyncio.sleep(0.15)
+        await given["gpupool: scheduled"].wait()
         yield {"message": "pod event 2"}
 
     async def start():
         log.add("gpupool: admitted")
-        await asyncio.sleep(0.4)
+        await given["pod event 2"].wait()
         log.add("gpupool: started")
         finished.set()
 
+    got: list[str] = []
+
+    async def read():
+        async for event in merge_progress(log, kubespawner_events(), finished.is_set, poll=0.01):
+            got.append(event["message"])
+            if event["message"] in given:
+                given[event["message"]].set()
+
     task = asyncio.ensure_future(start())
-    await asyncio.sleep(0)
-    got = [e["message"] async for e in merge_progress(log, kubespawner_events(), finished.is_set)]
+    try:
+        await asyncio.wait_for(read(), 10)
+    except TimeoutError:
+        pytest.fail(f"the merged progress stalled after {got}")
     await task
     assert got == [
         "gpupool: admitted",
@@ -105,9 +122,8 @@ async def test_progress_stops_cleanly_when_the_reader_goes_away():
     log.add("one")
 
     async def forever():
-        while True:
-            await asyncio.sleep(10)
-            yield {"message": "never"}
+        await asyncio.Event().wait()  # a pod that never has an event
+        yield {"message": "never"}
 
     stream = merge_progress(log, forever(), lambda: False)
     assert (await anext(stream))["message"] == "one"
