@@ -6,6 +6,7 @@ Each test prints one ``RELIABILITY {...}`` line with its figures (run pytest wit
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -14,11 +15,15 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import kubernetes_asyncio.client
+import kubernetes_asyncio.config
 import pytest
 import yaml
-from conftest import HubStub, picture, pod_for, truth
+from conftest import HubStub, pod_for
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from jupyter_gpupool.client import AdmissionRejected, GPUPoolClient, GPUPoolError
 from jupyter_gpupool.demo.run import free_port
@@ -56,6 +61,95 @@ def write_pool(pools_dir: Path, quota: dict | None = None) -> None:
 
 def report(name: str, **figures) -> None:
     print(f"\nRELIABILITY {json.dumps({'test': name, **figures})}")
+
+
+# --- what the cluster says, counted by the test ---------------------------------------------------
+
+PRESSURE = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
+
+
+@contextlib.asynccontextmanager
+async def core_api(cluster: SimCluster) -> AsyncIterator[kubernetes_asyncio.client.CoreV1Api]:
+    """A real Kubernetes client of the simulated cluster, through its kubeconfig (HTTPS, token)."""
+    cfg = kubernetes_asyncio.client.Configuration()
+    await kubernetes_asyncio.config.load_kube_config(
+        config_file=cluster.kubeconfig, client_configuration=cfg
+    )
+    async with kubernetes_asyncio.client.ApiClient(cfg) as api:
+        yield kubernetes_asyncio.client.CoreV1Api(api)
+
+
+async def read_with_retries(call):
+    """One list call through the real client; the faults hit the test's reads too: retry."""
+    for _ in range(50):
+        try:
+            return await call()
+        except ApiException as e:
+            if e.status != 500:
+                raise
+    raise AssertionError("50 list calls in a row failed")
+
+
+def gpus_of(pod) -> int:
+    """The GPUs a pod's containers ask for (limit, else request), summed by the test itself."""
+    total = 0
+    for c in pod.spec.containers:
+        res = c.resources
+        limits = (res.limits if res is not None else None) or {}
+        requests = (res.requests if res is not None else None) or {}
+        total += int(limits.get("nvidia.com/gpu") or requests.get("nvidia.com/gpu") or 0)
+    return total
+
+
+async def recount(core) -> dict:
+    """Usage from a fresh list of nodes and pods, read from the cluster's API and added up here:
+    no UsageIndex involved."""
+    nodes = await read_with_retries(core.list_node)
+    pods = await read_with_retries(core.list_pod_for_all_namespaces)
+    rows = {}
+    for n in nodes.items:
+        conditions = {c.type: c.status for c in n.status.conditions or ()}
+        rows[n.metadata.name] = {
+            "pool": (n.metadata.labels or {}).get("runwhere.ai/pool", "default"),
+            "gpu_total": int((n.status.allocatable or {}).get("nvidia.com/gpu", 0)),
+            "gpu_used": 0,
+            "schedulable": conditions.get("Ready") == "True"
+            and not n.spec.unschedulable
+            and not any(conditions.get(t) == "True" for t in PRESSURE),
+        }
+    users: Counter = Counter()
+    servers = []
+    for p in pods.items:
+        if p.status.phase in ("Succeeded", "Failed"):
+            continue
+        gpus = gpus_of(p)
+        node = p.spec.node_name
+        if node is not None:  # bound pods hold their node's GPUs
+            rows[node]["gpu_used"] += gpus
+        user = (p.metadata.annotations or {}).get("gpupool.jupyter.org/user")
+        if user:
+            users[user] += gpus
+            servers.append((p.metadata.name, node, gpus))
+    return {
+        "nodes": rows,
+        "users": {u: g for u, g in users.items() if g},
+        "servers": sorted(servers, key=str),
+    }
+
+
+async def service_says(admin: GPUPoolClient) -> dict:
+    """The same figures as the service's API answers them."""
+    nodes = await admin.nodes()
+    return {
+        "nodes": {
+            n["name"]: {k: n[k] for k in ("pool", "gpu_total", "gpu_used", "schedulable")}
+            for n in nodes
+        },
+        "users": (await admin.usage())["users"],
+        "servers": sorted(
+            ((s["name"], s["node"], s["gpus"]) for s in await admin.servers()), key=str
+        ),
+    }
 
 
 # --- 500 concurrent admissions -------------------------------------------------------------------
@@ -247,20 +341,22 @@ async def test_killing_the_service_during_a_burst_loses_nothing(pools_dir, hub, 
         assert total <= 32
 
         # usage equals what the cluster says, and no reservation is left behind
-        async def settled() -> bool:
+        async def settled(core) -> bool:
             usage = await admin.usage()
-            fresh = truth(cluster)
+            fresh = await recount(core)
             return (
-                usage["users"] == fresh.usage_by_user()
+                usage["users"] == fresh["users"]
                 and usage["reservations"] == {"count": 0, "gpus": 0}
                 and next(p for p in usage["pools"] if p["name"] == POOL)["gpu_used"]
-                == fresh.pool_usage(POOL).gpu_used
+                == sum(n["gpu_used"] for n in fresh["nodes"].values() if n["pool"] == POOL)
+                and await service_says(admin) == fresh
             )
 
         deadline = time.monotonic() + 10
-        while not await settled():
-            assert time.monotonic() < deadline, await admin.usage()
-            await asyncio.sleep(0.1)
+        async with core_api(cluster) as core:
+            while not await settled(core):
+                assert time.monotonic() < deadline, (await admin.usage(), await recount(core))
+                await asyncio.sleep(0.1)
         assert await admin.admissions() == []
         # and admissions go on
         if total < 32:
@@ -286,11 +382,12 @@ async def test_usage_converges_to_the_truth_when_the_api_server_is_flaky(start_s
     async with SimCluster(cluster_spec(6)) as cluster:
         service = await start_service(cluster)
         admin = service.admin()
+        view = service.ctx.view
         rng = random.Random(7)
         cluster.faults.configure(error_rate=0.1, seed=3)
         stats = Counter()
         deadline = time.monotonic() + 8
-        cuts = 0
+        cuts = watches_cut = expiries = 0
         next_cut = time.monotonic() + 0.5
         n = 0
         while time.monotonic() < deadline:
@@ -302,7 +399,7 @@ async def test_usage_converges_to_the_truth_when_the_api_server_is_flaky(start_s
                     a = await admin.admit(user=f"u{n % 30}", pools=[POOL], gpus=rng.choice([1, 2]))
                     cluster.store.create("pods", "default", pod_for(a, f"nb-{n}"))
                     stats["created"] += 1
-                elif action < 0.65 and pods:
+                elif action < 0.65 and len(pods) > 4:  # keep some servers to count
                     victim = rng.choice(pods)["metadata"]["name"]
                     cluster.store.delete("pods", "default", victim, grace_period=0)
                     stats["deleted"] += 1
@@ -324,12 +421,24 @@ async def test_usage_converges_to_the_truth_when_the_api_server_is_flaky(start_s
             except GPUPoolError as e:
                 stats[f"error-{e.status}"] += 1
             if time.monotonic() > next_cut:
-                cluster.faults.cut_watches()
+                watches_cut += cluster.faults.cut_watches()
                 if cuts % 5 == 2:
                     cluster.faults.expire_history()  # the next resume gets 410 Gone
+                    expiries += 1
                 cuts += 1
                 next_cut += 0.5
             await asyncio.sleep(0.02)
+
+        # The faults really happened, and the service met them: 500s answered to its calls,
+        # watches closed under it, resumes refused with 410 so that it had to list again.
+        injected_in_churn = cluster.faults.injected
+        errors_in_churn = view.stats["errors"]
+        relists_in_churn = view.stats["relists_410"]
+        assert injected_in_churn > 0, "no 500 was injected"
+        assert errors_in_churn > 0, "the service's list/watch calls never met a fault"
+        assert watches_cut > 0, "no open watch was ever cut"
+        assert expiries > 0 and relists_in_churn > 0, (expiries, relists_in_churn)
+        assert stats["created"] and stats["deleted"] and stats["cordons"], stats
 
         # the churn stops, the faults and the watch cuts go on: usage must still converge
         async def keep_cutting() -> None:
@@ -339,32 +448,34 @@ async def test_usage_converges_to_the_truth_when_the_api_server_is_flaky(start_s
 
         cutter = asyncio.create_task(keep_cutting())
         started = time.perf_counter()
-        index = service.ctx.state.index
         try:
-            while picture(index) != picture(truth(cluster)):
-                assert time.perf_counter() - started < 30, "usage did not converge"
-                await asyncio.sleep(0.05)
-            converged = time.perf_counter() - started
-            # and stays converged while watches keep being cut and calls keep failing
-            for _ in range(20):
-                await asyncio.sleep(0.1)
-                assert picture(index) == picture(truth(cluster))
+            async with core_api(cluster) as core:
+                while (truth_now := await recount(core)) != (says := await service_says(admin)):
+                    assert time.perf_counter() - started < 30, (
+                        f"usage did not converge:\n cluster: {truth_now}\n service: {says}"
+                    )
+                    await asyncio.sleep(0.05)
+                converged = time.perf_counter() - started
+                assert truth_now["servers"], "no server is left to count"
+                # and stays converged while watches keep being cut and calls keep failing
+                for _ in range(20):
+                    await asyncio.sleep(0.1)
+                    assert await service_says(admin) == await recount(core)
         finally:
             cutter.cancel()
         injected = cluster.faults.injected
         cluster.faults.configure(error_rate=0.0)
-        # the API reports the same
-        usage = await admin.usage()
-        assert usage["users"] == truth(cluster).usage_by_user()
-        view = service.ctx.view
         report(
             "flaky-api-server",
             seconds_of_churn=8,
             actions=dict(stats),
             injected_500s=injected,
+            injected_500s_during_churn=injected_in_churn,
             watch_cuts=cuts,
+            watches_cut=watches_cut,
+            history_expiries=expiries,
             watch_errors=view.stats["errors"],
             relists_410=view.stats["relists_410"],
             converged_seconds=round(converged, 2),
-            pods=len(cluster.store.list("pods", "default")[0]),
+            pods=len(truth_now["servers"]),
         )
