@@ -251,7 +251,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 body = {
                     "user": f"u{user}",
                     "groups": [f"g{user % args.groups:02d}"],
-                    "pools": rng.sample(pool_names, 3),
+                    "pools": rng.sample(pool_names, min(3, len(pool_names))),
                     "gpus": 1,
                 }
                 return "POST", base + "api/v1/admissions", ADMIN_TOKEN, body

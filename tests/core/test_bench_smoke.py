@@ -1,4 +1,11 @@
-"""The admission benchmark runs (at a tiny size; no timing is asserted)."""
+"""The benchmarks run at a tiny size and measure what they were asked to (no timing target).
+
+Each prints one JSON line; the checks are on its shape and its counts: every figure present, as
+many measurements as requests asked for, every request answered as it should be (a benchmark of
+401s or 500s measures nothing), percentiles in order, and the baseline measured in the same run
+slower than what it is the baseline of. bench_spawn's smoke test is in
+``tests/spawner/test_spawner_docs.py``.
+"""
 
 from __future__ import annotations
 
@@ -7,43 +14,116 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_admission.py"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
-def test_benchmark_prints_one_json_line():
+def run(script: str, *args: object) -> dict:
     out = subprocess.run(
-        [
-            sys.executable,
-            str(BENCH),
-            "--nodes",
-            "20",
-            "--pools",
-            "4",
-            "--pods",
-            "300",
-            "--users",
-            "30",
-            "--groups",
-            "6",
-            "--admissions",
-            "200",
-            "--baseline-admissions",
-            "3",
-        ],
+        [sys.executable, str(BENCHMARKS / script), *map(str, args)],
         capture_output=True,
         text=True,
         check=True,
         timeout=120,
     ).stdout
     [line] = out.splitlines()
-    result = json.loads(line)
-    for key in (
+    return json.loads(line)
+
+
+def test_admission_benchmark():
+    nodes, pools, pods, admissions = 20, 4, 2000, 200
+    result = run(
+        "bench_admission.py",
+        *("--nodes", nodes, "--pools", pools, "--pods", pods, "--users", 30, "--groups", 6),
+        *("--admissions", admissions, "--baseline-admissions", 5),
+    )
+    assert set(result) == {
         "events_per_s",
         "admissions_per_s",
         "admission_p50_ms",
         "admission_p99_ms",
         "rss_mb",
         "baseline_ratio",
-    ):
-        assert result[key] > 0, key
-    assert result["events"] > 300 and result["admissions"] == 200
+        "events",
+        "admissions",
+        "admitted",
+        "baseline_ms",
+        "peak_rss_mb",
+        "nodes",
+        "pods",
+        "pools",
+    }
+    assert (result["nodes"], result["pods"], result["pools"]) == (nodes, pods, pools)
+    # every node added; every pod created pending then bound; one pod in ten (0, 10, ...) ends
+    assert result["events"] == nodes + 2 * pods + (pods + 9) // 10
+    assert result["admissions"] == admissions
+    assert 0 < result["admitted"] <= admissions
+    assert 0 < result["admission_p50_ms"] <= result["admission_p99_ms"]
+    assert result["events_per_s"] > 0 and result["admissions_per_s"] > 0
+    assert result["rss_mb"] > 0 and result["peak_rss_mb"] > 0
+    # the naive recount scans 2,000 pods per decision: slower than the index, in the same run
+    assert result["baseline_ms"] > 0 and result["baseline_ratio"] > 1
+
+
+def test_service_benchmark():
+    requests = 20
+    result = run(
+        "bench_service.py",
+        *("--nodes", 20, "--pools", 3, "--pods", 40, "--groups", 4),
+        *("--clients", 2, "--requests", requests),
+    )
+    assert set(result) == {
+        "nodes",
+        "pods",
+        "pools",
+        "clients",
+        "keepalive",
+        "requests_per_phase",
+        "admission_p50_ms",
+        "admission_p99_ms",
+        "admissions_per_s",
+        "admission_status",
+        "pools_p50_ms",
+        "pools_p99_ms",
+        "pools_per_s",
+        "pools_status",
+        "service_rss_mb",
+        "startup_s",
+        "populate_s",
+    }
+    assert result["requests_per_phase"] == requests
+    # 160 GPUs, one per admission: every admission is admitted, every pool list answered
+    assert result["admission_status"] == {"201": requests}
+    assert result["pools_status"] == {"200": requests}
+    assert 0 < result["admission_p50_ms"] <= result["admission_p99_ms"]
+    assert 0 < result["pools_p50_ms"] <= result["pools_p99_ms"]
+    assert result["admissions_per_s"] > 0 and result["pools_per_s"] > 0
+    assert result["service_rss_mb"] > 0 and result["startup_s"] > 0
+
+
+def test_pages_benchmark():
+    result = run(
+        "bench_pages.py",
+        *("--nodes", 20, "--pools", 2, "--pods", 40, "--groups", 4, "--requests", 2),
+    )
+    assert (result["nodes"], result["pods"], result["pools"]) == (20, 40, 2)
+    pages = result["pages"]
+    assert set(pages) == {
+        "user",
+        "pools",
+        "pool",
+        "nodes",
+        "nodes_last_page",
+        "nodes_status_filter",
+        "nodes_name_filter",
+        "quotas",
+        "admin",
+        "usage_chart",
+        "api_nodes_page",
+        "api_pool_servers",
+        "api_quota_rows",
+        "baseline_api_all_nodes",
+    }
+    for name, page in pages.items():
+        assert page["status"] == 200, (name, page)
+        assert 0 < page["p50_ms"] <= page["p99_ms"], (name, page)
+        assert page["kb"] > 0, (name, page)
