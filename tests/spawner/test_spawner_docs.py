@@ -68,6 +68,29 @@ def test_the_spawn_benchmark_prints_one_json_line():
     ).stdout
     [line] = out.splitlines()
     result = json.loads(line)
-    assert result["spawn_ratio"] > 0 and result["first_pool_full_to_pod_s"] > 0
+    assert set(result) == {
+        "spawns",
+        "start_delay_s",
+        "kubespawner_spawn_s",
+        "gpupool_spawn_s",
+        "spawn_ratio",
+        "kubespawner_spawn_max_s",
+        "gpupool_spawn_max_s",
+        "first_pool_full_to_pod_s",
+        "first_pool_full_started_in",
+        "kubespawner_full_pool_s",
+        "kubespawner_full_pool",
+        "targets",
+    }
+    assert result["spawns"] == 1 and result["start_delay_s"] == 0
+    # medians never above the slowest, the ratio is of the two medians
+    assert 0 < result["kubespawner_spawn_s"] <= result["kubespawner_spawn_max_s"]
+    assert 0 < result["gpupool_spawn_s"] <= result["gpupool_spawn_max_s"]
+    ratio = result["gpupool_spawn_s"] / result["kubespawner_spawn_s"]
+    assert result["spawn_ratio"] == pytest.approx(ratio, rel=0.01, abs=0.002)
+    # GPUPoolSpawner skips the full pool at once; KubeSpawner waits out its start timeout (1 s)
     assert result["first_pool_full_started_in"] == "inference-pool"
     assert result["kubespawner_full_pool"] == "timed out"
+    assert 0 < result["first_pool_full_to_pod_s"] < result["kubespawner_full_pool_s"]
+    assert result["kubespawner_full_pool_s"] > 0.5
+    assert result["targets"] == {"spawn_ratio": 1.2, "first_pool_full_to_pod_s": 1.0}
