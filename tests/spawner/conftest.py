@@ -1,6 +1,6 @@
-"""Fixtures for GPUPoolSpawner in this process: the simulated cluster, a scripted stand-in for the
-gpupool service (so each test says exactly what the service answers), and spawners built like
-JupyterHub builds them. The tests against the real hub and service are in test_spawner_demo.py.
+"""Fixtures for GPUPoolSpawner in this process: the simulated cluster, a stand-in for the gpupool
+service whose answers the service's own views build (tests/real_answers.py; each test chooses the
+pools that are full or down), and spawners built like JupyterHub builds them. The tests against the real hub and service are in test_spawner_demo.py.
 """
 
 from __future__ import annotations
