@@ -23,8 +23,26 @@ import tornado.httpclient
 from ..sim import SimCluster
 from ..sim.spec import example_cluster_spec, load_cluster_file
 from . import ADMIN_TOKEN_FILE, DEFAULT_PORT, DEFAULT_STATE_DIR, URL_FILE
+from .processes import Proc, Stopping, descendants, process
 
 HERE = Path(__file__).resolve().parent
+
+#: Replaces the service's command line (a JSON list; ``{python}``, ``{port}``, ``{kubeconfig}``
+#: and ``{pools}`` are filled in), e.g. to run it under a profiler, or a stand-in in tests.
+SERVICE_COMMAND_ENV = "GPUPOOL_DEMO_SERVICE_COMMAND"
+#: Seconds a child may take to exit after SIGTERM before the demo kills it (default 10).
+STOP_GRACE_ENV = "GPUPOOL_DEMO_STOP_GRACE"
+#: After its children are gone, how much longer the hub may take to finish its own cleanup.
+HUB_EXTRA_GRACE = 5.0
+
+
+def _stop_grace() -> float:
+    raw = os.environ.get(STOP_GRACE_ENV, "").strip()
+    try:
+        return max(float(raw), 0.0) if raw else 10.0
+    except ValueError:
+        print(f"gpupool demo: {STOP_GRACE_ENV}={raw!r} is not seconds; using 10", file=sys.stderr)
+        return 10.0
 
 
 @dataclass
@@ -37,6 +55,9 @@ class DemoOptions:
     extra_env: dict[str, str] = field(default_factory=dict)
     #: A JupyterHub config file loaded after the demo's own (e.g. shorter timeouts in tests).
     extra_config: Path | None = None
+    #: On stop, how long each child (the hub, its proxy and services) may take to exit after
+    #: SIGTERM before it is killed with SIGKILL.
+    stop_grace: float = field(default_factory=_stop_grace)
 
 
 #: Where free_port() looks: below the ephemeral ranges of Linux (32768-60999) and macOS
@@ -100,7 +121,11 @@ def demo_pools_dir(opts: DemoOptions) -> Path:
 
 
 def service_command(opts: DemoOptions, port: int, kubeconfig: str) -> list[str] | None:
-    """The gpupool service's command line, once the service module exists."""
+    """The gpupool service's command line (``GPUPOOL_DEMO_SERVICE_COMMAND`` replaces it), once
+    the service module exists."""
+    override = {**os.environ, **opts.extra_env}.get(SERVICE_COMMAND_ENV, "").strip()
+    if override:
+        return _service_override(override, opts, port, kubeconfig)
     try:
         import jupyter_gpupool.service  # noqa: F401
     except ImportError:
@@ -113,6 +138,28 @@ def service_command(opts: DemoOptions, port: int, kubeconfig: str) -> list[str] 
         f"--kubeconfig={kubeconfig}",
         f"--pools={demo_pools_dir(opts)}",
     ]
+
+
+def _service_override(raw: str, opts: DemoOptions, port: int, kubeconfig: str) -> list[str]:
+    try:
+        cmd = json.loads(raw)
+    except ValueError as e:
+        raise RuntimeError(f"{SERVICE_COMMAND_ENV} is not JSON: {e}") from None
+    if not (isinstance(cmd, list) and cmd and all(isinstance(a, str) for a in cmd)):
+        raise RuntimeError(f"{SERVICE_COMMAND_ENV} must be a JSON list of strings, not {raw!r}")
+    fill = {
+        "{python}": sys.executable,
+        "{port}": str(port),
+        "{kubeconfig}": kubeconfig,
+        "{pools}": str(demo_pools_dir(opts)),
+    }
+    out = []
+    for arg in cmd:
+        # plain replacement, not str.format: an argument may be code with braces of its own
+        for key, value in fill.items():
+            arg = arg.replace(key, value)
+        out.append(arg)
+    return out
 
 
 class Demo:
@@ -201,23 +248,52 @@ class Demo:
     async def stop(self) -> None:
         with contextlib.suppress(OSError):
             (self.state / URL_FILE).unlink()
-        hub = self.hub
-        if hub is not None and hub.poll() is None:
-            # JupyterHub stops the single-user servers, the proxy and its services on SIGTERM.
-            hub.send_signal(signal.SIGTERM)
-            for _ in range(300):
-                if hub.poll() is not None:
-                    break
-                await asyncio.sleep(0.1)
-        if hub is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(hub.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                hub.wait(timeout=5)
+        if self.hub is not None:
+            await self._stop_hub(self.hub)
         self.hub = None
         if self.cluster is not None:
             await self.cluster.stop()  # the kubelet stops any pod process still running
             self.cluster = None
+
+    async def _stop_hub(self, hub: subprocess.Popen[bytes]) -> None:
+        """SIGTERM the hub and every process below it; SIGKILL, and say so, any that is still
+        running after the grace period (a service stuck in a CPU-bound request never gets back
+        to its signal handler, and JupyterHub's own escalation dies with the hub)."""
+        grace = self.opts.stop_grace
+        hub_proc = process(hub.pid)
+        if hub_proc is not None:
+            # noted before any signal: once the hub exits, its orphans are not its descendants
+            children = descendants(hub.pid)
+            stopping = Stopping("gpupool demo")
+            # JupyterHub stops its services, the proxy and the servers on SIGTERM; the children
+            # get SIGTERM too, so that a hub that hangs cannot keep them running
+            stopping.term([hub_proc, *children])
+            began = time.monotonic()
+            await _wait(stopping, hub_proc, children, children, began + grace)
+            stopping.kill(children)
+            # the hub may then need a moment more: its cleanup waited for the killed children
+            until = max(began + grace, time.monotonic()) + HUB_EXTRA_GRACE
+            await _wait(stopping, hub_proc, children, [hub_proc], until)
+            stopping.kill([hub_proc])
+            # what the hub started after the children were killed, and left behind
+            late = await stopping.wait_async(children, HUB_EXTRA_GRACE)
+            stopping.kill(late)
+        # anything left in the hub's own process group: the table may have been unreadable
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(hub.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            hub.wait(timeout=5)
+
+
+async def _wait(
+    stopping: Stopping, hub: Proc, children: list[Proc], procs: list[Proc], until: float
+) -> None:
+    """Wait until ``procs`` are gone or ``until``, adopting what the hub starts meanwhile."""
+    while True:
+        stopping.adopt(hub, children)
+        if not stopping.left(procs) or time.monotonic() >= until:
+            return
+        await asyncio.sleep(0.1)
 
 
 async def run_demo(opts: DemoOptions) -> int:

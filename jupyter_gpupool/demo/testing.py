@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from . import ADMIN_TOKEN_FILE
+from .processes import Stopping, descendants, process
 from .run import free_port
 
 
@@ -134,15 +135,40 @@ def _wait_ready(proc: subprocess.Popen[str], state: Path, timeout: float) -> str
     raise RuntimeError(f"gpupool demo did not start: {err.read_text()}\n{tail}")
 
 
-def _stop(proc: subprocess.Popen[str]) -> None:
+#: How long ``gpupool demo|sim`` may take to stop after SIGTERM: the demo gives each of its own
+#: children a grace period (10 s by default) and the hub a little more, so this is well above.
+STOP_GRACE = 60.0
+#: How long a process left behind by them may take to exit after SIGTERM.
+LEFTOVER_GRACE = 5.0
+
+
+def _stop(
+    proc: subprocess.Popen[str], grace: float = STOP_GRACE, leftover_grace: float = LEFTOVER_GRACE
+) -> None:
+    """SIGTERM ``proc`` (it stops its own children); after ``grace`` s, SIGKILL it. Then any
+    process that was below it and still runs gets SIGTERM, a short grace and SIGKILL; each kill
+    is reported on stderr."""
     if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
+        # noted first: the demo's hub runs in a session of its own, out of reach of killpg
+        root = process(proc.pid)
+        below = descendants(proc.pid) if root is not None else []
+        stopping = Stopping("jupyter_gpupool.demo.testing")
+        if root is not None:
+            stopping.term([root])
+        else:  # not in the process table (no /proc, no ps): signal it all the same
+            proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=60)
+            proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
+            stopping.kill([root] if root is not None else [])
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
+            proc.kill()  # not a group leader, or not in the process table
             proc.wait()
+        # whatever it left behind (nothing, when it stopped its children as it should)
+        stopping.term(below)
+        stopping.wait(below, leftover_grace)
+        stopping.kill(below)
     if proc.stdout is not None:
         proc.stdout.close()
 
