@@ -1,40 +1,21 @@
 """`gpupool demo` as a newcomer runs it: a real JupyterHub on the simulated cluster."""
 
 import json
-import os
 import signal
-import time
-from pathlib import Path
 
 import pytest
+from proctree import alive, cmdline, descendants
+from waiting import wait_for
 
 from jupyter_gpupool.demo.testing import DemoProcess
 
 
-def descendants(pid):
-    """Every process below ``pid`` (from /proc), so the test can check none is left behind."""
-    children = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+def server_ready(api, user):
+    """``user``'s default server model once the hub says it is ready, else None."""
+    code, model = api("GET", f"/hub/api/users/{user}")
+    assert code == 200, (code, model)
+    server = model["servers"].get("", {})
+    return server if server.get("ready") else None
 
 
 @pytest.fixture(scope="module")
@@ -66,14 +47,7 @@ def test_a_user_gets_a_working_notebook_server_on_the_cluster(demo):
     api("POST", "/hub/api/users/alice")
     code, _ = api("POST", "/hub/api/users/alice/server")
     assert code in (201, 202)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        code, user = api("GET", "/hub/api/users/alice")
-        if user["servers"].get("", {}).get("ready"):
-            break
-        time.sleep(0.5)
-    else:
-        pytest.fail("server never became ready")
+    wait_for(lambda: server_ready(api, "alice"), timeout=60, interval=0.5, what="alice's server")
     # the single-user server itself answers through the proxy
     code, status = api("GET", "/user/alice/api/status")
     assert code == 200 and "started" in status
@@ -85,16 +59,13 @@ def test_sigterm_stops_everything_and_leaves_no_process(demo):
     proc = demo.proc
     api = demo.api
     api("POST", "/hub/api/users/bob")
-    api("POST", "/hub/api/users/bob/server")
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if api("GET", "/hub/api/users/bob")[1]["servers"].get("", {}).get("ready"):
-            break
-        time.sleep(0.5)
+    code, _ = api("POST", "/hub/api/users/bob/server")
+    assert code in (201, 202)
+    wait_for(lambda: server_ready(api, "bob"), timeout=60, interval=0.5, what="bob's server")
     tree = descendants(proc.pid)
     assert len(tree) >= 3  # at least the hub, the proxy and bob's server
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0
-    time.sleep(0.5)
+    # the demo waits for each of its children to be gone before it exits: nothing to wait for
     left = [pid for pid in tree if alive(pid)]
-    assert left == [], [Path(f"/proc/{p}/cmdline").read_text() for p in left]
+    assert left == [], [cmdline(p) for p in left]
