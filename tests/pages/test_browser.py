@@ -11,10 +11,10 @@ the tests are skipped, with the reason, when either is missing.
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 from browser_setup import chromium, expect, log_in, new_page, shoot
+from waiting import wait_for
 
 from jupyter_gpupool.demo.testing import DemoProcess
 
@@ -152,10 +152,12 @@ def test_stopping_a_server_from_its_pool_page_stops_it(admin, demo):
     expect(row).to_contain_text("running")
     row.locator("button", has_text="Stop").click()
     expect(admin.locator("#gpupool-flash")).to_have_text("Stopping carol's server.")
-    deadline = time.monotonic() + 60
-    while demo.server_running("carol") and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert not demo.server_running("carol")
+    wait_for(
+        lambda: not demo.server_running("carol"),
+        timeout=60,
+        interval=0.5,
+        what="carol's server to stop",
+    )
     expect(row).to_have_count(0, timeout=30_000)
     _, changes = demo.api("GET", SVC + "api/v1/usage")  # the service still answers
     assert changes

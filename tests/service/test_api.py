@@ -3,14 +3,15 @@ a real hub)."""
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import io
+import logging
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import delete_pod, start_pod
+from waiting import async_wait_for
 
 from jupyter_gpupool.client import AdmissionForbidden, AdmissionRejected, GPUPoolError
 from jupyter_gpupool.service import clock
@@ -433,14 +434,41 @@ async def test_csv_and_metrics(service):
         assert line in text, line
 
 
+class Records(logging.Handler):
+    """The records of one logger, as a context manager (the service's loggers do not propagate
+    to the root logger, where caplog listens)."""
+
+    def __init__(self, name: str):
+        super().__init__(logging.DEBUG)
+        self.logger = logging.getLogger(name)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def __enter__(self) -> Records:
+        self.logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.logger.removeHandler(self)
+
+
 async def test_files_changed_on_disk_are_picked_up_and_bad_ones_ignored(
     start_service, pools_dir: Path
 ):
     service = await start_service(reload_interval=0.1)
     (pools_dir / "t4.yaml").write_text(NEW_POOL)
     await service.cluster.wait_for(lambda: "t4-pool" in service.ctx.state.registry.pools, 5)
-    (pools_dir / "broken.yaml").write_text("kind: pool\npool: {}\n")
-    await asyncio.sleep(0.5)
+    with Records("jupyter_gpupool.service.poolchanges") as reported:
+        (pools_dir / "broken.yaml").write_text("kind: pool\npool: {}\n")
+        # the reloader has read the broken file once it says so: only from then on does it
+        # prove anything that the pools in force stayed
+        await async_wait_for(
+            lambda: [r for r in reported.records if "broken.yaml" in r.getMessage()],
+            what="the reloader to report broken.yaml",
+        )
+    assert "does not load; keeping the pools in force" in reported.records[-1].getMessage()
     assert "t4-pool" in service.ctx.state.registry.pools
     with pytest.raises(GPUPoolError) as e:
         await service.admin().apply_pools(NEW_POOL)

@@ -5,6 +5,7 @@ import asyncio
 import pytest
 from kubernetes_asyncio import client, config, watch
 from kubernetes_asyncio.client.exceptions import ApiException
+from waiting import async_wait_for
 
 
 @pytest.fixture
@@ -201,13 +202,23 @@ async def collect(w, stream, n, timeout=5):
     return out
 
 
-async def test_fresh_watch_sends_added_for_existing_then_changes(core):
+async def watch_opened(cluster, resource):
+    """Wait until the simulated API server holds an open watch on ``resource``: changes made
+    from then on reach it as changes, after its initial list (a sleep would only make that
+    likely)."""
+    await async_wait_for(
+        lambda: any(w.resource == resource and not w.closed for w in cluster.store.watchers),
+        what=f"a watch on {resource} to reach the simulated API server",
+    )
+
+
+async def test_fresh_watch_sends_added_for_existing_then_changes(core, sim_cluster):
     await core.create_namespaced_config_map("default", {"metadata": {"name": "old"}})
     w = watch.Watch()
     stream = w.stream(core.list_namespaced_config_map, "default", timeout_seconds=10)
 
     async def change():
-        await asyncio.sleep(0.2)
+        await watch_opened(sim_cluster, "configmaps")
         await core.create_namespaced_config_map("default", {"metadata": {"name": "new"}})
         await core.patch_namespaced_config_map("new", "default", {"data": {"x": "1"}})
         await core.delete_namespaced_config_map("old", "default")
@@ -270,7 +281,7 @@ async def test_watch_timeout_seconds_ends_the_stream(core):
     assert 0.9 <= loop.time() - start < 5
 
 
-async def test_watch_selectors_turn_label_changes_into_added_and_deleted(core):
+async def test_watch_selectors_turn_label_changes_into_added_and_deleted(core, sim_cluster):
     await core.create_namespaced_pod("default", pod_body("p", {"pool": "dev"}))
     w = watch.Watch()
     stream = w.stream(
@@ -278,7 +289,7 @@ async def test_watch_selectors_turn_label_changes_into_added_and_deleted(core):
     )
 
     async def change():
-        await asyncio.sleep(0.2)
+        await watch_opened(sim_cluster, "pods")
         await core.patch_namespaced_pod("p", "default", {"metadata": {"labels": {"pool": "train"}}})
         await core.patch_namespaced_pod("p", "default", {"metadata": {"labels": {"pool": "dev"}}})
 

@@ -7,11 +7,11 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 from needs import need
+from waiting import wait_for
 
 from jupyter_gpupool.demo.testing import SimProcess
 from jupyter_gpupool.sim import sim_auth_headers, sim_ssl_context
@@ -40,17 +40,6 @@ def sim(tmp_path):
         kubectl.proc = process.proc
         kubectl.tmp = tmp_path
         yield kubectl
-
-
-def wait_until(fn, timeout=10):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.1)
 
 
 def test_sim_writes_a_kubeconfig_and_kubectl_lists_8_nodes(sim):
@@ -97,18 +86,26 @@ def test_gpu_pods_run_in_their_pool_or_stay_pending_with_a_reason(sim):
             )
         )
         sim("create", "-f", str(manifest))
-    two = wait_until(
+    two = wait_for(
         lambda: (
             (p := json.loads(sim("get", "pod", "two", "-o", "json").stdout))["status"]["phase"]
             == "Running"
             and p
-        )
+        ),
+        what="pod two to run",
     )
     assert two["spec"]["nodeName"] in ("gpu-node-1", "gpu-node-2")
+
+    # the scheduler works in passes of its own: that two runs says nothing about sixteen yet
+    def described_with_failed_scheduling():
+        described = sim("describe", "pod", "sixteen").stdout
+        return described if "FailedScheduling" in described else None
+
+    described = wait_for(
+        described_with_failed_scheduling, what="a FailedScheduling event for pod sixteen"
+    )
     status = sim("get", "pod", "sixteen", "-o", "jsonpath={.status.phase}").stdout
     assert status == "Pending"
-    described = sim("describe", "pod", "sixteen").stdout
-    assert "FailedScheduling" in described
     assert (
         "0/8 nodes are available: 2 Insufficient nvidia.com/gpu, "
         "6 node(s) didn't match Pod's node affinity/selector." in described
@@ -138,7 +135,7 @@ def test_kubectl_label_moves_a_node_between_pools(sim):
 
 def test_kubectl_run_describe_cordon_delete(sim):
     sim("run", "tmp", "--image=busybox", "--restart=Never", "--", "sleep", "1")
-    wait_until(lambda: "Running" in sim("get", "pod", "tmp").stdout)
+    wait_for(lambda: "Running" in sim("get", "pod", "tmp").stdout, what="pod tmp to run")
     assert "Successfully assigned default/tmp to" in sim("describe", "pod", "tmp").stdout
     sim("cordon", "gpu-node-5")
     assert "SchedulingDisabled" in sim("get", "node", "gpu-node-5").stdout

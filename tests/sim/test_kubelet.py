@@ -1,10 +1,10 @@
 """The kubelet in process mode: pods run as local processes on their own loopback address."""
 
-import asyncio
 import sys
 
 import pytest
 import tornado.httpclient
+from waiting import async_wait_for
 
 from jupyter_gpupool.sim import SimCluster, parse_cluster
 
@@ -39,14 +39,16 @@ def running(cluster, name):
     return pod if pod and pod["status"]["phase"] == "Running" else None
 
 
-async def fetch(url, attempts=50, **kwargs):
+async def fetch(url, timeout=10, **kwargs):
+    """The answer of ``url`` once the pod's server listens (it starts after the pod runs)."""
     http = tornado.httpclient.AsyncHTTPClient()
-    for _ in range(attempts):
-        try:
-            return await http.fetch(url, request_timeout=2, **kwargs)
-        except (ConnectionError, OSError, tornado.httpclient.HTTPClientError):
-            await asyncio.sleep(0.1)
-    raise AssertionError(f"{url} never answered")
+    return await async_wait_for(
+        lambda: http.fetch(url, request_timeout=2, **kwargs),
+        ignore=(ConnectionError, OSError, tornado.httpclient.HTTPClientError),
+        timeout=timeout,
+        interval=0.1,
+        what=f"{url} to answer",
+    )
 
 
 async def test_two_servers_on_the_same_port_run_side_by_side(cluster):
