@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..client import GPUPoolClient
 from ..reports import quota_rows
 from .connection import add_connection_options, run, write
 from .get import NODE_COLUMNS, QUOTA_COLUMNS, add_output_option, job_columns
-from .output import cell, indent, render
+from .output import Column, cell, indent, render
+
+TAKEN_OUT_COLUMNS = (Column("NODE NAME", "name"), Column("NOW IN POOL", "pool"))
 
 
 def register(subparsers: Any) -> None:
@@ -67,8 +69,12 @@ def format_pool(pool: Mapping[str, Any], now: float) -> str:
         fields.append(("Defined", "no (only a node label names it)"))
     width = max(len(k) for k, _ in fields) + 2
     out = "".join(f"{(k + ':').ljust(width)}{cell(v)}\n" for k, v in fields)
+    if pool.get("nodes_taken_out"):
+        out += "\n" + taken_out_note(pool["name"], pool["nodes_taken_out"])
     if "nodes" in pool:
-        out += "\nNodes:\n" + indent(render("table", pool["nodes"], NODE_COLUMNS))
+        nodes = pool["nodes"]
+        out += "\nNodes:\n"
+        out += indent(render("table", nodes, NODE_COLUMNS)) if nodes else "  (none)\n"
     servers = pool.get("servers") or []
     out += "\nServers:\n"
     out += indent(render("table", servers, job_columns(now))) if servers else "  (none)\n"
@@ -79,6 +85,22 @@ def format_pool(pool: Mapping[str, Any], now: float) -> str:
     if pool.get("reservations"):
         out += f"\nAdmissions waiting for their pod: {len(pool['reservations'])}\n"
     return out
+
+
+def taken_out_note(name: str, nodes: Sequence[Mapping[str, Any]]) -> str:
+    """What to say about nodes the pool's document lists that are no longer in the pool."""
+    rows = [{"name": n.get("name"), "pool": n.get("pool")} for n in nodes]
+    table = render("table", rows, TAKEN_OUT_COLUMNS)
+    return (
+        "Nodes taken out outside gpupool:\n"
+        + indent(table)
+        + indent(
+            "\nThe pool's document lists these nodes, but their pool label was removed or changed\n"
+            "outside gpupool (by `gpuctl delete pool`, `gpuctl label node` or kubectl).\n"
+            "To put them back, apply the pool file again: gpupool create -f FILE\n"
+            f"To drop the pool instead: gpupool delete pool {name}\n"
+        )
+    )
 
 
 def _by_subject(pool: Mapping[str, Any]) -> dict[str, dict[str, int]] | None:

@@ -4,8 +4,9 @@ Each change runs under one lock, re-reads the store (someone may have edited the
 the new documents (:mod:`.layout`), checks everything that could refuse it, and only then acts:
 
 1. node labels, as gpuctl sets them (``runwhere.ai/pool`` and ``runwhere.ai/gpu-type`` for the
-   nodes a pool lists; the pool label removed from nodes a pool no longer lists or that belonged
-   to a deleted pool); if a label write fails, the ones already made are put back;
+   nodes a pool lists, the type label written even when it is ``""``; the pool label removed from
+   nodes a pool no longer lists or that belonged to a deleted pool); if a label write fails, the
+   ones already made are put back;
 2. the store (files or ConfigMap); if that fails, the labels are put back;
 3. the new registry is put in force, at once, for the next admission.
 
@@ -193,10 +194,9 @@ class PoolManager:
         for name in (*edit.created, *edit.replaced):
             pool = after.pools[name]
             for host, gpu_type in pool.nodes.items():
-                labels: dict[str, str | None] = {self.pool_label: name}
-                if gpu_type:
-                    labels[GPU_TYPE_LABEL] = gpu_type
-                wanted[host] = labels
+                # "" is written too, as gpuctl does: a node listed as CPU-only must not keep
+                # the GPU type it had before
+                wanted[host] = {self.pool_label: name, GPU_TYPE_LABEL: gpu_type}
         dropped: dict[str, str] = {}  # node -> pool it leaves
         for name in edit.replaced:
             old = before.pools.get(name)

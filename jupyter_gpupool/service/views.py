@@ -79,15 +79,40 @@ def largest_free_block(index: UsageIndex, reservations: Reservations, pool: str,
     return best
 
 
+#: Status of a defined pool none of whose listed nodes is in it any more (see ``nodes_taken_out``).
+UNLABELED = "unlabeled"
+
+
+def nodes_taken_out(pool: Pool, index: UsageIndex) -> list[JSON]:
+    """Nodes the pool's document lists that are in the cluster but not in the pool, with the
+    pool each is in now.
+
+    gpupool labels a pool's nodes itself, so such a node had its pool label removed or changed
+    outside gpupool: ``gpuctl delete pool`` removes the labels and leaves gpupool's document, which
+    would otherwise make the pool look merely empty. Nodes missing from the cluster are not
+    listed: nothing took them out of the pool.
+    """
+    out = []
+    for host in pool.nodes:
+        node = index.node(host)
+        if node is not None and node.pool != pool.name:
+            out.append({"name": host, "pool": node.pool})
+    return out
+
+
 def pool_summary(
     pool: Pool, usage: PoolUsage, index: UsageIndex, reservations: Reservations
 ) -> JSON:
     """One row of ``GET api/v1/pools``: gpuctl's columns, and what can still be admitted."""
     reserved = sum(reservations.pool_nodes(pool.name).values())
+    taken_out = nodes_taken_out(pool, index)
+    status = usage.status
+    if taken_out and usage.node_count == 0:
+        status = UNLABELED  # not "empty": its document still lists nodes
     return {
         "name": pool.name,
         "description": pool.description,
-        "status": usage.status,
+        "status": status,
         "gpu_total": usage.gpu_total,
         "gpu_used": usage.gpu_used,
         "gpu_free": usage.gpu_free,
@@ -114,6 +139,7 @@ def pool_summary(
             "allowed_gpus": list(pool.limits.allowed_gpus),
         },
         "defined": pool.source is not None,
+        "nodes_taken_out": taken_out,
     }
 
 
