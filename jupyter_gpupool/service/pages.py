@@ -424,6 +424,15 @@ def sentence(text: str) -> str:
     return text[:1].upper() + text[1:] + ("" if text.endswith((".", "?", "!")) else ".")
 
 
+def refusal_sentence(message: str) -> str:
+    """The first line of a refused change as a sentence that says nothing was changed, once
+    (some of the pool manager's messages say it already)."""
+    first = message.split("\n", 1)[0].rstrip(":").rstrip()
+    if not first.endswith("nothing was changed"):
+        first += "; nothing was changed"
+    return sentence(first)
+
+
 def request_lines(problems: list[str]) -> list[str]:
     """``<request>:7: field: message`` as ``line 7: field: message`` (the textarea's lines)."""
     return [p.replace(f"{REQUEST}:", "line ", 1) for p in problems]
@@ -481,7 +490,7 @@ class ApplyPoolsAction(AdminPage):
             result = await self.ctx.pools.apply_pools(text)
         except ApiError as e:
             problems = request_lines([str(p) for p in e.extra.get("problems") or ()])
-            message = sentence(e.message.split("\n", 1)[0].rstrip(":") + "; nothing was changed")
+            message = refusal_sentence(e.message)
             self.show({"pool": message, "pool_problems": problems}, pool_yaml=text, status=e.status)
             return
         what = changelog.applied_pools(result)
@@ -557,7 +566,7 @@ class QuotasAction(AdminPage):
             await self.ctx.pools.put_quotas(text)
         except ApiError as e:
             problems = request_lines([str(p) for p in e.extra.get("problems") or ()])
-            message = sentence(e.message.split("\n", 1)[0].rstrip(":") + "; nothing was changed")
+            message = refusal_sentence(e.message)
             self.show(
                 {"quota": message, "quota_problems": problems}, quota_yaml=text, status=e.status
             )

@@ -209,6 +209,16 @@ async def test_a_bad_pool_document_is_refused_with_its_problems_inline(service, 
     assert "t4-pool" not in service.ctx.state.registry.pools
 
 
+async def test_a_pool_on_a_missing_node_says_nothing_was_changed_once(service, admin):
+    missing = NEW_POOL.replace("node-6", "gpu-node-99")
+    status, html, _ = await admin.post("admin/pools", {"yaml": missing})
+    assert status == 400
+    page = text(html)
+    assert "Node gpu-node-99 does not exist in the cluster; nothing was changed." in page
+    assert page.count("nothing was changed") == 1
+    assert "t4-pool" not in service.ctx.state.registry.pools
+
+
 async def test_deleting_a_pool_shows_the_servers_still_there(service, admin):
     await service.admin().apply_pools(NEW_POOL)
     a = await service.admin().admit(user="carol", pools=["t4-pool"], gpus=1)
