@@ -2,8 +2,12 @@
 
 The service is found from, in order: ``--url``/``--token`` (or ``--token-file``), the state
 directory of a running ``gpupool demo`` (``--state-dir DIR``: ``DIR/url`` and ``DIR/admin-token``),
-then ``GPUPOOL_URL``/``GPUPOOL_TOKEN``. The URL may be the service's own
-(``https://hub.example.org/services/gpupool/``) or the hub's, which gets ``services/gpupool/``.
+then ``GPUPOOL_URL``/``GPUPOOL_TOKEN``. With none of them, a running demo is looked for where the
+tour looks (``$GPUPOOL_DEMO_DIR``, else ``./gpupool-demo``, ``../gpupool-demo``,
+``~/.gpupool-demo``): the first state directory holding a ``url`` file (the demo writes it once
+ready and removes it when it stops), and which one is said on stderr. The URL may be the
+service's own (``https://hub.example.org/services/gpupool/``) or the hub's, which gets
+``services/gpupool/``.
 
 Exit statuses: 0 done; 1 the request was wrong or refused (bad file, unknown pool, missing
 scope...); 2 the service could not be reached or is not serving.
@@ -20,7 +24,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..client import GPUPoolClient, GPUPoolError
-from ..demo import ADMIN_TOKEN_FILE, URL_FILE
+from ..demo import ADMIN_TOKEN_FILE, DEFAULT_STATE_DIR, URL_FILE
 
 EXIT_OK = 0
 EXIT_USER = 1
@@ -41,19 +45,36 @@ class CommandError(Exception):
         self.details = list(details)
 
 
-def add_connection_options(parser: argparse.ArgumentParser) -> None:
+#: The connection options, which may also come before the verb (``gpupool --url URL get pools``).
+CONNECTION_OPTIONS = ("url", "token", "token_file", "state_dir")
+
+
+def add_connection_options(parser: argparse.ArgumentParser, dest_prefix: str = "") -> None:
+    """``--url``, ``--token``, ``--token-file`` and ``--state-dir``; the top-level parser gives
+    them a ``dest_prefix``, so that a verb's own (None when not given) does not hide them."""
     g = parser.add_argument_group("connection")
     g.add_argument(
         "--url",
+        dest=dest_prefix + "url",
         metavar="URL",
-        help="the gpupool service (…/services/gpupool/) or JupyterHub URL (default: $GPUPOOL_URL)",
+        help="the gpupool service (…/services/gpupool/) or JupyterHub URL (default: $GPUPOOL_URL, "
+        "else a running `gpupool demo` in ./gpupool-demo, ../gpupool-demo or ~/.gpupool-demo)",
     )
     g.add_argument(
-        "--token", metavar="TOKEN", help="a JupyterHub API token (default: $GPUPOOL_TOKEN)"
+        "--token",
+        dest=dest_prefix + "token",
+        metavar="TOKEN",
+        help="a JupyterHub API token (default: $GPUPOOL_TOKEN)",
     )
-    g.add_argument("--token-file", metavar="FILE", help="read the API token from FILE")
+    g.add_argument(
+        "--token-file",
+        dest=dest_prefix + "token_file",
+        metavar="FILE",
+        help="read the API token from FILE",
+    )
     g.add_argument(
         "--state-dir",
+        dest=dest_prefix + "state_dir",
         metavar="DIR",
         help="the state directory of a running `gpupool demo` (its URL and admin token)",
     )
@@ -80,16 +101,26 @@ def _read(path: Path, what: str) -> str:
         raise CommandError(f"cannot read {what} {path}: {e.strerror}") from None
 
 
-def connection(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[str, str]:
-    """``(service URL, token)`` from the options, a demo state directory and the environment."""
+def connection(
+    args: argparse.Namespace,
+    environ: Mapping[str, str],
+    cwd: Path | None = None,
+    home: Path | None = None,
+) -> tuple[str, str]:
+    """``(service URL, token)`` from the options, a demo state directory, the environment, or
+    else a running demo found where the tour looks (``cwd`` and ``home`` are for tests)."""
     url = args.url
     token = args.token
     if not token and args.token_file:
         token = _read(Path(args.token_file), "the token file")
-    if args.state_dir:
-        state = Path(args.state_dir)
+    state_dir = args.state_dir
+    if not state_dir and not url and not environ.get("GPUPOOL_URL"):
+        state_dir = running_demo(environ, cwd, home)
+    if state_dir:
+        state = Path(state_dir)
         if not state.is_dir():
-            raise CommandError(f"--state-dir {state} is not a directory")
+            named = "--state-dir" if args.state_dir else "GPUPOOL_DEMO_DIR"
+            raise CommandError(f"{named} {state} is not a directory")
         if not url:
             if not (state / URL_FILE).exists():
                 raise CommandError(
@@ -100,12 +131,16 @@ def connection(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[st
             url = _read(state / URL_FILE, "the demo's URL file")
         if not token:
             token = _read(state / ADMIN_TOKEN_FILE, "the demo's admin token")
+        if not args.state_dir:
+            # found, not given: say which demo, so that a stale one is noticed
+            print(f"gpupool: using the demo in {shown(state, cwd, home)} ({url})", file=sys.stderr)
     url = url or environ.get("GPUPOOL_URL", "")
     token = token or environ.get("GPUPOOL_TOKEN", "")
     if not url:
         raise CommandError(
             "no service URL: give --url URL, set GPUPOOL_URL, or --state-dir DIR of a running "
-            "`gpupool demo`"
+            f"`gpupool demo` (found no running demo: no url file in "
+            f"{', '.join(shown(d, cwd, home) for d in demo_dirs(cwd, home))})"
         )
     if not token:
         raise CommandError(
@@ -113,6 +148,42 @@ def connection(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[st
             "--state-dir DIR of a running `gpupool demo`"
         )
     return service_url(url), token
+
+
+def demo_dirs(cwd: Path | None = None, home: Path | None = None) -> list[Path]:
+    """Where a demo keeps its state when started as the README and the tour say: from the
+    clone's root (seen from there or from ``examples/``), or in the home directory (binder)."""
+    from ..demo.connect import HOME_STATE_DIR  # not at the top: demo.connect imports this module
+
+    cwd = (cwd or Path.cwd()).absolute()
+    home = home or Path.home()
+    return [cwd / DEFAULT_STATE_DIR, cwd.parent / DEFAULT_STATE_DIR, home / HOME_STATE_DIR]
+
+
+def running_demo(
+    environ: Mapping[str, str], cwd: Path | None = None, home: Path | None = None
+) -> Path | None:
+    """``$GPUPOOL_DEMO_DIR`` (running or not: it was named), else the first of
+    :func:`demo_dirs` that holds a ``url`` file, i.e. whose demo is running."""
+    if environ.get("GPUPOOL_DEMO_DIR"):
+        return Path(environ["GPUPOOL_DEMO_DIR"]).expanduser()
+    for candidate in demo_dirs(cwd, home):
+        if (candidate / URL_FILE).is_file():
+            return candidate
+    return None
+
+
+def shown(path: Path, cwd: Path | None = None, home: Path | None = None) -> str:
+    """A path as a person would type it: from the working directory, its parent, or ``~``."""
+    path = path.absolute()
+    cwd = (cwd or Path.cwd()).absolute()
+    home = home or Path.home()
+    ways = [
+        prefix + str(path.relative_to(base))
+        for base, prefix in ((cwd, "./"), (cwd.parent, "../"), (home, "~/"))
+        if path.is_relative_to(base) and path != base
+    ]
+    return min(ways, key=len) if ways else str(path)  # the first of the shortest
 
 
 def explain(e: GPUPoolError, url: str) -> CommandError:

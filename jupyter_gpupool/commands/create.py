@@ -15,7 +15,7 @@ from typing import Any
 from ..client import GPUPoolClient, GPUPoolError
 from ..poolfile import expand_paths
 from .connection import CommandError, add_connection_options, run, write
-from .documents import Request, append_documents, build_request, wanted
+from .documents import Request, build_request, wanted
 
 
 def register(subparsers: Any) -> None:
@@ -61,9 +61,11 @@ def refused(e: GPUPoolError, req: Request) -> Exception:
     """A 400 about the documents, with each problem at its file and line."""
     if e.status != 400:
         return e
-    first = e.message.split("\n", 1)[0].rstrip(":")
+    first = req.relocate(e.message.split("\n", 1)[0].rstrip(":"))
+    if not first.endswith("nothing was changed"):  # some of the service's messages say it
+        first += "; nothing was changed"
     problems = [req.relocate(str(p)) for p in e.body.get("problems") or ()]
-    return CommandError(req.relocate(first) + "; nothing was changed", details=problems)
+    return CommandError(first, details=problems)
 
 
 async def create(client: GPUPoolClient, args: argparse.Namespace) -> int:
@@ -91,7 +93,7 @@ async def create(client: GPUPoolClient, args: argparse.Namespace) -> int:
             for d in current.get("documents") or ()
             if (d.get("quota") or {}).get("name") not in quotas.names
         ]
-        append_documents(quotas, kept)
+        quotas = build_request(files, lambda c: wanted(c, "quota"), in_force=kept)
         try:
             await client.put_quotas(quotas.text)
         except GPUPoolError as e:

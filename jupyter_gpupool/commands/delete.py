@@ -1,78 +1,93 @@
-"""``gpupool delete -f FILE|DIR ...`` or ``gpupool delete pool NAME ...``: delete pools.
+"""``gpupool delete -f FILE|DIR ...``, ``gpupool delete pool NAME ...`` or
+``gpupool delete quota NAME ...``: delete pools and quota documents.
 
 Deleting a pool removes its document and the pool label of its nodes (they join ``default``); it
 never stops a server: the servers still running there are listed, as gpuctl recommends stopping
-them first. Quota documents in the files are not deleted (replace them with ``gpupool create``).
+them first. Deleting a quota document sends the other quota documents in force back to the
+service (``PUT api/v1/quotas`` replaces them all). Quota documents go first, so that a pool whose
+quota document is deleted with it is not refused for being named by that quota.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..client import GPUPoolClient, GPUPoolError
 from .connection import CommandError, add_connection_options, explain, report, run, write
 from .create import add_file_option, read_files
-from .documents import Chunk, split_documents
+from .documents import Chunk, quota_text, split_documents
+
+POOL_WORDS = ("pool", "pools")
+QUOTA_WORDS = ("quota", "quotas")
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "delete",
-        help="delete pools (by file or name); servers keep running",
+        help="delete pools and quota documents (by file or name); servers keep running",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
-        usage="gpupool delete (-f FILE|DIR ... | pool NAME ...) [options]",
+        usage="gpupool delete (-f FILE|DIR ... | pool NAME ... | quota NAME ...) [options]",
     )
     parser.add_argument(
-        "target", nargs="*", metavar="pool NAME", help="`pool` and the names of pools to delete"
+        "target",
+        nargs="*",
+        metavar="pool|quota NAME",
+        help="`pool` or `quota` and the names of what to delete",
     )
     add_file_option(parser, required=False)
     add_connection_options(parser)
     parser.set_defaults(func=run_delete)
 
 
-def pools_to_delete(args: argparse.Namespace) -> list[str]:
+@dataclass
+class Targets:
+    pools: list[str] = field(default_factory=list)
+    quotas: list[str] = field(default_factory=list)
+
+
+WHAT = "say what to delete: gpupool delete pool NAME, quota NAME, or -f FILE"
+
+
+def targets(args: argparse.Namespace) -> Targets:
     if args.target:
         if args.files:
-            raise CommandError("give either -f FILE or pool NAME, not both")
+            raise CommandError("give either -f FILE or pool|quota NAME, not both")
         kind, *given = args.target
-        if kind not in ("pool", "pools") or not given:
-            raise CommandError("say what to delete: gpupool delete pool NAME, or -f FILE")
-        return given
+        if kind in POOL_WORDS and given:
+            return Targets(pools=given)
+        if kind in QUOTA_WORDS and given:
+            return Targets(quotas=given)
+        raise CommandError(WHAT)
     if not args.files:
-        raise CommandError("say what to delete: gpupool delete pool NAME, or -f FILE")
-    names: list[str] = []
-    skipped = 0
+        raise CommandError(WHAT)
+    found = Targets()
     for _, text in read_files(args.files):
         for part in split_documents(text):
-            if isinstance(part, Chunk) and part.is_pool and part.name:
-                names.append(part.name)
-            elif isinstance(part, Chunk) and part.is_quota:
-                skipped += 1
-    if skipped:
-        print(
-            f"note: {skipped} quota document{'s' if skipped > 1 else ''} not deleted; "
-            "change quotas with `gpupool create -f`",
-            file=sys.stderr,
-        )
-    if not names:
-        raise CommandError(f"{', '.join(args.files)}: no pool documents to delete")
-    return names
+            if isinstance(part, Chunk) and part.name:
+                if part.is_pool:
+                    found.pools.append(part.name)
+                elif part.is_quota:
+                    found.quotas.append(part.name)
+    if not found.pools and not found.quotas:
+        raise CommandError(f"{', '.join(args.files)}: no pool or quota documents to delete")
+    return found
 
 
 def run_delete(args: argparse.Namespace) -> int:
     try:
-        names = pools_to_delete(args)
+        args.targets = targets(args)
     except CommandError as e:
         return report(e)
-    args.pool_names = names
     return run(args, delete)
 
 
 async def delete(client: GPUPoolClient, args: argparse.Namespace) -> int:
     status = 0
-    for name in args.pool_names:
+    if args.targets.quotas:
+        status = await delete_quotas(client, args.targets.quotas)
+    for name in args.targets.pools:
         try:
             result = await client.delete_pool(name)
         except GPUPoolError as e:
@@ -93,4 +108,23 @@ async def delete(client: GPUPoolClient, args: argparse.Namespace) -> int:
             for s in servers:
                 where = f" on {s['node']}" if s.get("node") else ""
                 write(f"  {s['user']}/{s.get('server') or ''}{where} ({s.get('gpus', 0)} GPUs)\n")
+    return status
+
+
+async def delete_quotas(client: GPUPoolClient, names: list[str]) -> int:
+    """Put back every quota document in force but ``names``; 1 if one of them is not there."""
+    status = 0
+    documents = (await client.quotas()).get("documents") or []
+    in_force = [str((d.get("quota") or {}).get("name")) for d in documents]
+    for name in names:
+        if name not in in_force:
+            known = ", ".join(in_force) or "none"
+            status = report(CommandError(f"no quota document named {name!r} (in force: {known})"))
+    gone = [n for n in in_force if n in names]
+    if not gone:
+        return status
+    staying = [d for d, n in zip(documents, in_force, strict=True) if n not in names]
+    await client.put_quotas(quota_text(staying))
+    for name in gone:
+        write(f"quota {name} deleted\n")
     return status

@@ -6,14 +6,18 @@ sends the pool documents of every file in one request (so nothing is applied unl
 are good) and the quota documents in another; documents of the other kind are blanked line for
 line, so each file's lines keep their numbers inside the request and every problem
 (``<request>:57: nodes.gpu-node-9: ...``) can be reported at its file and line
-(``b.yaml:12: nodes.gpu-node-9: ...``). Pure functions, no I/O.
+(``b.yaml:12: nodes.gpu-node-9: ...``). A quota request also carries the quota documents in
+force that it does not replace (``PUT api/v1/quotas`` replaces them all), first, so that a clash
+with one of them is reported at the user's line and names the document in force. Pure functions,
+no I/O.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import yaml
 
@@ -90,28 +94,59 @@ class Request:
 
     text: str = ""
     spans: list[tuple[int, int, str]] = field(default_factory=list)  # (first, last, file)
-    names: list[str] = field(default_factory=list)  # of the documents sent
+    in_force: list[tuple[int, int, str]] = field(default_factory=list)  # (first, last, name)
+    names: list[str] = field(default_factory=list)  # of the files' documents sent
     documents: int = 0
 
-    def locate(self, line: int) -> tuple[str, int]:
+    def locate(self, line: int) -> str:
+        """Where line ``line`` of the body comes from: ``FILE:LINE``, or the quota document
+        in force that the CLI sent along (its lines are the CLI's, not the user's)."""
         for first, last, file in self.spans:
             if first <= line <= last:
-                return file, line - first + 1
-        return REQUEST, line
+                return f"{file}:{line - first + 1}"
+        for first, last, name in self.in_force:
+            if first <= line <= last:
+                return f"the quota document {name!r} in force"
+        return f"{REQUEST}:{line}"
 
     def relocate(self, problem: str) -> str:
-        """``<request>:N: ...`` as ``FILE:M: ...``; other text as it is."""
-        m = re.match(re.escape(REQUEST) + r":(\d+):(.*)$", problem, re.S)
-        if not m:
-            return problem
-        file, line = self.locate(int(m.group(1)))
-        return f"{file}:{line}:{m.group(2)}"
+        """Every ``<request>:N`` of a problem as the file and line it came from
+        (``<request>:57: ... already set at <request>:3`` as ``b.yaml:12: ... already set in
+        the quota document 'demo-quotas' in force``)."""
+
+        def one(m: re.Match[str]) -> str:
+            where = self.locate(int(m.group(2)))
+            if where.startswith("the quota document"):
+                return ("in " if m.group(1) else "") + where
+            return (m.group(1) or "") + where
+
+        return _LOCATION.sub(one, problem)
 
 
-def build_request(files: Iterable[tuple[str, str]], keep: Callable[[Chunk], bool]) -> Request:
-    """One body of the documents of ``files`` (``(name, text)``) that ``keep`` selects."""
+_LOCATION = re.compile(r"(\bat )?" + re.escape(REQUEST) + r":(\d+)")
+
+
+def build_request(
+    files: Iterable[tuple[str, str]],
+    keep: Callable[[Chunk], bool],
+    in_force: Sequence[Mapping[str, Any]] = (),
+) -> Request:
+    """One body of the documents of ``files`` (``(name, text)``) that ``keep`` selects, after
+    the ``in_force`` documents (quota documents that stay).
+
+    The documents in force come first: the service reports a clash at the second of two
+    documents, which is then the user's, at its file and line.
+    """
     req = Request()
     out: list[str] = []
+    for doc in in_force:
+        if out:
+            out.append("---")
+        first = len(out) + 1
+        out.extend(yaml.safe_dump(dict(doc), sort_keys=False, allow_unicode=True).splitlines())
+        meta = doc.get("quota")
+        name = meta.get("name") if isinstance(meta, Mapping) else None
+        req.in_force.append((first, len(out), str(name or "(unnamed)")))
     for name, text in files:
         if out:
             out.append("---")
@@ -131,10 +166,14 @@ def build_request(files: Iterable[tuple[str, str]], keep: Callable[[Chunk], bool
     return req
 
 
-def append_documents(req: Request, documents: Sequence[dict[str, object]]) -> None:
-    """Add documents (already in force on the service) after the files' own."""
-    for doc in documents:
-        req.text += "---\n" + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+def quota_text(documents: Sequence[Mapping[str, Any]]) -> str:
+    """Quota documents as one body for ``PUT api/v1/quotas``; none is a body of a comment only,
+    which the service takes as "no quota document"."""
+    if not documents:
+        return "# no quota documents\n"
+    return "---\n".join(
+        yaml.safe_dump(dict(d), sort_keys=False, allow_unicode=True) for d in documents
+    )
 
 
 def wanted(chunk: Chunk, kind: str) -> bool:

@@ -90,6 +90,13 @@ def add_output_option(parser: argparse.ArgumentParser, choices: tuple[str, ...] 
         default="table",
         help="output format (default: gpuctl's table)",
     )
+    parser.add_argument(
+        "--json",
+        dest="output",
+        action="store_const",
+        const="json",
+        help="the same as -o json (gpuctl's spelling)",
+    )
 
 
 def register(subparsers: Any) -> None:

@@ -218,10 +218,16 @@ def delete_pool(layout: Layout, name: str, key_for: KeyFor) -> Edit:
     return _apply(layout, [("pool", name)], None, key_for)
 
 
+def _only_comments(body: str) -> bool:
+    """A body of comments only: no quota document is wanted (how gpupool deletes the last one)."""
+    lines = [ln.strip() for ln in body.splitlines() if ln.strip()]
+    return bool(lines) and all(ln.startswith("#") for ln in lines)
+
+
 def replace_quotas(layout: Layout, body: str, key_for: KeyFor) -> Edit:
     """Replace every ``kind: quota`` document by the body's (pools' own ``quota`` stay)."""
     kinds = _body_kinds(body)
-    if not kinds:
+    if not kinds and not _only_comments(body):  # `null`, `---`: a mistake, not "none"
         raise bad_request("the request holds no quota document")
     others = sorted({k or "(none)" for k in kinds if k != QUOTA_KIND})
     if others:

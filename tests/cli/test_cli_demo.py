@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import textwrap
+from pathlib import Path
 
 import pytest
 import yaml
@@ -186,3 +188,169 @@ def test_exit_statuses(demo, gpupool):
     with pytest.raises(SystemExit) as e:
         gpupool("get", "pols")
     assert e.value.code == 1  # a usage error is the user's
+
+
+# --- finding the demo, options before the verb, gpuctl's spellings -------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def nowhere(tmp_path, monkeypatch):
+    """A working directory and home with no demo, and no connection in the environment."""
+    for name in ("GPUPOOL_URL", "GPUPOOL_TOKEN", "GPUPOOL_DEMO_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "home").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    clone = tmp_path / "clone"
+    (clone / "examples").mkdir(parents=True)
+    monkeypatch.chdir(clone)
+    return tmp_path
+
+
+def test_without_a_url_the_running_demo_is_found_where_the_tour_looks(
+    demo, gpupool, nowhere, monkeypatch
+):
+    status, _, err = gpupool("get", "pools", connect=False)
+    assert status == 1 and err == (
+        "error: no service URL: give --url URL, set GPUPOOL_URL, or --state-dir DIR of a running "
+        "`gpupool demo` (found no running demo: no url file in ./gpupool-demo, ../gpupool-demo, "
+        "~/.gpupool-demo)\n"
+    )
+    # a state directory without a url file is a demo that is not running: the next one is used
+    stopped = nowhere / "clone" / "gpupool-demo"
+    stopped.mkdir()
+    (stopped / "admin-token").write_text("stale\n")
+    (nowhere / "home" / ".gpupool-demo").symlink_to(demo.state)
+    status, out, err = gpupool("get", "pools", connect=False)
+    assert status == 0 and table(out)[0] == GPUCTL_HEADER
+    assert err == f"gpupool: using the demo in ~/.gpupool-demo ({demo.url})\n"
+    # seen from examples/, the clone's demo is ../gpupool-demo
+    (stopped / "url").write_text(demo.url + "\n")
+    (stopped / "admin-token").write_text(demo.token + "\n")
+    monkeypatch.chdir(nowhere / "clone" / "examples")
+    status, out, err = gpupool("get", "nodes", "--pool", "dev-pool", connect=False)
+    assert status == 0 and [r[0] for r in table(out)[1:]] == ["gpu-node-5"]
+    assert err == f"gpupool: using the demo in ../gpupool-demo ({demo.url})\n"
+
+
+def test_the_readmes_cli_at_a_glance_works_word_for_word(demo, gpupool, nowhere):
+    """The README's commands, run as shown from the root of a clone whose demo is running."""
+    (nowhere / "clone" / "gpupool-demo").symlink_to(demo.state)
+    (nowhere / "clone" / "examples").rmdir()
+    (nowhere / "clone" / "examples").symlink_to(ROOT / "examples")
+    section = (ROOT / "README.md").read_text().split("The CLI at a glance", 1)[1]
+    block = section.split("```console\n", 1)[1].split("```", 1)[0]
+    steps: list[tuple[str, list[str]]] = []  # (command, the output lines shown after it)
+    for line in block.splitlines():
+        if line.startswith("$ "):
+            steps.append((line[2:], []))
+        elif line != "...":
+            steps[-1][1].append(line)
+    assert " ".join(c.split()[1] for c, _ in steps) == "validate get describe get label get"
+    try:
+        for command, shown in steps:
+            status, out, err = gpupool(*shlex.split(command)[1:], connect=False)
+            assert status == 0, f"`{command}` failed: {err}"
+            rows = [r.split() for r in out.splitlines()]
+            for expected in shown:  # the lines shown are there, spacing aside
+                assert expected.split() in rows, f"`{command}` does not print {expected!r}"
+        status, out, _ = gpupool("get", "labels", "node-6", "--key=runwhere.ai/pool")
+        assert out == "node-6 runwhere.ai/pool: inference-pool\n"
+    finally:
+        assert gpupool("label", "node", "node-6", "runwhere.ai/pool-")[0] == 0
+
+
+def test_connection_options_and_json_before_the_verb(demo, gpupool, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text(demo.token)
+    status, out, _ = gpupool("--url", demo.url, "--token-file", str(token_file), "get", "pools",
+                             connect=False)  # fmt: skip
+    assert status == 0 and table(out)[0] == GPUCTL_HEADER
+    status, out, _ = gpupool("--state-dir", str(demo.state), "--json", "get", "pools",
+                             connect=False)  # fmt: skip
+    _, truth = demo.api("GET", "/services/gpupool/api/v1/pools")
+    assert status == 0 and json.loads(out) == truth["pools"]
+    # gpuctl's --json after the verb too, on every get and describe
+    status, out, _ = gpupool("get", "quotas", "--json")
+    assert status == 0 and json.loads(out)["pools"]["training-pool"]["groups"]["ml-research"]
+    status, out, _ = gpupool("describe", "pool", "dev-pool", "--json")
+    assert status == 0 and json.loads(out)["name"] == "dev-pool"
+    # the verb's own option wins over the one before it (kubectl's rule for flags given twice)
+    status, out, _ = gpupool("--url", "http://127.0.0.1:1", "--token", "x", "get", "pools",
+                             "--url", demo.url, "--token", demo.token, connect=False)  # fmt: skip
+    assert status == 0
+    # and a verb that does not connect says so rather than ignoring it
+    with pytest.raises(SystemExit) as e:
+        gpupool("--url", demo.url, "validate", "-f", str(ROOT / "examples" / "pools"),
+                connect=False)  # fmt: skip
+    assert e.value.code == 1
+
+
+def quota_documents(demo):
+    """The names of the quota documents in force, from the service's API."""
+    status, body = demo.api("GET", "/services/gpupool/api/v1/quotas")
+    assert status == 200
+    return [d["quota"]["name"] for d in body["documents"]]
+
+
+EXTRA_QUOTA = """\
+# ml-ops may use the CPU pool
+kind: quota
+version: v0.1
+quota:
+  name: extra-quotas
+pools:
+  {pool}:
+    groups:
+      ml-ops: {{guaranteed: 0, limit: 4}}
+"""
+
+
+def test_delete_f_of_quota_documents_deletes_them(demo, gpupool, tmp_path):
+    extra = tmp_path / "extra.yaml"
+    extra.write_text(EXTRA_QUOTA.format(pool="compute-pool"))
+    assert gpupool("create", "-f", str(extra))[:2] == (0, "quota extra-quotas applied\n")
+    assert quota_documents(demo) == ["extra-quotas", "demo-quotas"]
+    status, out, _ = gpupool("delete", "-f", str(extra))
+    assert (status, out) == (0, "quota extra-quotas deleted\n")
+    assert quota_documents(demo) == ["demo-quotas"]
+    # the last one too (PUT api/v1/quotas with no documents), and its file goes away
+    demo_quotas = ROOT / "examples" / "pools" / "quotas.yaml"
+    try:
+        status, out, _ = gpupool("delete", "-f", str(demo_quotas))
+        assert (status, out) == (0, "quota demo-quotas deleted\n")
+        assert quota_documents(demo) == []
+        assert sorted(p.name for p in (demo.state / "pools").iterdir()) == [
+            "compute-pool.yaml", "dev-pool.yaml", "inference-pool.yaml", "training-pool.yaml"
+        ]  # fmt: skip
+        status, _, err = gpupool("delete", "quota", "demo-quotas")
+        assert status == 1 and err == "error: no quota document named 'demo-quotas' (in force: none)\n"  # fmt: skip
+    finally:
+        assert gpupool("create", "-f", str(demo_quotas))[0] == 0
+    assert quota_documents(demo) == ["demo-quotas"]
+
+
+def test_a_quota_clashing_with_one_in_force_is_reported_at_the_users_line(demo, gpupool, tmp_path):
+    clash = tmp_path / "clash.yaml"
+    clash.write_text(EXTRA_QUOTA.format(pool="training-pool"))
+    status, out, err = gpupool("create", "-f", str(clash))
+    assert status == 1 and out == ""
+    assert err.splitlines() == [
+        f"{clash}:7: pools.training-pool: the quota of pool 'training-pool' is already set in "
+        "the quota document 'demo-quotas' in force",
+        "error: the quota documents have problems; nothing was changed",
+    ]
+    assert quota_documents(demo) == ["demo-quotas"]
+
+
+def test_a_refusal_says_nothing_was_changed_once(demo, gpupool, tmp_path):
+    ghost = tmp_path / "ghost.yaml"
+    ghost.write_text(
+        "kind: pool\npool: {name: ghost-pool}\nnodes:\n  gpu-node-99: {gpu-type: T4}\n"
+    )
+    status, out, err = gpupool("create", "-f", str(ghost))
+    assert (status, out) == (1, "")
+    assert err == "error: node gpu-node-99 does not exist in the cluster; nothing was changed\n"
+    _, pools = demo.api("GET", "/services/gpupool/api/v1/pools")
+    assert "ghost-pool" not in [p["name"] for p in pools["pools"]]

@@ -8,10 +8,12 @@ import csv
 import io
 import json
 import time
+from pathlib import Path
 
 import pytest
 import yaml
 
+from jupyter_gpupool.cli import apply_global_options, build_parser
 from jupyter_gpupool.client import GPUPoolError
 from jupyter_gpupool.commands.connection import (
     EXIT_UNREACHABLE,
@@ -178,7 +180,7 @@ def test_where_the_url_and_token_come_from(tmp_path):
     (tmp_path / "tok").write_text("file-token\n")
     assert connection(_args(token_file=str(tmp_path / "tok")), env)[1] == "file-token"
     with pytest.raises(CommandError, match="no service URL: give --url"):
-        connection(_args(), {})
+        connection(_args(), {}, cwd=tmp_path / "clone", home=tmp_path / "home")
     with pytest.raises(CommandError, match="no API token"):
         connection(_args(url="http://x"), {})
     (tmp_path / "url").unlink()
@@ -240,6 +242,55 @@ def test_files_are_split_by_kind_keeping_their_line_numbers():
     quotas = build_request([("f.yaml", MIXED)], lambda c: wanted(c, "quota"))
     assert quotas.names == ["q"] and quotas.documents == 1
     assert quotas.text.splitlines()[5] == "kind: quota"
+
+
+def test_quota_documents_in_force_go_first_and_are_named_in_problems():
+    kept = {"kind": "quota", "quota": {"name": "demo-quotas"}, "pools": {"p": {}}}
+    req = build_request([("f.yaml", MIXED)], lambda c: wanted(c, "quota"), in_force=[kept])
+    lines = req.text.splitlines()
+    assert lines[:2] == ["kind: quota", "quota:"] and lines[5] == "---"
+    assert lines[6 + 5] == "kind: quota"  # f.yaml's line 6, after the 5 lines in force and ---
+    assert req.names == ["q"] and req.documents == 1
+    problem = "<request>:12: pools.p: the quota of pool 'p' is already set at <request>:4"
+    assert req.relocate(problem) == (
+        "f.yaml:6: pools.p: the quota of pool 'p' is already set in the quota document "
+        "'demo-quotas' in force"
+    )
+    assert req.relocate("<request>:99: x") == "<request>:99: x"  # not the CLI's: as it is
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--url", "http://h", "--token", "t", "get", "pools"],
+        ["get", "pools", "--url", "http://h", "--token", "t"],
+        ["--url", "http://x", "--token", "x", "get", "pools", "--url", "http://h", "--token", "t"],
+    ],
+)
+def test_connection_options_go_before_or_after_the_verb(argv):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    apply_global_options(parser, args)
+    assert (args.url, args.token, args.output) == ("http://h", "t", "table")
+
+
+def test_json_is_o_json_before_or_after_the_verb():
+    parser = build_parser()
+    for argv, output in [
+        (["--json", "get", "pools"], "json"),
+        (["get", "nodes", "--json"], "json"),
+        (["describe", "pool", "p", "--json"], "json"),
+        (["--json", "get", "pools", "-o", "yaml"], "yaml"),  # the verb's own wins
+    ]:
+        args = parser.parse_args(argv)
+        apply_global_options(parser, args)
+        assert args.output == output, argv
+    args = parser.parse_args(["--state-dir", "elsewhere", "demo"])
+    apply_global_options(parser, args)
+    assert args.state_dir == Path("elsewhere")
+    for argv in (["--json", "label", "node", "n", "a=b"], ["--token", "t", "validate", "-f", "x"]):
+        with pytest.raises(SystemExit):
+            apply_global_options(parser, parser.parse_args(argv))
 
 
 def test_label_arguments_and_the_gpuctl_prefix():
