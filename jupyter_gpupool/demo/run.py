@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +24,7 @@ import tornado.httpclient
 from ..sim import SimCluster
 from ..sim.spec import example_cluster_spec, load_cluster_file
 from . import ADMIN_TOKEN_FILE, DEFAULT_PORT, DEFAULT_STATE_DIR, URL_FILE
+from .nodelabels import NODE_LABELS_FILE, NodeLabelKeeper
 from .processes import Proc, Stopping, descendants, process
 
 HERE = Path(__file__).resolve().parent
@@ -167,9 +169,12 @@ class Demo:
         self.opts = opts
         self.state = opts.state_dir.resolve()
         self.cluster: SimCluster | None = None
+        self.labels: NodeLabelKeeper | None = None
         self.hub: subprocess.Popen[bytes] | None = None
         self.url = f"http://127.0.0.1:{opts.port}"
         self.admin_token = ""
+        self.hub_port = self.service_port = 0
+        self.proxy_api = self.proxy_token = ""
 
     async def start(self) -> None:
         self.state.mkdir(parents=True, exist_ok=True)
@@ -181,24 +186,33 @@ class Demo:
         self.admin_token = read_or_create_token(self.state / ADMIN_TOKEN_FILE)
         spawner_token = read_or_create_token(self.state / "spawner-token")
         self.cluster = SimCluster(spec, kubeconfig=self.state / "kubeconfig", run_processes=True)
+        # the node labels of the last run (an admin's pool changes), before anyone can see them
+        self.labels = NodeLabelKeeper(self.cluster, self.state / NODE_LABELS_FILE)
+        self.labels.restore()
+        self.labels.start()
         await self.cluster.start()
-        service_port = free_port()
+        self.hub_port, self.service_port = free_port(), free_port()
+        self.proxy_api = f"http://127.0.0.1:{free_port()}"
+        # the proxy's API token, which JupyterHub takes from its environment: the demo reads the
+        # proxy's routes with it to know when the hub has set them up (see wait_ready)
+        self.proxy_token = secrets.token_hex(32)
         env = {
             **os.environ,
             **self.opts.extra_env,
             "KUBECONFIG": self.cluster.kubeconfig,
             "GPUPOOL_DEMO_STATE_DIR": str(self.state),
             "GPUPOOL_DEMO_PORT": str(self.opts.port),
-            "GPUPOOL_DEMO_HUB_PORT": str(free_port()),
-            "GPUPOOL_DEMO_PROXY_API_PORT": str(free_port()),
-            "GPUPOOL_DEMO_SERVICE_PORT": str(service_port),
+            "GPUPOOL_DEMO_HUB_PORT": str(self.hub_port),
+            "GPUPOOL_DEMO_PROXY_API_PORT": self.proxy_api.rsplit(":", 1)[1],
+            "GPUPOOL_DEMO_SERVICE_PORT": str(self.service_port),
             "GPUPOOL_DEMO_LOG_LEVEL": self.opts.log_level,
+            "CONFIGPROXY_AUTH_TOKEN": self.proxy_token,
             # for the hub only: the spawner's admissions token (single-user servers don't get it)
             "GPUPOOL_SPAWNER_TOKEN": spawner_token,
         }
         if self.opts.extra_config is not None:
             env["GPUPOOL_DEMO_EXTRA_CONFIG"] = str(self.opts.extra_config.resolve())
-        cmd = service_command(self.opts, service_port, self.cluster.kubeconfig)
+        cmd = service_command(self.opts, self.service_port, self.cluster.kubeconfig)
         if cmd:
             # JSON: an environment variable cannot hold the NUL bytes that would separate args
             env["GPUPOOL_DEMO_SERVICE_COMMAND"] = json.dumps(cmd)
@@ -220,30 +234,54 @@ class Demo:
             )
 
     async def wait_ready(self, with_service: bool, timeout: float = 120) -> None:
-        http = tornado.httpclient.AsyncHTTPClient()
+        """Wait until the hub, then the service, answer on their own ports, the hub has added
+        their routes to the proxy, and both answer through it.
+
+        The proxy listens from the start, the hub adds its routes only once its services run:
+        asked through the proxy before that, every poll was a 404 in the hub's log (the proxy's
+        line, and the hub's error page it fetched), a burst of them at each start. Asked directly,
+        the hub and the service are silent until they listen and answer at once; the proxy's API
+        then says when the routes are there (a few ``200 GET /api/routes`` lines, as the hub's
+        own checks make), and the requests through the proxy answer at the first try.
+        """
         deadline = time.monotonic() + timeout
-        urls = [f"{self.url}/hub/api/"]
+        admin = {"Authorization": f"token {self.admin_token}"}
+        pools = "/services/gpupool/api/v1/pools"
+        await self._until(f"http://127.0.0.1:{self.hub_port}/hub/api/", admin, deadline)
         if with_service:
-            urls.append(f"{self.url}/services/gpupool/api/v1/pools")
-        headers = {"Authorization": f"token {self.admin_token}"}
-        for url in urls:
-            while True:
-                if self.hub is not None and self.hub.poll() is not None:
-                    raise RuntimeError(
-                        f"JupyterHub exited with {self.hub.returncode}; "
-                        f"see {self.state / 'jupyterhub.log'}"
-                    )
-                try:
-                    resp = await http.fetch(
-                        url, headers=headers, request_timeout=5, raise_error=False
-                    )
-                    if resp.code == 200:
-                        break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{url} did not answer within {timeout:.0f}s")
-                await asyncio.sleep(0.25)
+            await self._until(f"http://127.0.0.1:{self.service_port}{pools}", admin, deadline)
+        routes = ["/", "/services/gpupool"] if with_service else ["/"]
+        proxy = {"Authorization": f"token {self.proxy_token}"}
+        await self._until(f"{self.proxy_api}/api/routes", proxy, deadline, has=routes)
+        await self._until(f"{self.url}/hub/api/", admin, deadline)
+        if with_service:
+            await self._until(f"{self.url}{pools}", admin, deadline)
+
+    async def _until(
+        self, url: str, headers: dict[str, str], deadline: float, has: Sequence[str] = ()
+    ) -> None:
+        """Until ``url`` answers 200 (with a JSON object holding the keys ``has``)."""
+        http = tornado.httpclient.AsyncHTTPClient()
+        interval = 0.05
+        while True:
+            if self.hub is not None and self.hub.poll() is not None:
+                raise RuntimeError(
+                    f"JupyterHub exited with {self.hub.returncode}; "
+                    f"see {self.state / 'jupyterhub.log'}"
+                )
+            try:
+                resp = await http.fetch(url, headers=headers, request_timeout=5, raise_error=False)
+                if resp.code == 200 and (not has or set(has) <= set(json.loads(resp.body))):
+                    return
+            except (OSError, ValueError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"{url} did not answer in time; see {self.state / 'jupyterhub.log'}"
+                )
+            await asyncio.sleep(interval)
+            # growing: the proxy logs each look at its routes, and the hub takes a second or so
+            interval = min(interval * 1.5, 0.5)
 
     async def stop(self) -> None:
         with contextlib.suppress(OSError):
@@ -251,6 +289,9 @@ class Demo:
         if self.hub is not None:
             await self._stop_hub(self.hub)
         self.hub = None
+        if self.labels is not None:
+            self.labels.stop()
+            self.labels = None
         if self.cluster is not None:
             await self.cluster.stop()  # the kubelet stops any pod process still running
             self.cluster = None
