@@ -39,6 +39,10 @@ c.ConfigurableHTTPProxy.pid_file = str(state / "jupyterhub-proxy.pid")
 c.JupyterHub.authenticator_class = "dummy"
 c.Authenticator.allow_all = True
 c.Authenticator.admin_users = {"admin"}
+# The users the README names exist from the start, as they would in a hub whose users come from
+# a directory: the hub's API, the admin page and scripts (the tour) find `dave` before he has
+# ever logged in. allow_all still lets any other name log in.
+c.Authenticator.allowed_users = {"alice", "bob", "carol", "dave"}
 c.JupyterHub.load_groups = {
     "ml-research": {"users": ["alice", "bob"]},
     "ml-ops": {"users": ["carol"]},
@@ -54,9 +58,19 @@ c.JupyterHub.spawner_class = env.get(
 c.KubeSpawner.namespace = "default"
 c.KubeSpawner.image = "jupyter-gpupool/demo-notebook"  # not pulled: the kubelet runs processes
 c.KubeSpawner.cmd = [str(bindir / "jupyterhub-singleuser")]
+# JupyterLab's announcements plugin asks each new user "Would you like to get notified about
+# official Jupyter news?" (and, if they say yes, fetches the feed and checks for updates on the
+# internet). The demo has no use for either: its page config turns the plugin off, and the
+# server is told to fetch no feed (news_url None) should anyone turn it back on.
+singleuser_config = [str(Path(__file__).resolve().parent / "singleuser")]  # labconfig/ in it
+if env.get("JUPYTER_CONFIG_PATH"):
+    singleuser_config.append(env["JUPYTER_CONFIG_PATH"])
+c.KubeSpawner.environment = {"JUPYTER_CONFIG_PATH": os.pathsep.join(singleuser_config)}
+singleuser_args = ["--LabApp.news_url=None"]
 if os.geteuid() == 0:
     # jupyter-server refuses to run as root without it, and the hub would answer with a bare 500
-    c.KubeSpawner.args = ["--allow-root"]
+    singleuser_args.append("--allow-root")
+c.KubeSpawner.args = singleuser_args
 c.KubeSpawner.start_timeout = 120
 c.KubeSpawner.http_timeout = 60
 c.Spawner.default_url = "/lab"

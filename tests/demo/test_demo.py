@@ -1,13 +1,21 @@
 """`gpupool demo` as a newcomer runs it: a real JupyterHub on the simulated cluster."""
 
 import json
+import re
 import signal
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
 
 import pytest
 from proctree import alive, cmdline, descendants
 from waiting import wait_for
 
 from jupyter_gpupool.demo.testing import DemoProcess
+
+NOT_FOUND = re.compile(r"\b404 (GET|HEAD|POST|PUT|PATCH|DELETE) |/error/404\b")
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def server_ready(api, user):
@@ -22,6 +30,58 @@ def server_ready(api, user):
 def demo(tmp_path_factory):
     with DemoProcess.start(tmp_path_factory.mktemp("demo-state")) as demo:
         yield demo
+
+
+# These first: they look at the demo as it is right after its start.
+
+
+def test_a_start_leaves_no_404_in_the_hub_log(demo):
+    log = (demo.state / "jupyterhub.log").read_text()
+    assert "JupyterHub is now running" in log  # the whole start is in it
+    # the demo's own readiness checks used to go through the proxy before the hub had added its
+    # routes: a `404 GET /hub/api/` from the proxy and the hub's error page for each
+    # (a request line, or the error page: a bare "404" could be the milliseconds of a timestamp)
+    not_found = [line for line in log.splitlines() if NOT_FOUND.search(line)]
+    assert not_found == []
+
+
+def readme_demo_users(groups):
+    """The names the README's Quickstart gives as the demo's users (``groups`` left out)."""
+    para = README.read_text().split("Users in the demo:", 1)[1].split("\n\n", 1)[0]
+    return [name for name in re.findall(r"`([^`]+)`", para) if name not in groups]
+
+
+def test_the_readme_users_are_in_the_hub_before_they_log_in(demo):
+    code, groups = demo.api("GET", "/hub/api/groups")
+    assert code == 200, groups
+    members = {g["name"]: set(g["users"]) for g in groups}
+    users = readme_demo_users(members)
+    assert {"alice", "dave", "admin"} <= set(users), users  # the README was read
+    for name in users:
+        code, model = demo.api("GET", f"/hub/api/users/{name}")
+        assert code == 200, (name, code, model)
+        assert model["last_activity"] is None, model  # nobody has logged in
+    _, admin = demo.api("GET", "/hub/api/users/admin")
+    assert admin["admin"] is True
+    assert members["ml-research"] == {"alice", "bob"} and members["ml-ops"] == {"carol"}
+    # anyone else may still log in, and exists from then on
+    assert demo.api("GET", "/hub/api/users/erin")[0] == 404
+    assert "/hub/login" not in log_in(demo, "erin"), "erin was sent back to the login page"
+    assert demo.api("GET", "/hub/api/users/erin")[0] == 200
+
+
+def log_in(demo, user):
+    """Log in on the hub's login form as a browser does; the URL it ends on."""
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+    with opener.open(f"{demo.url}/hub/login", timeout=30) as resp:
+        xsrf = re.search(r'name="_xsrf" value="([^"]+)"', resp.read().decode())
+    assert xsrf is not None
+    form = {"username": user, "password": "any", "_xsrf": xsrf.group(1)}
+    try:
+        with opener.open(f"{demo.url}/hub/login", urllib.parse.urlencode(form).encode(), 30) as r:
+            return r.url
+    except urllib.error.HTTPError as e:  # refused: 403 on the login page
+        return f"{e.code} {e.url}"
 
 
 def test_state_dir_holds_everything(demo):
@@ -53,6 +113,31 @@ def test_a_user_gets_a_working_notebook_server_on_the_cluster(demo):
     assert code == 200 and "started" in status
     code, _ = api("DELETE", "/hub/api/users/alice/server")
     assert code in (202, 204)
+
+
+def lab_page_config(demo, user):
+    code, page = demo.api("GET", f"/user/{user}/lab")
+    assert code == 200, page
+    data = re.search(
+        rb'<script id="jupyter-config-data" type="application/json">(.*?)</script>', page, re.S
+    )
+    assert data is not None, page[:500]
+    return json.loads(data.group(1))
+
+
+def test_jupyterlab_in_the_demo_asks_nothing_about_news(demo):
+    demo.start_server("carol")
+    try:
+        config = lab_page_config(demo, "carol")
+        # the plugin that asks "Would you like to get notified about official Jupyter news?"
+        assert "@jupyterlab/apputils-extension:announcements" in config["disabledExtensions"]
+        # and the server fetches no news feed (LabApp.news_url is None)
+        assert config["news"] == {"disabled": True}
+        code, news = demo.api("GET", "/user/carol/lab/api/news")
+        assert (code, news) == (200, {"news": []})
+    finally:
+        demo.api("DELETE", "/hub/api/users/carol/server")
+        wait_for(lambda: not demo.server_running("carol"), timeout=60, what="carol's server gone")
 
 
 def test_sigterm_stops_everything_and_leaves_no_process(demo):
