@@ -17,7 +17,7 @@ from typing import Any
 
 import jinja2
 
-from .options import PRIORITY_FIELD, Catalog, PoolChoice, SpawnOptions, order_rows
+from .options import PRIORITY_FIELD, Catalog, PoolChoice, SpawnOptions, default_order, order_rows
 
 DEFAULT_TEMPLATE = "gpupool_form.html"
 #: More choices than this and the GPU count becomes a number field instead of a select.
@@ -74,6 +74,14 @@ def quota_text(p: PoolChoice) -> str:
     return f"{_gpus(within)} within quota"
 
 
+def default_note(default_pools: Sequence[str]) -> str:
+    """What the form says while no pool is chosen."""
+    if not default_pools:
+        return "No pool is chosen, and there is no default order for you: choose at least one."
+    order = ", then ".join(default_pools)
+    return f"No pool is chosen, so the default order for your groups will be used: {order}."
+
+
 def gpu_choices(catalog: Catalog) -> list[int]:
     """Every GPU count some pool of the catalog allows (0, a CPU-only server, included)."""
     counts: set[int] = set()
@@ -91,9 +99,10 @@ def form_context(
     user: str = "",
     server: str = "",
 ) -> dict[str, Any]:
-    """The template's variables: ``rows`` (:class:`PoolRow`), ``gpu_choices``, ``gpus``,
-    ``max_gpus``, ``gpu_types``, ``gpu_type``, ``profile_form`` (KubeSpawner's profile choice,
-    HTML, when profiles are configured), ``user``, ``server``, ``catalog``."""
+    """The template's variables: ``rows`` (:class:`PoolRow`), ``default_pools`` (the order a
+    start with no pool chosen tries), ``default_note`` (that, in words), ``gpu_choices``,
+    ``gpus``, ``max_gpus``, ``gpu_types``, ``gpu_type``, ``profile_form`` (KubeSpawner's profile
+    choice, HTML, when profiles are configured), ``user``, ``server``, ``catalog``."""
     rows = [
         PoolRow(
             name=p.name,
@@ -113,8 +122,11 @@ def form_context(
     gpus = chosen.gpus
     if choices and len(choices) < MAX_GPU_CHOICES and gpus not in choices:
         gpus = min(choices, key=lambda n: (abs(n - gpus), n))
+    defaults = list(default_order(catalog))
     return {
         "rows": rows,
+        "default_pools": defaults,
+        "default_note": default_note(defaults),
         "gpu_choices": choices if len(choices) < MAX_GPU_CHOICES else [],
         "gpus": gpus,
         "max_gpus": max(choices, default=0),

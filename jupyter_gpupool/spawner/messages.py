@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -16,24 +17,86 @@ def skipped_lines(skipped: Sequence[Mapping[str, Any]]) -> list[str]:
     return [f"skipped {s.get('pool')} because {s.get('reason')}" for s in skipped]
 
 
-def admitted_lines(admission: Mapping[str, Any]) -> list[str]:
-    """Progress lines for an admission: pools skipped, servers reclaimed, the admission."""
-    lines = skipped_lines(admission.get("skipped") or [])
-    reclaimed = admission.get("reclaimed") or []
-    if reclaimed:
-        names = ", ".join(f"{r.get('user')}/{r.get('server') or ''}".rstrip("/") for r in reclaimed)
-        lines.append(f"stopped {len(reclaimed)} server(s) borrowing your guaranteed GPUs: {names}")
+def admitted_line(admission: Mapping[str, Any]) -> str:
+    """``admitted to POOL within quota (2 A100-80G GPUs)``, or over quota with what that means."""
     pool = admission.get("pool")
     n = int(admission.get("gpus") or 0)
     what = _gpus(n, admission.get("gpu_type")) if n else "no GPU (CPU only)"
     if admission.get("over_quota"):
-        lines.append(
+        return (
             f"admitted to {pool} over quota ({what}): this server borrows idle GPUs and may be "
             "stopped (reclaimed) when their owners need them back"
         )
-    else:
-        lines.append(f"admitted to {pool} within quota ({what})")
-    return lines
+    return f"admitted to {pool} within quota ({what})"
+
+
+def reclaimed_lines(admission: Mapping[str, Any]) -> list[str]:
+    reclaimed = admission.get("reclaimed") or []
+    if not reclaimed:
+        return []
+    names = ", ".join(f"{r.get('user')}/{r.get('server') or ''}".rstrip("/") for r in reclaimed)
+    return [f"stopped {len(reclaimed)} server(s) borrowing your guaranteed GPUs: {names}"]
+
+
+def admitted_lines(admission: Mapping[str, Any]) -> list[str]:
+    """Progress lines for an admission: pools skipped, servers reclaimed, the admission."""
+    skipped = skipped_lines(admission.get("skipped") or [])
+    return [*skipped, *reclaimed_lines(admission), admitted_line(admission)]
+
+
+def unplaced_line(pool: str, words: str) -> str:
+    """A pool the start left because the scheduler kept refusing the pod there."""
+    return f'{pool} could not schedule it ("{words}")' if words else f"{pool} could not schedule it"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The pool decision of a start, as the progress page shows it with every later step.
+
+    ``admitted``: where and whether within quota; ``others``: why not the pools before it (and
+    servers reclaimed for it); ``tag``: the short form put before each step's plain message.
+    """
+
+    admitted: str
+    others: tuple[str, ...]
+    tag: str
+
+    @property
+    def summary(self) -> str:
+        """The whole decision in one line, starting with a capital."""
+        return _capital("; ".join([self.admitted, *self.others]))
+
+    @classmethod
+    def of(cls, admission: Mapping[str, Any], unplaced: Sequence[str] = ()) -> Decision:
+        """From an admission, and the pools the scheduler refused earlier in this start
+        (:func:`unplaced_line`)."""
+        others = (
+            *skipped_lines(admission.get("skipped") or []),
+            *unplaced,
+            *reclaimed_lines(admission),
+        )
+        pool = admission.get("pool")
+        quota = "over quota: may be reclaimed" if admission.get("over_quota") else "within quota"
+        return cls(admitted=admitted_line(admission), others=others, tag=f"{pool}, {quota}")
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def ready_words(placement: Mapping[str, Any]) -> str:
+    """Where a started server runs, for the "Server ready" message: ``in training-pool within
+    quota (4 A100-80G GPUs on node gpu-node-1)``, over quota with what that means."""
+    n = int(placement.get("gpus") or 0)
+    what = _gpus(n, placement.get("gpu_type")) if n else "CPU only"
+    node = f" on node {placement['node']}" if placement.get("node") else ""
+    pool = placement.get("pool")
+    if placement.get("over_quota"):
+        return (
+            f"in {pool} over quota ({what}{node}): it borrows idle GPUs and may be stopped "
+            "(reclaimed) when their owners need them back"
+        )
+    return f"in {pool} within quota ({what}{node})"
 
 
 def scheduled_line(node: str, admission: Mapping[str, Any]) -> str:

@@ -189,15 +189,21 @@ def _shown(value: Any) -> str:
 _WHOLE = re.compile(r"^\s*\+?\d+\s*$")
 
 
-def form_to_user_options(formdata: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+def form_to_user_options(
+    formdata: Mapping[str, Sequence[str]], *, strict: bool = True
+) -> dict[str, Any]:
     """The spawn form's fields as ``user_options`` (checked afterwards by
     :func:`parse_user_options`).
 
     Each pool row has a ``priority.POOL`` field: a number (1 is tried first) or empty for a pool
     not to use; equal numbers keep the form's order. ``gpus`` and ``gpu_type`` are single fields;
     a ``gpus`` that is not a whole number is passed on as text so that the check can say so.
+
+    ``strict=False`` reads a refused form as far as it goes, to show it again as the user left
+    it: a priority that is not a number puts its pool after the numbered ones instead of
+    raising, a ``gpus`` that is not a whole number is left out.
     """
-    ranked: list[tuple[int, int, str]] = []
+    ranked: list[tuple[float, int, str]] = []
     for order, (key, values) in enumerate(formdata.items()):
         if not key.startswith(PRIORITY_FIELD):
             continue
@@ -206,6 +212,9 @@ def form_to_user_options(formdata: Mapping[str, Sequence[str]]) -> dict[str, Any
         if not value:
             continue
         if not _WHOLE.match(value) or int(value) < 1:
+            if not strict:
+                ranked.append((float("inf"), order, pool))
+                continue
             raise OptionsError(
                 f"the priority of {pool} must be a whole number from 1 (tried first), "
                 f"or empty not to use it; not {_shown(value)}"
@@ -213,7 +222,7 @@ def form_to_user_options(formdata: Mapping[str, Sequence[str]]) -> dict[str, Any
         ranked.append((int(value), order, pool))
     options: dict[str, Any] = {"pools": [pool for _, _, pool in sorted(ranked)]}
     raw_gpus = (formdata.get("gpus") or [""])[0].strip()
-    if raw_gpus:
+    if raw_gpus and (strict or _WHOLE.match(raw_gpus)):
         options["gpus"] = int(raw_gpus) if _WHOLE.match(raw_gpus) else raw_gpus
     gpu_type = (formdata.get("gpu_type") or [""])[0].strip()
     options["gpu_type"] = gpu_type or None
@@ -343,23 +352,33 @@ def default_options(
     max_pools: int = 8,
     default_gpus: int = 0,
 ) -> SpawnOptions:
-    """What the spawn form starts with: the user's last choice if it is still valid, else the
-    admin's default order for the user's groups with ``default_gpus``."""
-    if last:
-        try:
-            chosen = parse_user_options(
-                last, catalog, max_pools=max_pools, default_gpus=default_gpus, extra_keys=True
-            )
-        except OptionsError:
-            pass
-        else:
-            if chosen.pools:
-                return chosen
-            return SpawnOptions(_default_order(catalog), chosen.gpus, chosen.gpu_type)
-    return SpawnOptions(_default_order(catalog), default_gpus, None)
+    """What the spawn form starts with: the user's last choice (the last start's, or a refused
+    form's) as the user left it, else the admin's default order with ``default_gpus``.
+
+    The last choice is kept even when it cannot be used as it is (the form then says why when
+    it is sent): only pools the user may no longer choose, and values that are not a pool name
+    or a count at all, are left out (when no pool chosen is left, the default order is ticked).
+    No pool chosen stays no pool chosen: the form says that the default order will be used.
+    """
+    if not last or not isinstance(last, Mapping):
+        return SpawnOptions(default_order(catalog), default_gpus, None)
+    raw_pools = last.get("pools")
+    names = raw_pools if isinstance(raw_pools, Sequence) and not isinstance(raw_pools, str) else ()
+    pools = tuple(dict.fromkeys(p for p in names if isinstance(p, str) and catalog.pool(p)))
+    if names and not pools:
+        pools = default_order(catalog)  # every pool chosen has gone: nothing of it to keep
+    gpus = last.get("gpus")
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
+        gpus = default_gpus
+    gpu_type = last.get("gpu_type")
+    return SpawnOptions(
+        pools[:max_pools], gpus, gpu_type if isinstance(gpu_type, str) and gpu_type else None
+    )
 
 
-def _default_order(catalog: Catalog) -> tuple[str, ...]:
+def default_order(catalog: Catalog) -> tuple[str, ...]:
+    """The admin's default order for the user's groups, as far as the user may use its pools:
+    what a start with no pools tries."""
     return tuple(p for p in catalog.default_pools if catalog.pool(p) is not None)
 
 

@@ -33,6 +33,12 @@ from ..labels import (
 )
 from ..quantities import memory_bytes, parse_quantity
 
+#: gpuctl's job kind label on pods: ``gpuctl get jobs`` shows it as KIND, and its values are
+#: ``training``, ``inference``, ``notebook`` and ``compute`` (gpuctl's architecture docs, "Label
+#: System"). Every server pod is a notebook.
+JOB_TYPE_LABEL = "runwhere.ai/job-type"
+NOTEBOOK_JOB_TYPE = "notebook"
+
 #: Every KubeSpawner trait an admission may change; each attempt sets all of them.
 POOL_TRAITS = (
     "node_selector",
@@ -201,3 +207,9 @@ def admission_overrides(admission: Mapping[str, Any]) -> dict[str, Any]:
     overrides = dict(admission.get("overrides") or {})
     overrides["labels"] = {**admission_labels(admission), **(overrides.get("labels") or {})}
     return overrides
+
+
+def with_job_type(labels: Mapping[str, Any]) -> dict[str, Any]:
+    """``labels`` with gpuctl's job kind underneath (``notebook``): the admin's ``extra_labels``
+    and the pool's template may still say otherwise."""
+    return {JOB_TYPE_LABEL: NOTEBOOK_JOB_TYPE, **labels}

@@ -31,11 +31,14 @@ from ..placement import SERVER_TOKEN_SCOPES, placement_env
 from .errors import OptionsError, SpawnRefused
 from .form import DEFAULT_TEMPLATE, form_context, render_form
 from .messages import (
+    Decision,
     admitted_lines,
     fallback_line,
     no_pool_message,
+    ready_words,
     scheduled_line,
     unavailable_message,
+    unplaced_line,
     unschedulable_message,
 )
 from .options import (
@@ -47,8 +50,8 @@ from .options import (
     is_form_field,
     parse_user_options,
 )
-from .podtraits import POOL_TRAITS, admission_overrides, pool_trait_values
-from .progress import ProgressLog, merge_progress
+from .podtraits import POOL_TRAITS, admission_overrides, pool_trait_values, with_job_type
+from .progress import ProgressLog, merge_progress, with_decision
 from .scheduling import Scheduling, rotate_after, scheduling
 
 #: How often a pending pod is looked at in the reflectors (no request is made).
@@ -362,6 +365,8 @@ class GPUPoolSpawner(KubeSpawner):
         self._admission: dict[str, Any] | None = None
         self._placement: dict[str, Any] = {}
         self._progress = ProgressLog()
+        # A spawn form JupyterHub refused (a 400), to show again as it was sent.
+        self._refused_choice: dict[str, Any] | None = None
 
     def _snapshot(self) -> dict[str, Any]:
         return {name: copy.deepcopy(getattr(self, name)) for name in POOL_TRAITS}
@@ -470,8 +475,11 @@ class GPUPoolSpawner(KubeSpawner):
             return f'<div class="alert alert-warning">{html.escape(message)}</div>' + (
                 await self._profile_form()
             )
+        # A refused form comes back as it was sent; otherwise the options of the last start
+        # (JupyterHub keeps them, those of a start it refused too).
+        last, self._refused_choice = self._refused_choice or self.user_options, None
         chosen = default_options(
-            self.user_options,
+            last,
             catalog,
             max_pools=self.max_pools,
             default_gpus=self.default_gpus,
@@ -500,8 +508,17 @@ class GPUPoolSpawner(KubeSpawner):
         return self._gpupool_options_from_form
 
     async def _gpupool_options_from_form(self, formdata: Mapping[str, list[str]]) -> dict[str, Any]:
-        """The form's fields as checked ``user_options`` (a 400 with a message otherwise)."""
-        options = form_to_user_options({k: v for k, v in formdata.items() if is_form_field(k)})
+        """The form's fields as checked ``user_options`` (a 400 with a message otherwise).
+
+        JupyterHub answers a 400 with the form again, from the options of the last start: what
+        was sent is remembered, so that the form comes back as the user left it."""
+        ours = {k: v for k, v in formdata.items() if is_form_field(k)}
+        self._refused_choice = None
+        try:
+            options = form_to_user_options(ours)
+        except OptionsError:
+            self._refused_choice = form_to_user_options(ours, strict=False)
+            raise
         if self.profile_list:
             others = {k: v for k, v in formdata.items() if not is_form_field(k)}
             options = {**self._options_from_form(others), **options}
@@ -509,7 +526,11 @@ class GPUPoolSpawner(KubeSpawner):
             catalog = await self._catalog()
         except ServiceUnavailable:
             return options  # start() says what to do without the service (fail_open)
-        checked = self._check(options, catalog)
+        try:
+            checked = self._check(options, catalog)
+        except OptionsError:
+            self._refused_choice = options
+            raise
         return {**options, **checked.to_user_options()}
 
     @default("apply_user_options")
@@ -541,6 +562,8 @@ class GPUPoolSpawner(KubeSpawner):
                 *placement_env(self._admission, self.notebook_service_url),
             ]
             self._set_traits(pool_trait_values(self._snapshot(), overrides))
+        # with or without an admission (fail_open): gpuctl lists the pod as a notebook
+        self._set_traits({"extra_labels": with_job_type(self._snapshot()["extra_labels"])})
 
     def start(self) -> asyncio.Future[str]:
         self._progress = ProgressLog()  # before progress() can be asked for this start's steps
@@ -576,6 +599,7 @@ class GPUPoolSpawner(KubeSpawner):
         deadline = loop.time() + max(self.start_timeout - DEADLINE_MARGIN, 1.0)
         order = list(options.pools or catalog.default_pools)
         refusals: list[str] = []
+        unplaced: list[str] = []  # the same, as the decision on the progress page says them
         while True:
             try:
                 admission = await self._admit(order, options)
@@ -583,14 +607,15 @@ class GPUPoolSpawner(KubeSpawner):
                 return await self._start_without_service(str(e))
             self._admission = admission
             pool = str(admission["pool"])
-            for line in admitted_lines(admission):
-                self._progress.add(line)
+            self._progress.decide(Decision.of(admission, unplaced), admitted_lines(admission))
             try:
                 url = await self._attempt(admission, deadline)
             except Unschedulable as e:
                 refusals.append(f"{pool}: {e.words}")
+                unplaced.append(unplaced_line(pool, e.words))
                 await self._abandon(admission)
                 order = rotate_after(order, pool)
+                self._progress.decide(None)
                 self._progress.add(fallback_line(pool, order[0], e.words))
                 continue
             except OutOfTime as e:
@@ -667,16 +692,48 @@ class GPUPoolSpawner(KubeSpawner):
     # --- progress --------------------------------------------------------------------------------
 
     async def progress(self) -> AsyncIterator[dict[str, Any]]:
-        """gpupool's steps (admitted, skipped, scheduled, falling back) among the pod's events."""
+        """gpupool's steps (admitted, skipped, scheduled, falling back) among the pod's events,
+        each step after the admission shown with the pool decision."""
         log = self._progress
+        pod_events = super().progress()
+
+        async def decided() -> AsyncIterator[dict[str, Any]]:
+            async for event in pod_events:
+                yield with_decision(event, log.decision)
 
         def done() -> bool:
             future = self._start_future
             return future is None or future.done()
 
-        async for event in merge_progress(log, super().progress(), done):
+        async for event in merge_progress(log, decided(), done):
             yield event
+
+    @default("progress_ready_hook")
+    def _progress_ready_hook_default(self) -> Any:
+        return _ready_event
+
+    def ready_event(self, event: dict[str, Any]) -> dict[str, Any]:
+        """JupyterHub's "Server ready at URL" with where the server runs, and the rest of the
+        pool decision (pools skipped and why) when this hub made it."""
+        if not self._placement.get("pool"):
+            return event
+        where = ready_words(self._placement)
+        decision = self._progress.decision
+        others = decision.others if decision is not None else ()
+        ready = str(event.get("message") or "Server ready")
+        html_message = event.get("html_message") or html.escape(ready)
+        return {
+            **event,
+            "message": "; ".join([f"{ready} {where}", *others]),
+            "html_message": f"{html_message} {html.escape(where)}"
+            + "".join(f"<br>{html.escape(line)}" for line in others),
+        }
 
 
 def _read_in_start(spawner: GPUPoolSpawner, user_options: Mapping[str, Any]) -> None:
     """``apply_user_options`` hook: nothing to do before start()."""
+
+
+def _ready_event(spawner: GPUPoolSpawner, event: dict[str, Any]) -> dict[str, Any]:
+    """``progress_ready_hook``: the ready message says where the server runs."""
+    return spawner.ready_event(event)

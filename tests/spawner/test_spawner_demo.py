@@ -24,6 +24,7 @@ from test_spawner_form import submitted
 from waiting import WaitTimeout, async_wait_for
 
 from jupyter_gpupool.demo.run import Demo, DemoOptions, free_port
+from jupyter_gpupool.hubclient import HubClient
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -265,6 +266,7 @@ async def test_spawn_through_the_form(hub):
         assert server["state"]["gpupool"]["node"] == "gpu-node-5"
         pod = hub.pod("alice")
         assert pod["metadata"]["labels"]["runwhere.ai/pool"] == "dev-pool"
+        assert pod["metadata"]["labels"]["runwhere.ai/job-type"] == "notebook"  # for gpuctl
         assert gpus_of(pod) == "1"
         assert await hub.answers("alice")
     finally:
@@ -362,6 +364,10 @@ async def test_quota_exceeded_is_said_on_the_form(hub):
         "in this pool (you asked for 8)"
     ) in resp.body.decode()
     assert hub.pod("dave") is None
+    # the form under the message is the one dave sent
+    fields = submitted(resp.body.decode()).fields
+    assert fields["priority.training-pool"] == ["1"] and fields["gpus"] == ["8"]
+    assert {v[0] for k, v in fields.items() if k.startswith("priority.")} == {"1", ""}
 
 
 async def test_a_cpu_only_server_in_compute_pool(hub):
@@ -407,7 +413,72 @@ async def test_invalid_form_input_is_said_on_the_form(hub):
     browser = Browser(hub)
     await browser.login("heidi")
     _, xsrf = await browser.spawn_form()
-    resp = await browser.submit({"priority.dev-pool": ["first"], "gpus": ["1"]}, xsrf)
+    sent = {
+        "priority.inference-pool": ["1"],
+        "priority.dev-pool": ["first"],
+        "priority.compute-pool": [""],
+        "gpus": ["2"],
+    }
+    resp = await browser.submit(sent, xsrf)
     assert resp.code == 400
-    assert "the priority of dev-pool must be a whole number from 1" in resp.body.decode()
+    page = resp.body.decode()
+    assert "the priority of dev-pool must be a whole number from 1" in page
     assert hub.pod("heidi") is None
+    # the form comes back as heidi left it: both pools chosen, in her order, and 2 GPUs
+    fields = submitted(page).fields
+    chosen = sorted((v[0], k) for k, v in fields.items() if k.startswith("priority.") and v[0])
+    assert chosen == [("1", "priority.inference-pool"), ("2", "priority.dev-pool")]
+    assert fields["gpus"] == ["2"]
+
+
+async def test_a_refused_form_with_no_pool_names_the_default_order(hub):
+    # judy is in no group: the demo's fallback order is dev-pool then compute-pool, where no
+    # node has 8 GPUs
+    browser = Browser(hub)
+    await browser.login("judy")
+    _, xsrf = await browser.spawn_form()
+    resp = await browser.submit({"priority.dev-pool": [""], "gpus": ["8"]}, xsrf)
+    assert resp.code == 400
+    page = resp.body.decode()
+    assert "no pool you chose allows a server with 8 GPUs" in page
+    fields = submitted(page).fields
+    assert all(v == [""] for k, v in fields.items() if k.startswith("priority."))
+    assert fields["gpus"] == ["8"]
+    note = re.search(r'<p class="form-text gpupool-default-note"[^>]*>([^<]*)</p>', page)
+    assert note and "hidden" not in note.group(0)
+    assert note.group(1) == (
+        "No pool is chosen, so the default order for your groups will be used: "
+        "dev-pool, then compute-pool."
+    )
+
+
+async def test_the_progress_stream_shows_the_pool_decision_until_ready(hub):
+    # what the spawn page reads: the hub's progress stream, followed from the start request
+    fillers = await fill(hub, "training-pool", ["gpu-node-1", "gpu-node-2"])
+    client = HubClient(hub.url + "/hub/api", hub.demo.admin_token)
+    try:
+        await hub.user("ivan")
+        options = {"pools": ["training-pool", "dev-pool"], "gpus": 1}
+        events = [e async for e in client.start_and_follow("ivan", "", options, timeout=60)]
+        pod = hub.pod("ivan")
+        assert pod is not None, events
+        ready = events[-1]
+        assert ready.get("ready"), events
+        before = events[-2]  # the page's message just before it moves into the server
+        assert before["html_message"].startswith(
+            '<span class="gpupool-decision-again">Admitted to dev-pool over quota '
+            "(1 RTX4090-24G GPU): this server borrows idle GPUs and may be stopped (reclaimed) "
+            "when their owners need them back; skipped training-pool because no node has"
+        ), events
+        assert before["message"].startswith("dev-pool, over quota: may be reclaimed \u00b7 ")
+        node = pod["spec"]["nodeName"]
+        assert ready["message"].startswith(
+            f"Server ready at /user/ivan/ in dev-pool over quota (1 RTX4090-24G GPU on node "
+            f"{node}): it borrows idle GPUs and may be stopped (reclaimed) when their owners "
+            "need them back; skipped training-pool because no node has"
+        ), ready
+        assert "<br>skipped training-pool because" in ready["html_message"]
+    finally:
+        await client.close()
+        await hub.stop("ivan")
+        await unfill(hub, "training-pool", fillers, 16)

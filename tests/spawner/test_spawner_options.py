@@ -204,7 +204,18 @@ def test_form_defaults_last_choice_else_the_group_order():
         ("training-pool", "inference-pool"), 1, None
     )
     assert default_options(None, CATALOG) == SpawnOptions(("training-pool", "inference-pool"))
-    assert default_options({"gpus": 4}, CATALOG).pools == ("training-pool", "inference-pool")
+    # no pool chosen stays so (the form says the default order is used), with the GPU count
+    assert default_options({"pools": [], "gpus": 4}, CATALOG) == SpawnOptions((), 4, None)
+    assert default_options({"gpus": 4}, CATALOG) == SpawnOptions((), 4, None)
+    # a choice the check refuses is kept as the user made it, order and all
+    refused = {"pools": ["compute-pool", "dev-pool"], "gpus": 3, "gpu_type": "A100-80G"}
+    kept = SpawnOptions(("compute-pool", "dev-pool"), 3, "A100-80G")
+    assert default_options(refused, CATALOG) == kept
+    with pytest.raises(OptionsError):
+        parse_user_options(refused, CATALOG)
+    # what is not a pool or a count at all is left out
+    odd = {"pools": ["dev-pool", 7, "gone", "dev-pool"], "gpus": "two", "gpu_type": ""}
+    assert default_options(odd, CATALOG, default_gpus=1) == SpawnOptions(("dev-pool",), 1, None)
 
 
 def test_form_rows_put_the_chosen_pools_first():

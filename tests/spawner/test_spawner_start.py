@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import html
+import re
 import time
 
 import pytest
-from spawner_fakes import FakeUser
+from kubernetes_asyncio import client, config
+from spawner_fakes import FakeUser, Group
 from test_spawner_form import submitted
 
 from jupyter_gpupool.spawner.errors import OptionsError, SpawnRefused
@@ -58,12 +61,13 @@ async def test_a_server_starts_in_its_first_pool_with_labels_and_gpus(
         "gpupool.jupyter.org/over-quota": "false",
         "gpupool.jupyter.org/charged": "group-ml-research-4b305de5",
         "gpupool.jupyter.org/admission": "adm0",
+        "runwhere.ai/job-type": "notebook",
     }
     assert pod["metadata"]["annotations"]["gpupool.jupyter.org/groups"] == "ml-research"
     node = pod["spec"]["nodeName"]
     assert spawner._progress.messages == [
         "admitted to training-pool within quota (2 A100-80G GPUs)",
-        f"scheduled on node {node} (A100-80G)",
+        f"training-pool, within quota \u00b7 scheduled on node {node} (A100-80G)",
     ]
     # the pool is kept in the state (hub restarts) and shown with the server's options
     assert spawner.get_state()["gpupool"] == {
@@ -122,6 +126,11 @@ async def test_an_unschedulable_pod_falls_back_to_the_next_pool(spawner, sim_clu
     )
     assert messages[2] == "admitted to inference-pool within quota (2 A10-24G GPUs)"
     assert spawner.get_state()["gpupool"]["pool"] == "inference-pool"
+    # the steps after it are shown with the new decision, which says why not training-pool
+    assert spawner._progress.decision.summary.startswith(
+        "Admitted to inference-pool within quota (2 A10-24G GPUs); training-pool could not "
+        'schedule it ("0/8 nodes are available: 2 node(s) were unschedulable'
+    )
 
 
 async def test_a_pool_with_its_own_wait(make_spawner, sim_cluster, fake_service):
@@ -270,7 +279,10 @@ async def test_progress_tells_each_step(spawner, sim_cluster, fake_service):
         "admitted to dev-pool over quota (1 RTX4090-24G GPU): this server borrows idle GPUs "
         "and may be stopped (reclaimed) when their owners need them back"
     )
-    assert "scheduled on node gpu-node-5 (RTX4090-24G)" in messages
+    assert (
+        "dev-pool, over quota: may be reclaimed \u00b7 scheduled on node gpu-node-5 (RTX4090-24G)"
+        in messages
+    )
     assert any("Successfully assigned default/jupyter-alice to gpu-node-5" in m for m in messages)
 
 
@@ -376,3 +388,142 @@ async def test_the_notebook_service_url_is_configurable(make_spawner, sim_cluste
         "0",
         "",
     )
+
+
+DECISION_HTML = re.compile(r'^<span class="gpupool-decision-again">(.*)<br></span>(.*)$')
+
+
+async def test_every_step_after_the_admission_shows_the_pool_decision(
+    spawner, sim_cluster, fake_service
+):
+    # JupyterHub's page shows the latest event's html_message above the bar: the pod's events
+    # come last, so each carries the decision (and the event log hides the repeat)
+    fake_service.full = {"training-pool"}
+    spawner.user_options = {"pools": ["training-pool", "dev-pool"], "gpus": 1}
+    start = spawner.start()
+    events = [e async for e in spawner.progress()]
+    await start
+    decision = (
+        "Admitted to dev-pool over quota (1 RTX4090-24G GPU): this server borrows idle GPUs and "
+        "may be stopped (reclaimed) when their owners need them back; skipped training-pool "
+        "because no node has 2 free GPUs"
+    )
+    admitted = next(i for i, e in enumerate(events) if e["message"].startswith("admitted to"))
+    assert events[admitted]["html_message"] == html.escape(events[admitted]["message"]) + (
+        "<style>#progress-log .gpupool-decision-again { display: none; }</style>"
+    )
+    later = events[admitted + 1 :]
+    pod_events = [e for e in later if "raw_event" in e]  # KubeSpawner's, from the cluster
+    assert pod_events and pod_events[-1]["raw_event"]["reason"] == "Started"
+    for event in later:
+        shown = DECISION_HTML.match(event.get("html_message", ""))
+        assert shown, event
+        assert html.unescape(shown.group(1)) == decision
+        assert event["message"].startswith("dev-pool, over quota: may be reclaimed \u00b7 ")
+    started = pod_events[-1]
+    assert started["message"].endswith("[Normal] Started container notebook")
+    assert (
+        html.unescape(DECISION_HTML.match(started["html_message"]).group(2))
+        == (started["message"].split(" \u00b7 ", 1)[1])
+    )
+    # the hub's ready event says where the server runs, on which node the cluster put it
+    node = pod_of(sim_cluster, spawner)["spec"]["nodeName"]
+    url = "/user/alice/"
+    ready = spawner.progress_ready_hook(
+        spawner,
+        {
+            "progress": 100,
+            "ready": True,
+            "message": f"Server ready at {url}",
+            "html_message": f'Server ready at <a href="{url}">{url}</a>',
+            "url": url,
+        },
+    )
+    where = (
+        f"in dev-pool over quota (1 RTX4090-24G GPU on node {node}): it borrows idle GPUs and "
+        "may be stopped (reclaimed) when their owners need them back"
+    )
+    assert ready["message"] == (
+        f"Server ready at {url} {where}; skipped training-pool because no node has 2 free GPUs"
+    )
+    assert ready["html_message"] == (
+        f'Server ready at <a href="{url}">{url}</a> {html.escape(where)}'
+        "<br>skipped training-pool because no node has 2 free GPUs"
+    )
+    assert ready["ready"] and ready["url"] == url
+
+
+async def test_a_refused_form_comes_back_as_it_was_sent(spawner, fake_service):
+    spawner.user_options = {"pools": ["training-pool"], "gpus": 1, "gpu_type": None}  # last start
+    # a priority that is not a number: JupyterHub answers the 400 with the form again
+    sent = {
+        "priority.dev-pool": ["2"],
+        "priority.compute-pool": ["1"],
+        "priority.inference-pool": ["third"],
+        "priority.training-pool": [""],
+        "gpus": ["3"],
+        "gpu_type": [""],
+    }
+    with pytest.raises(OptionsError):
+        await spawner.run_options_from_form(sent)
+    fields = submitted(await spawner.get_options_form()).fields
+    assert fields == {
+        "priority.compute-pool": ["1"],
+        "priority.dev-pool": ["2"],
+        "priority.inference-pool": ["3"],  # kept, after the numbered ones
+        "priority.training-pool": [""],
+        "gpus": ["3"],
+        "gpu_type": [""],
+    }
+    # options the check refuses (a CPU pool with GPUs): the pools, their order and the count
+    sent = {"priority.compute-pool": ["1"], "priority.dev-pool": [""], "gpus": ["2"]}
+    with pytest.raises(OptionsError) as e:
+        await spawner.run_options_from_form(sent)
+    assert e.value.message.startswith("compute-pool has no GPUs")
+    page = await spawner.get_options_form()
+    fields = submitted(page).fields
+    assert fields["priority.compute-pool"] == ["1"] and fields["gpus"] == ["2"]
+    assert {
+        fields[f"priority.{p}"][0] for p in ("dev-pool", "training-pool", "inference-pool")
+    } == {""}
+    # the next visit (no refusal) starts from the last start again
+    fields = submitted(await spawner.get_options_form()).fields
+    assert fields["priority.training-pool"] == ["1"] and fields["gpus"] == ["1"]
+
+
+async def test_with_no_pool_chosen_the_form_names_the_default_order(spawner, fake_service):
+    # a start with no pool (refused or not) comes back with none ticked, and the form says
+    # which order will be used: ml-research's, training-pool then inference-pool
+    spawner.user_options = {"pools": [], "gpus": 2, "gpu_type": None}
+    page = await spawner.get_options_form()
+    fields = submitted(page).fields
+    assert all(v == [""] for k, v in fields.items() if k.startswith("priority."))
+    assert fields["gpus"] == ["2"]
+    note = re.search(r'<p class="form-text gpupool-default-note"[^>]*>([^<]*)</p>', page)
+    assert note and "hidden" not in note.group(0), page
+    assert note.group(1) == (
+        "No pool is chosen, so the default order for your groups will be used: "
+        "training-pool, then inference-pool."
+    )
+    # with a pool chosen, the note is there for the script to show, but hidden
+    spawner.user_options = {"pools": ["dev-pool"], "gpus": 1}
+    page = await spawner.get_options_form()
+    assert re.search(r'<p class="form-text gpupool-default-note"[^>]*hidden', page)
+
+
+async def test_notebook_pods_are_notebooks_to_gpuctl(make_spawner, sim_cluster, fake_service):
+    # gpuctl's get jobs reads the kind from runwhere.ai/job-type: ask the cluster's API as it does
+    alice = make_spawner()
+    alice.user_options = {"pools": ["dev-pool"], "gpus": 1}
+    await alice.start()
+    fake_service.down = True  # and a server started without the service (fail_open)
+    bob = make_spawner(user=FakeUser(name="bob", groups=[Group("ml-research")]), fail_open=True)
+    bob.user_options = {}
+    await bob.start()
+    cfg = client.Configuration()
+    await config.load_kube_config(config_file=sim_cluster.kubeconfig, client_configuration=cfg)
+    async with client.ApiClient(cfg) as api:
+        pods = await client.CoreV1Api(api).list_namespaced_pod(
+            "default", label_selector="runwhere.ai/job-type=notebook"
+        )
+    assert sorted(p.metadata.name for p in pods.items) == ["jupyter-alice", "jupyter-bob"]
