@@ -1,7 +1,9 @@
 """A newcomer's whole path through ``gpupool demo``, in a real browser, every step as a person
-takes it: log in as alice, read the spawn form, order the pools and pick 4 GPUs, watch the start's
-progress messages, land in JupyterLab with the status item saying where the server runs, run
-``%gpupool status`` in a new notebook, then look at the admin's pools page as admin.
+takes it: log in as alice, read the spawn form, untick every pool (the form names the default
+order), ask for GPUs in a CPU pool and get the form back as she left it with the reason, order
+the pools and pick 4 GPUs, watch the start's progress message say where the server goes, land in
+JupyterLab with the status item saying where the server runs, run ``%gpupool status`` in a new
+notebook, then look at the admin's pools page as admin.
 
 The steps depend on each other, so this is one test. Screenshots go to tests/artifacts/
 (``e2e-1-spawn-form.png`` … ``e2e-5-admin-pools.png``); when a step fails, the page as it was
@@ -55,6 +57,12 @@ def pool_order(page: Any) -> list[tuple[str, str]]:
     ]
 
 
+def move_up_to(page: Any, name: str, position: int) -> None:
+    """Click the row's up button until the row is at ``position`` (1 is the top)."""
+    while [n for n, _ in pool_order(page)].index(name) > position - 1:
+        page.get_by_role("button", name=f"Move {name} up").click()
+
+
 def test_a_newcomer_starts_a_gpu_server_from_the_browser_and_finds_it_everywhere(tmp_path):
     with DemoProcess.start(tmp_path / "demo") as demo, chromium() as browser:
         alice = new_page(browser, timeout=30_000)
@@ -73,15 +81,35 @@ def test_a_newcomer_starts_a_gpu_server_from_the_browser_and_finds_it_everywhere
                 expect(row).to_contain_text(gpu_type)
                 expect(row.locator("td").nth(free_column)).to_have_text(f"{total} / {total}")
 
-        with step(alice, "order-pools"):
-            # alice's group's default pools come ticked: training, inference, dev. She tries the
-            # order buttons, keeps training-pool first and inference-pool second, unticks the rest.
-            alice.get_by_role("button", name="Move training-pool down").click()
-            assert pool_order(alice)[:2] == [("inference-pool", "1"), ("training-pool", "2")]
-            expect(alice.locator("#gpupool-announce")).to_have_text(
-                "training-pool moved to position 2"
+        with step(alice, "refused-form"):
+            # alice's group's default pools come ticked: training, inference, dev. With none
+            # ticked, the form says which order a start would use.
+            note = alice.locator("#gpupool-default-note")
+            expect(note).to_be_hidden()
+            for use in alice.locator("#gpupool-pools tbody .gpupool-use").all():
+                use.uncheck()
+            expect(note).to_be_visible()
+            expect(note).to_have_text(
+                "No pool is chosen, so the default order for your groups will be used: "
+                "training-pool, then inference-pool, then dev-pool."
             )
-            alice.get_by_role("button", name="Move training-pool up").click()
+            # a first try the hub refuses: GPUs in the CPU-only pool
+            alice.get_by_role("checkbox", name="Use compute-pool").check()
+            expect(note).to_be_hidden()
+            alice.get_by_label("GPUs", exact=True).select_option("4")
+            alice.get_by_role("button", name="Start").click()
+            expect(alice.get_by_text("compute-pool has no GPUs")).to_be_visible()
+            # the form under the reason is as she left it
+            order = pool_order(alice)
+            assert order[0] == ("compute-pool", "1"), order
+            assert all(priority == "" for _, priority in order[1:]), order
+            expect(alice.get_by_role("checkbox", name="Use compute-pool")).to_be_checked()
+            expect(alice.get_by_label("GPUs", exact=True)).to_have_value("4")
+            expect(note).to_be_hidden()
+            shoot(alice, "e2e-1-refused-form")
+
+        with step(alice, "order-pools"):
+            # she keeps training-pool first and inference-pool second, with the order buttons
             for row in alice.locator("#gpupool-pools tbody tr").all():
                 name = row.get_attribute("data-pool")
                 use = row.get_by_role("checkbox")
@@ -89,23 +117,34 @@ def test_a_newcomer_starts_a_gpu_server_from_the_browser_and_finds_it_everywhere
                     use.check()
                 else:
                     use.uncheck()
+            move_up_to(alice, "training-pool", 1)
+            move_up_to(alice, "inference-pool", 2)
+            expect(alice.locator("#gpupool-announce")).to_have_text(
+                "inference-pool moved to position 2"
+            )
             order = pool_order(alice)
             assert order[:2] == [("training-pool", "1"), ("inference-pool", "2")], order
             assert all(priority == "" for _, priority in order[2:]), order
-            alice.get_by_label("GPUs", exact=True).select_option("4")
+            expect(alice.get_by_label("GPUs", exact=True)).to_have_value("4")  # still
             shoot(alice, "e2e-1-spawn-form")
 
         with step(alice, "progress"):
             alice.get_by_role("button", name="Start").click()
             alice.wait_for_url(re.compile(r".*/hub/spawn-pending/alice.*"))
-            alice.get_by_text("Event log").click()  # open the log as a curious user would
-            log = alice.locator("#progress-log .progress-log-event")
             _, gpu_type = cluster_pool("training-pool")
             admitted = f"admitted to training-pool within quota (4 {gpu_type} GPUs)"
-            # shows up while the server starts, before the page moves on into it
-            expect(log.filter(has_text=admitted)).to_have_count(1, timeout=30_000)
+            # the message above the progress bar says it, the event log closed, while the pod's
+            # own events come in, until the page moves on into the server
+            message = alice.locator("#progress-message")
+            expect(message).to_contain_text("A" + admitted[1:], timeout=30_000)
+            expect(alice.locator("#progress-details")).not_to_have_attribute("open", "")
+            alice.get_by_text("Event log").click()  # open the log as a curious user would
+            # it lists the decision once, not again with every later step (read before the
+            # screenshot: the page moves on into the server a few seconds after the admission)
+            texts = alice.locator("#progress-log .progress-log-event").all_inner_texts()
+            print("progress log:", texts)  # shown when a later step fails
+            assert sum(admitted.lower() in t.lower() for t in texts) == 1, texts
             shoot(alice, "e2e-2-progress")
-            print("progress log:", log.all_inner_texts())  # shown when a later step fails
 
         with step(alice, "lab"):
             # the pending page reloads into the server when it is ready; the server opens /lab
