@@ -26,6 +26,7 @@ from ..placement import Placement
 from ..session import SESSION_ERRORS, LaunchResult, UserSession, default_server_name
 from . import render
 from .args import Command, HelpRequested, parse_line
+from .where import ask_where
 
 T = TypeVar("T")
 Event = Mapping[str, Any]
@@ -170,15 +171,18 @@ class GPUPoolMagics(Magics):
         progress = ProgressView(name, self.in_notebook)
         placement = self.placement()
 
-        async def go() -> LaunchResult:
+        async def go() -> tuple[LaunchResult, str]:
             async with UserSession(placement) as session:
-                return await session.launch(name, options, events.put_nowait)
+                result = await session.launch(name, options, events.put_nowait)
+                # the hub says ready; the service says where
+                where = await ask_where(session, name) if result.ready else ""
+                return result, where
 
         try:
-            result = run_sync(go, progress.update, events)
+            result, where = run_sync(go, progress.update, events)
         except SESSION_ERRORS as e:
             raise UsageError(getattr(e, "message", None) or str(e)) from None
-        progress.finish(result)
+        progress.finish(result, where)
         if not result.ready:
             raise UsageError(f"{name} did not start: {result.message}")
 
@@ -199,12 +203,15 @@ class GPUPoolMagics(Magics):
         progress = ProgressView(name, self.in_notebook)
 
         async def follow() -> None:
+            where = ""
             async with UserSession(placement) as session:
                 try:
                     result = await session.launch(name, options, progress.update)
                 except SESSION_ERRORS as e:
                     result = LaunchResult(name, False, getattr(e, "message", None) or str(e))
-            progress.finish(result)
+                if result.ready:
+                    where = await ask_where(session, name)
+            progress.finish(result, where)
 
         self._background = loop.create_task(follow())
 
@@ -227,10 +234,12 @@ class ProgressView:
         else:
             print(render.progress_text(event), flush=True)
 
-    def finish(self, result: LaunchResult) -> None:
+    def finish(self, result: LaunchResult, where: str = "") -> None:
+        """The last redraw; ``where`` (:func:`.where.where_words`) replaces the hub's "ready"
+        message, which does not say where the server went."""
         event = {
             "progress": 100 if result.ready else self._last.get("progress", 0),
-            "message": result.message,
+            "message": f"ready {where}" if result.ready and where else result.message,
             "ready": result.ready,
             "failed": not result.ready,
             "url": result.url,
@@ -238,4 +247,5 @@ class ProgressView:
         if self._handle is not None:
             self._handle.update(HTML(render.progress_html(self.server, event)))
         elif result.ready:
-            print(f"{self.server} is ready" + (f": {result.url}" if result.url else ""))
+            at = f" at {result.url}" if result.url else ""
+            print(f"{self.server} is ready{at}" + (f" {where}" if where else ""))

@@ -7,9 +7,13 @@
     LaunchPanel()
 
 A :class:`~ipywidgets.VBox` with private child widgets; what it shows is in traits (``pools``,
-``order``, ``gpus``, ``server_name``, ``state``, ``progress``, ``message``, ``url``) and the
-children follow them. Clicks start coroutines on the kernel's event loop (a cell never blocks):
-:meth:`refresh`, :meth:`launch`, :meth:`stop`, which a cell may also ``await``. While the panel is
+``order``, ``gpus``, ``server_name``, ``state``, ``progress``, ``message``, ``url``,
+``running``) and the children follow them. Nothing in it has a fixed width that a narrow
+notebook would cut: rows wrap, words are HTML (which wraps) rather than Labels (which end in
+an ellipsis), and descriptions are as wide as their words.
+
+Clicks start coroutines on the kernel's event loop (a cell never blocks): :meth:`refresh`,
+:meth:`launch`, :meth:`stop`, which a cell may also ``await``. While the panel is
 shown somewhere it refreshes the pools every ``refresh_interval`` seconds.
 """
 
@@ -25,6 +29,7 @@ from typing import Any
 import ipywidgets as widgets
 from traitlets import Dict, Float, Int, List, Unicode, observe, validate
 
+from ..magics.where import ask_where
 from ..placement import Placement
 from ..session import SESSION_ERRORS, LaunchResult, UserSession, default_server_name
 from ..spawner.form import gpu_choices, pool_status, quota_text
@@ -35,14 +40,32 @@ IDLE, LAUNCHING, READY, FAILED, STOPPING = "idle", "launching", "ready", "failed
 _BAR_STYLE = {"free": "success", "borrowing": "warning", "full": "danger", "quota-used": "danger"}
 
 
+#: Rows of several parts wrap in a narrow notebook instead of running past its edge.
+_WRAP = {"flex_flow": "row wrap", "align_items": "center"}
+#: Descriptions as wide as their words (the default cuts them at 80px).
+_DESCRIBED = {"description_width": "initial"}
+
+
+def _html(value: str = "", **layout: str) -> widgets.HTML:
+    """Words in HTML, which wraps (a Label ends in an ellipsis where it does not fit)."""
+    return widgets.HTML(value, layout=widgets.Layout(**layout))
+
+
 class PoolBar(widgets.HBox):
-    """One pool: its name, a bar of GPUs in use out of all, and free GPUs and quota in words."""
+    """One pool: its name, a bar of GPUs in use out of all, and free GPUs and quota in words;
+    in a narrow notebook the words go under the bar."""
 
     def __init__(self, name: str):
-        self._name = widgets.Label(name, layout=widgets.Layout(width="12em"))
-        self._bar = widgets.FloatProgress(min=0, max=1, layout=widgets.Layout(width="14em"))
-        self._words = widgets.Label()
-        super().__init__([self._name, self._bar, self._words])
+        self._name = _html(html.escape(name), width="10em", margin="0 8px 0 0")
+        self._bar = widgets.FloatProgress(
+            min=0, max=1, layout=widgets.Layout(width="12em", min_width="6em", flex="0 1 auto")
+        )
+        self._words = _html(flex="1 1 16em")
+        super().__init__([self._name, self._bar, self._words], layout=widgets.Layout(**_WRAP))
+
+    @property
+    def name(self) -> str:
+        return html.unescape(self._name.value)
 
     def show(self, pool: PoolChoice) -> None:
         code, words = pool_status(pool)
@@ -50,7 +73,7 @@ class PoolBar(widgets.HBox):
         self._bar.value = pool.gpu_total - pool.gpu_available
         self._bar.bar_style = _BAR_STYLE.get(code, "info")
         free = f"{pool.gpu_available} of {pool.gpu_total} GPUs free" if pool.gpu_total else ""
-        self._words.value = " · ".join(w for w in (free, quota_text(pool), words) if w)
+        self._words.value = html.escape(" · ".join(w for w in (free, quota_text(pool), words) if w))
 
 
 class LaunchPanel(widgets.VBox):
@@ -70,8 +93,10 @@ class LaunchPanel(widgets.VBox):
     message = Unicode("")
     #: The launched server's URL, once it is ready.
     url = Unicode("")
-    #: The last server launched from this panel (what Stop stops).
+    #: The last server launched from this panel (what Stop stops when no name is typed).
     launched = Unicode("")
+    #: The user's servers the hub runs (or starts), this one left out: what Stop may stop.
+    running = List(Unicode())
     refresh_interval = Float(10.0)
 
     def __init__(self, **kwargs: Any):
@@ -85,13 +110,32 @@ class LaunchPanel(widgets.VBox):
         self._picker = widgets.TagsInput(
             allow_duplicates=False, placeholder="add pools, first tried first"
         )
-        self._gpus = widgets.Dropdown(description="GPUs", options=[0, 1], value=1)
-        self._gpu_type = widgets.Dropdown(description="GPU type", options=[("any", "")])
-        self._name = widgets.Text(description="Server name")
+        self._gpus = widgets.Dropdown(
+            description="GPUs",
+            options=[0, 1],
+            value=1,
+            style=_DESCRIBED,
+            layout=widgets.Layout(width="auto"),
+        )
+        self._gpu_type = widgets.Dropdown(
+            description="GPU type",
+            options=[("any", "")],
+            style=_DESCRIBED,
+            layout=widgets.Layout(width="auto"),
+        )
+        self._name = widgets.Text(
+            description="Server name",
+            style=_DESCRIBED,
+            layout=widgets.Layout(width="auto", max_width="30em"),
+        )
         self._launch = widgets.Button(description="Launch", button_style="primary", icon="rocket")
         self._stop = widgets.Button(description="Stop", icon="stop", disabled=True)
-        self._bar = widgets.IntProgress(min=0, max=100, layout=widgets.Layout(width="20em"))
-        self._status = widgets.HTML()
+        # auto: as wide as the panel (less the widgets' margins), up to 20em
+        self._bar = widgets.IntProgress(
+            min=0, max=100, layout=widgets.Layout(width="auto", max_width="20em")
+        )
+        # under the bar, not beside it: a long message wraps over the whole width
+        self._status = _html()
         super().__init__(**kwargs)
         self._picker.observe(self._on_picker_value, "value")
         self._gpus.observe(self._on_gpus_value, "value")
@@ -104,10 +148,11 @@ class LaunchPanel(widgets.VBox):
             self._pool_box,
             widgets.HTML("<b>Pools to try, in order</b>"),
             self._picker,
-            widgets.HBox([self._gpus, self._gpu_type]),
+            widgets.HBox([self._gpus, self._gpu_type], layout=widgets.Layout(**_WRAP)),
             self._name,
-            widgets.HBox([self._launch, self._stop]),
-            widgets.HBox([self._bar, self._status]),
+            widgets.HBox([self._launch, self._stop], layout=widgets.Layout(**_WRAP)),
+            self._bar,
+            self._status,
         ]
         self._show_title()
         self._show_state()
@@ -159,12 +204,14 @@ class LaunchPanel(widgets.VBox):
         if list(self._picker.value) != list(change["new"]):
             self._picker.value = list(change["new"])
         self._name.placeholder = self.default_name()
+        self._show_state()  # Stop's default target is the default name
 
     @observe("gpus")
     def _gpus_changed(self, change: Any) -> None:
         if change["new"] in self._gpus.options and self._gpus.value != change["new"]:
             self._gpus.value = change["new"]
         self._name.placeholder = self.default_name()
+        self._show_state()  # Stop's default target is the default name
 
     @observe("gpu_type")
     def _gpu_type_changed(self, change: Any) -> None:
@@ -173,15 +220,28 @@ class LaunchPanel(widgets.VBox):
     @observe("server_name")
     def _server_name_changed(self, change: Any) -> None:
         self._name.value = change["new"]
+        self._show_state()
 
-    @observe("state", "progress", "message", "url", "launched")
+    @observe("state", "progress", "message", "url", "launched", "running")
     def _state_changed(self, change: Any) -> None:
         self._show_state()
+
+    def stop_target(self) -> str:
+        """The server Stop stops: the typed name, else the last launched, else the name a
+        launch would take."""
+        return self.server_name or self.launched or self.default_name()
 
     def _show_state(self) -> None:
         busy = self.state in (LAUNCHING, STOPPING)
         self._launch.disabled = busy
-        self._stop.disabled = busy or not self.launched
+        target = self.stop_target()
+        self._stop.disabled = busy or target not in self.running
+        if busy:
+            self._stop.tooltip = ""
+        else:
+            self._stop.tooltip = (
+                f"{target} is not running" if self._stop.disabled else f"stop {target}"
+            )
         self._bar.value = self.progress
         self._bar.bar_style = {FAILED: "danger", READY: "success"}.get(self.state, "info")
         words = html.escape(self.message)
@@ -291,6 +351,23 @@ class LaunchPanel(widgets.VBox):
         if not self.order and defaults:
             self.order = list(defaults)
         self._name.placeholder = self.default_name()
+        await self.refresh_running()
+
+    async def refresh_running(self) -> None:
+        """Ask the hub which of the user's servers run (what Stop may stop)."""
+        try:
+            async with UserSession.from_environ() as session:
+                servers = await session.hub_servers()
+                this = session.placement.server
+        except SESSION_ERRORS as e:
+            if self.state not in (LAUNCHING, STOPPING):
+                self.message = getattr(e, "message", None) or str(e)
+            return
+        self.running = sorted(
+            name
+            for name, server in servers.items()
+            if name != this and (server or {}).get("pending") != "stop"
+        )
 
     async def launch(self) -> LaunchResult:
         """Launch ``server_name`` (or the default name) with the chosen pools and GPUs, and
@@ -298,14 +375,20 @@ class LaunchPanel(widgets.VBox):
         name = self.server_name or self.default_name()
         self.launched, self.url = name, ""
         self.state, self.progress, self.message = LAUNCHING, 0, f"asking for {name}"
+        where = ""
         try:
             async with UserSession.from_environ() as session:
                 result = await session.launch(name, self.user_options(), self._on_progress)
+                if result.ready:
+                    # the hub says ready; the service says where, and whether over quota
+                    where = await ask_where(session, name)
         except SESSION_ERRORS as e:
             result = LaunchResult(name, False, getattr(e, "message", None) or str(e))
         self.progress = 100 if result.ready else self.progress
-        self.message = result.message
+        self.message = f"ready {where}" if result.ready and where else result.message
         self.url = result.url or ""
+        if result.ready and name not in self.running:
+            self.running = sorted([*self.running, name])
         self.state = READY if result.ready else FAILED
         return result
 
@@ -315,10 +398,8 @@ class LaunchPanel(widgets.VBox):
         self.message = str(event.get("message") or "")
 
     async def stop(self) -> str:
-        """Stop the server launched last."""
-        name = self.launched
-        if not name:
-            return ""
+        """Stop :meth:`stop_target`: the typed name, else the server launched last."""
+        name = self.stop_target()
         self.state, self.message = STOPPING, f"stopping {name}"
         try:
             async with UserSession.from_environ() as session:
@@ -326,6 +407,8 @@ class LaunchPanel(widgets.VBox):
         except SESSION_ERRORS as e:
             self.state, self.message = FAILED, getattr(e, "message", None) or str(e)
             return self.message
-        self.url, self.progress, self.launched = "", 0, ""
+        if name == self.launched:
+            self.url, self.progress, self.launched = "", 0, ""
+        self.running = [n for n in self.running if n != name]
         self.state, self.message = IDLE, words
         return words

@@ -134,6 +134,12 @@ export function poolState(pool: IPool): string {
   return 'free';
 }
 
+/** A server's state in the side panel: `running`, `running, over quota`, `spawn`... */
+export function serverState(server: IServer): string {
+  const state = server.state || (server.ready ? 'running' : server.pending || '');
+  return server.over_quota ? `${state}${state ? ', ' : ''}over quota` : state;
+}
+
 export namespace GPUPoolModel {
   export interface IOptions {
     fetch: Fetcher;

@@ -5,7 +5,14 @@
 
 import { Widget } from '@lumino/widgets';
 
-import { GPUPoolModel, IPool, IServer, poolState, quotaWords } from './model';
+import {
+  GPUPoolModel,
+  IPool,
+  IServer,
+  poolState,
+  quotaWords,
+  serverState
+} from './model';
 
 function element<K extends keyof HTMLElementTagNameMap>(
   tag: K,
@@ -22,19 +29,30 @@ function element<K extends keyof HTMLElementTagNameMap>(
   return node;
 }
 
-function table(header: string[], rows: (string | Node)[][]): HTMLTableElement {
+/**
+ * A table of `rows`; a cell is text, a node, or several of them stacked (each on a line of its
+ * own), so that a narrow sidebar shows a few wrapping columns instead of many cut-off ones.
+ * Each column's cells carry `jp-gpupool-col-<key>`.
+ */
+function table(
+  columns: { key: string; title: string }[],
+  rows: (string | Node | (string | Node)[])[][]
+): HTMLTableElement {
   const t = element('table');
   const head = t.createTHead().insertRow();
-  for (const h of header) {
-    head.appendChild(element('th', h));
+  for (const c of columns) {
+    head.appendChild(element('th', c.title, `jp-gpupool-col-${c.key}`));
   }
   const body = t.createTBody();
   for (const row of rows) {
     const tr = body.insertRow();
-    for (const cell of row) {
+    row.forEach((cell, i) => {
       const td = tr.insertCell();
-      td.append(cell);
-    }
+      td.className = `jp-gpupool-col-${columns[i].key}`;
+      for (const part of Array.isArray(cell) ? cell : [cell]) {
+        td.appendChild(typeof part === 'string' ? element('div', part) : part);
+      }
+    });
   }
   return t;
 }
@@ -109,28 +127,31 @@ export class GPUPoolPanel extends Widget {
       node.appendChild(element('p', `Last update failed: ${model.error}`, 'jp-gpupool-error'));
     }
     node.appendChild(element('h3', 'Pools'));
+    // two columns that wrap: the name over its bar and free GPUs; quota over state
     node.appendChild(
       table(
-        ['pool', 'in use', 'free / total', 'your quota', 'state'],
+        [
+          { key: 'pool', title: 'pool · free GPUs' },
+          { key: 'quota', title: 'your quota · state' }
+        ],
         model.pools.map(p => [
-          p.name,
-          bar(p),
-          `${p.gpu_available} / ${p.gpu_total}`,
-          quotaWords(p),
-          poolState(p)
+          [p.name, bar(p), `${p.gpu_available} of ${p.gpu_total} free`],
+          [quotaWords(p), element('div', poolState(p), 'jp-gpupool-state')]
         ])
       )
     );
     node.appendChild(element('h3', 'Your servers'));
     node.appendChild(
       table(
-        ['server', 'pool', 'GPUs', 'node', 'state'],
+        [
+          { key: 'server', title: 'server · state' },
+          { key: 'where', title: 'pool · node' },
+          { key: 'gpus', title: 'GPUs' }
+        ],
         model.servers.map(s => [
-          serverLink(s),
-          s.pool || '—',
-          s.gpus === null || s.gpus === undefined ? '—' : String(s.gpus),
-          s.node || '—',
-          (s.state || '') + (s.over_quota ? ' (over quota)' : '')
+          [serverLink(s), element('div', serverState(s), 'jp-gpupool-state')],
+          [s.pool || '—', s.node || ''],
+          s.gpus === null || s.gpus === undefined ? '—' : String(s.gpus)
         ])
       )
     );

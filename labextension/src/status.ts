@@ -13,6 +13,12 @@ export class GPUPoolStatus extends Widget {
     this._model = model;
     this.id = 'jp-gpupool-status';
     this.addClass('jp-gpupool-status');
+    // as JupyterLab's clickable items (the kernel's, the line/column one): hover highlight
+    this.addClass('jp-mod-highlighted');
+    // the text in the status bar's own text style, so it lines up with its neighbours'
+    this._text = document.createElement('span');
+    this._text.className = 'jp-StatusBar-TextItem';
+    this.node.appendChild(this._text);
     this.node.setAttribute('role', 'button');
     this.node.tabIndex = 0;
     this.node.addEventListener('click', onClick);
@@ -32,7 +38,7 @@ export class GPUPoolStatus extends Widget {
   }
 
   private _render(): void {
-    this.node.textContent = this._model.label;
+    this._text.textContent = this._model.label;
     this.node.title = this._model.error
       ? `${this._model.title}\n(last update failed: ${this._model.error})`
       : this._model.title;
@@ -40,4 +46,5 @@ export class GPUPoolStatus extends Widget {
   }
 
   private _model: GPUPoolModel;
+  private _text: HTMLSpanElement;
 }

@@ -1,4 +1,13 @@
-import { GPUPoolModel, IStatus, poolState, quotaWords, statusLabel, statusTitle } from '../src/model';
+import {
+  GPUPoolModel,
+  IServer,
+  IStatus,
+  poolState,
+  quotaWords,
+  serverState,
+  statusLabel,
+  statusTitle
+} from '../src/model';
 
 const STATUS: IStatus = {
   label: 'GPU 2\u00d7 A100-80G · training-pool',
@@ -74,6 +83,26 @@ describe('labels', () => {
     expect(
       quotaWords({ ...pool, quota: { managed: true, borrowing: false, within_quota: 1, available: 1 } })
     ).toBe('1 GPU within quota');
+  });
+
+  it('says a server runs over quota beside its state', () => {
+    const server: IServer = {
+      name: 'big',
+      this: false,
+      ready: true,
+      pending: null,
+      url: '/user/alice/big/',
+      pool: 'dev-pool',
+      node: 'gpu-node-5',
+      gpus: 1,
+      over_quota: true,
+      state: 'running'
+    };
+    expect(serverState(server)).toBe('running, over quota');
+    expect(serverState({ ...server, over_quota: false })).toBe('running');
+    // no pod counted yet: the hub's word
+    expect(serverState({ ...server, state: null, ready: false, pending: 'spawn' })).toBe('spawn, over quota');
+    expect(serverState({ ...server, state: null, over_quota: false })).toBe('running');
   });
 });
 

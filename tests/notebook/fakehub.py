@@ -3,7 +3,10 @@
 The magics block their caller while a thread of theirs talks to the hub, so the fake cannot
 share the test's event loop: it runs its own loop in a thread. It records what it was asked.
 The hub's answers are scripted; the gpupool service's are made by the service's own view
-functions from a real registry and usage index (``tests/real_answers.py``).
+functions from a real registry and usage index (``tests/real_answers.py``). A server the fake
+hub starts gets a pod in the fake's own usage index, admitted by the service's admission code
+in the first pool asked for (or alice's first default pool): the service then counts it, with
+its pool and whether it runs over quota, as it would count the pod the spawner creates.
 """
 
 from __future__ import annotations
@@ -91,9 +94,14 @@ def service_state() -> ServiceState:
     return state
 
 
-STATE = service_state()
-#: What GET api/v1/launch-options answers alice.
-LAUNCH_OPTIONS = real_answers.launch_options(STATE, "alice", GROUPS, MAX_GPUS)
+#: What GET api/v1/launch-options answers alice (before any start of the fake's).
+LAUNCH_OPTIONS = real_answers.launch_options(service_state(), "alice", GROUPS, MAX_GPUS)
+#: Where the fake's scheduler puts a started server's pod, by pool.
+NODE_OF_POOL = {
+    "training-pool": "gpu-node-1",
+    "dev-pool": "gpu-node-5",
+    "compute-pool": "cpu-node-1",
+}
 
 #: A start with this many GPUs is refused at once, as GPUPoolSpawner does when no pool can.
 REFUSED_GPUS = 99
@@ -138,6 +146,8 @@ class ServerHandler(Base):
         if name in self.fake.servers:
             return self.send_json(400, {"status": 400, "message": f"{name} is already running"})
         self.fake.servers[name] = {"name": name, "ready": False, "pending": "spawn"}
+        if options.get("gpus") != FAILING_GPUS:
+            self.fake.run_pod(user, name, options)
         if options.get("gpus") == QUICK_GPUS:
             # the answer comes after the start is over: here, when its progress said "ready"
             followed = self.fake.progress_read.setdefault(name, asyncio.Event())
@@ -150,6 +160,7 @@ class ServerHandler(Base):
 
     def delete(self, user: str, name: str) -> None:
         self.fake.stopped.append(name)
+        self.fake.delete_pod(name)
         if self.fake.servers.pop(name, None) is None:
             return self.send_json(404, {"status": 404, "message": "no such server"})
         self.set_status(204)
@@ -188,12 +199,12 @@ class ProgressHandler(Base):
 class LaunchOptionsHandler(Base):
     def get(self) -> None:
         # the token is alice's server's: the service answers for her
-        self.send_json(200, real_answers.launch_options(STATE, "alice", GROUPS, MAX_GPUS))
+        self.send_json(200, real_answers.launch_options(self.fake.state, "alice", GROUPS, MAX_GPUS))
 
 
 class ServersHandler(Base):
     def get(self) -> None:
-        self.send_json(200, real_answers.servers(STATE, "alice"))
+        self.send_json(200, real_answers.servers(self.fake.state, "alice"))
 
 
 class FakeHub:
@@ -204,6 +215,9 @@ class FakeHub:
         self.started: list[tuple[str, dict[str, Any]]] = []
         self.stopped: list[str] = []
         self.servers: dict[str, dict[str, Any]] = {"": {"name": "", "ready": True}}
+        #: the service's state: the scenario's servers, and the pods of servers started here
+        self.state = service_state()
+        self.pods: dict[str, dict[str, Any]] = {}
         #: set (on the fake's loop) when a server's progress has been sent to its end
         self.progress_read: dict[str, asyncio.Event] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -225,6 +239,29 @@ class FakeHub:
             "GPUPOOL_NODE": "gpu-node-1",
             **more,
         }
+
+    def run_pod(self, user: str, server: str, options: dict[str, Any]) -> None:
+        """The pod of a started server, as the spawner and the scheduler would make it."""
+        pool = (options.get("pools") or ["training-pool"])[0]
+        try:
+            self.pods[server] = real_answers.run_server(
+                self.state,
+                name=f"jupyter-{user}-{server}",
+                user=user,
+                groups=GROUPS,
+                pool=pool,
+                gpus=int(options.get("gpus") or 0),
+                node=NODE_OF_POOL[pool],
+                admission_id=f"adm-{user}-{server}",
+                server=server,
+            )
+        except (KeyError, ValueError):
+            pass  # a pool the fake places nothing in, or no room: no pod
+
+    def delete_pod(self, server: str) -> None:
+        pod = self.pods.pop(server, None)
+        if pod is not None:
+            self.state.index.apply_pod("DELETED", pod)
 
     def _run(self) -> None:
         asyncio.run(self._serve())

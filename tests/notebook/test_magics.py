@@ -70,7 +70,8 @@ def test_launch_wait_then_release(gpupool, fake_hub, capsys):
         "[ 10%] admitted to dev-pool within quota (1 GPU)",
         "[ 50%] scheduled on node gpu-node-5",
         "[100%] ready at /user/alice/big/",
-        "big is ready: /user/alice/big/",
+        # where it went, in the service's words: alice has no guaranteed GPUs in dev-pool
+        "big is ready at /user/alice/big/ in dev-pool, over quota: may be reclaimed",
     ]
     gpupool("release")  # the last one launched here
     assert fake_hub.stopped == ["big"]
@@ -87,8 +88,16 @@ def test_launch_wait_shows_the_steps_of_a_start_over_before_the_hub_answers(gpup
         "[ 10%] admitted to dev-pool within quota (1 GPU)",
         "[ 50%] scheduled on node gpu-node-5",
         "[100%] ready at /user/alice/quick/",
-        "quick is ready: /user/alice/quick/",
+        "quick is ready at /user/alice/quick/ in dev-pool, over quota: may be reclaimed",
     ]
+
+
+def test_launch_wait_says_a_server_within_quota_is_so(gpupool, capsys):
+    # ml-research is guaranteed 10 GPUs of training-pool, of which alice and bob use 6
+    gpupool("launch mine --pools training-pool --gpus 2 --wait")
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "mine is ready at /user/alice/mine/ in training-pool, within quota"
+    )
 
 
 def test_launch_names_a_server_after_its_first_pool(gpupool, fake_hub, capsys):
@@ -168,3 +177,4 @@ def test_html_in_a_notebook(gpupool, fake_hub, monkeypatch):
     assert shown[0][0] == "display" and "asking JupyterHub" in shown[0][1].data
     final = shown[-1][1].data
     assert "value='100'" in final and "href='/user/alice/big/'" in final
+    assert "ready in training-pool, within quota" in final

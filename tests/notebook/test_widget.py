@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import ipywidgets as widgets
 import pytest
 from fakehub import FAILING_GPUS, LAUNCH_OPTIONS, REFUSAL, REFUSED_GPUS
 from ipywidgets.widgets.tests.utils import setup_test_comm, teardown_test_comm
@@ -31,7 +32,7 @@ async def panel(hub_env):
 
 def bars(panel):
     return {
-        bar._name.value: (bar._bar.value, bar._bar.max, bar._words.value)
+        bar.name: (bar._bar.value, bar._bar.max, bar._words.value)
         for bar in panel._pool_box.children
     }
 
@@ -103,6 +104,8 @@ async def test_launch_click_follows_the_progress_and_links_the_server(panel, hub
     assert hub_env.started == [("small", {"pools": ["dev-pool"], "gpus": 1})]
     assert seen == [10, 50, 100]
     assert (panel.state, panel.launched, panel.url) == (READY, "small", "/user/alice/small/")
+    # where it went, in the service's words: alice has no guaranteed GPUs in dev-pool
+    assert panel.message == "ready in dev-pool, over quota: may be reclaimed"
     assert (
         "href='/user/alice/small/'" in panel._status.value and "Open small" in panel._status.value
     )
@@ -113,6 +116,63 @@ async def test_launch_click_follows_the_progress_and_links_the_server(panel, hub
     assert hub_env.stopped == ["small"]
     assert (panel.state, panel.launched, panel.message) == (IDLE, "", "server 'small' stopped")
     assert panel._stop.disabled
+
+
+async def test_a_launch_within_quota_says_so(panel):
+    # ml-research is guaranteed 10 GPUs of training-pool, of which alice and bob use 6
+    panel.order, panel.gpus, panel.server_name = ["training-pool"], 2, "mine"
+    await panel.launch()
+    assert panel.message == "ready in training-pool, within quota"
+
+
+async def test_stop_is_enabled_when_the_typed_name_is_a_running_server(panel, hub_env):
+    assert panel.running == []  # the hub runs only this server, which Stop never stops
+    panel._name.value = ""
+    assert panel._stop.disabled
+    panel._name.value = "small"
+    assert panel._stop.disabled and panel._stop.tooltip == "small is not running"
+    await panel.launch()
+    assert not panel._stop.disabled and panel._stop.tooltip == "stop small"
+    panel._name.value = "other"
+    assert panel._stop.disabled
+    # a server started elsewhere (another notebook, the hub's home page) once the hub says so
+    hub_env.servers["elsewhere"] = {"name": "elsewhere", "ready": True}
+    panel._name.value = "elsewhere"
+    assert panel._stop.disabled
+    await panel.refresh()
+    assert panel.running == ["elsewhere", "small"]
+    assert not panel._stop.disabled
+    panel._stop.click()
+    await panel.wait()
+    assert hub_env.stopped == ["elsewhere"]
+    assert panel.running == ["small"] and panel._stop.disabled
+    assert panel.launched == "small"  # the launched server is still there to open
+    panel._name.value = ""  # no name: the server launched last
+    assert not panel._stop.disabled and panel._stop.tooltip == "stop small"
+
+
+def test_no_part_of_the_panel_is_cut_in_a_narrow_notebook(hub_env):
+    panel = LaunchPanel()
+    panel.pools = LAUNCH_OPTIONS["pools"]
+
+    def tree(widget):
+        yield widget
+        for child in getattr(widget, "children", ()):
+            yield from tree(child)
+
+    parts = list(tree(panel))
+    # Labels end in an ellipsis where they do not fit; the panel's words are HTML, which wraps
+    assert not [w for w in parts if isinstance(w, widgets.Label)]
+    # descriptions as wide as their words, not cut at the default 80px
+    described = [
+        w for w in parts if getattr(w, "description", "") and hasattr(w.style, "description_width")
+    ]
+    assert {w.description for w in described} == {"GPUs", "GPU type", "Server name"}
+    assert {w.style.description_width for w in described} == {"initial"}
+    # rows of several parts wrap instead of running past the edge
+    rows = [w for w in parts if isinstance(w, widgets.HBox)]
+    assert rows and {w.layout.flex_flow for w in rows} == {"row wrap"}
+    panel.close()
 
 
 async def test_a_refused_launch_shows_why(panel, hub_env):
