@@ -31,7 +31,7 @@ from typing import Any
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from .usage import UsageIndex
+from .core.usage import UsageIndex
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def backoff_delay(attempt: int, base: float, cap: float, rng: Callable[[], float
 
 
 class ClusterView:
-    """Keeps a :class:`~jupyter_gpupool.usage.UsageIndex` in step with the cluster.
+    """Keeps a :class:`~jupyter_gpupool.core.usage.UsageIndex` in step with the cluster.
 
     ``api_client`` is a configured ``kubernetes_asyncio.client.ApiClient`` (the caller owns and
     closes it). ``namespace`` limits pods to one namespace; the default, all namespaces, is what

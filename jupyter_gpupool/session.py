@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .client import GPUPoolClient, GPUPoolError
+from .core.placement import Placement
 from .hubclient import HubClient, HubError
-from .placement import Placement
 
 __all__ = ["LaunchResult", "NotConfigured", "UserSession", "default_server_name"]
 

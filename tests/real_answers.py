@@ -14,8 +14,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from jupyter_gpupool.admission import AdmissionRequest, Decision, Skip, decide
-from jupyter_gpupool.poolfile import load_string
+from jupyter_gpupool.core.admission import AdmissionRequest, Decision, Skip, decide
+from jupyter_gpupool.core.poolfile import load_string
 from jupyter_gpupool.service import views
 from jupyter_gpupool.service.admissions import AdmissionDesk, Outcome
 from jupyter_gpupool.service.bodies import parse_admission

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..client import GPUPoolClient, GPUPoolError
-from ..poolfile import expand_paths
+from ..core.poolfile import expand_paths
 from .connection import CommandError, add_connection_options, run, write
 from .documents import Request, build_request, wanted
 

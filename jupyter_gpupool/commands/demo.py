@@ -8,8 +8,8 @@ import logging
 import sys
 from pathlib import Path
 
+from ..core.yamldoc import DocumentError
 from ..demo import DEFAULT_PORT, DEFAULT_STATE_DIR
-from ..yamldoc import DocumentError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

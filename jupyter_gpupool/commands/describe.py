@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..client import GPUPoolClient
-from ..reports import quota_rows
+from ..core.reports import quota_rows
 from .connection import add_connection_options, run, write
 from .get import NODE_COLUMNS, QUOTA_COLUMNS, add_output_option, job_columns
 from .output import Column, cell, indent, render

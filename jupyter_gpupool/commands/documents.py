@@ -21,8 +21,8 @@ from typing import Any
 
 import yaml
 
-from ..poolfile import POOL_KINDS, QUOTA_KIND
-from ..yamldoc import DocumentError, safe_load
+from ..core.poolfile import POOL_KINDS, QUOTA_KIND
+from ..core.yamldoc import DocumentError, safe_load
 
 REQUEST = "<request>"
 _SEPARATOR = re.compile(r"^---(\s|#|$)")

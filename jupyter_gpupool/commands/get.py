@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from ..client import GPUPoolClient
-from ..reports import quota_rows
+from ..core.reports import quota_rows
 from .connection import CommandError, add_connection_options, run, write
 from .output import OUTPUTS, Column, age, render
 

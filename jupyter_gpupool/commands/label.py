@@ -15,7 +15,7 @@ import os
 from typing import Any
 
 from ..client import GPUPoolClient
-from ..labels import is_label_key, is_label_value
+from ..core.labels import is_label_key, is_label_value
 from .connection import CommandError, add_connection_options, report, run, write
 
 DEFAULT_PREFIX = "runwhere.ai/"

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from ..reports import age
+from ..core.reports import age
 
 __all__ = ["OUTPUTS", "Column", "age", "format_table", "render"]
 

@@ -8,7 +8,7 @@ import logging
 import signal
 import sys
 
-from ..yamldoc import DocumentError
+from ..core.yamldoc import DocumentError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

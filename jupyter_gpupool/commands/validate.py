@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import Any
 
-from ..poolfile import check_paths
+from ..core.poolfile import check_paths
 
 
 def register(subparsers: Any) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..placement import TIMES, Placement
+from ..core.placement import TIMES, Placement
 from ..spawner.form import pool_status, quota_text
 from ..spawner.options import Catalog
 

@@ -24,8 +24,8 @@ from jupyter_server.utils import url_path_join
 from tornado import web
 
 from ..client import GPUPoolError
+from ..core.placement import Placement
 from ..hubclient import HubError
-from ..placement import Placement
 from ..session import NotConfigured, UserSession
 
 

@@ -1,6 +1,6 @@
 """The admission desk: one lock around decide + reserve, reservations, expiry and reclaim.
 
-Decisions are made by :func:`jupyter_gpupool.admission.decide` (pure); this module only
+Decisions are made by :func:`jupyter_gpupool.core.admission.decide` (pure); this module only
 serializes them and carries them out:
 
 - **Serialized.** Every decision and the reservation it makes happen under one asyncio lock, so
@@ -22,9 +22,9 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from ..admission import AdmissionRequest, Decision, ReclaimPlan, decide, user_subject
-from ..reservations import Reservation
-from ..usage import ServerUsage
+from ..core.admission import AdmissionRequest, Decision, ReclaimPlan, decide, user_subject
+from ..core.reservations import Reservation
+from ..core.usage import ServerUsage
 from . import clock
 from .errors import ApiError
 from .hubapi import HubAPI

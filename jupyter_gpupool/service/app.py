@@ -43,8 +43,8 @@ from traitlets.config import Application, catch_config_error
 
 from .. import __version__
 from ..clusterview import ClusterView
-from ..labels import POOL_LABEL, is_label_key, is_label_value
-from ..yamldoc import DocumentError
+from ..core.labels import POOL_LABEL, is_label_key, is_label_value
+from ..core.yamldoc import DocumentError
 from . import clock, handlers, pages
 from .admissions import AdmissionDesk
 from .changelog import ChangeLog
@@ -617,7 +617,7 @@ class GPUPoolService(Application):
     async def start_service(self) -> ServiceContext:
         """Load the registry, sync with the cluster, then listen.
 
-        Raises :class:`StartupError` or :class:`~jupyter_gpupool.yamldoc.DocumentError`; the
+        Raises :class:`StartupError` or :class:`~jupyter_gpupool.core.yamldoc.DocumentError`; the
         API only answers once the first full list of nodes and pods is in, so no admission is
         ever made against a partial view of the cluster.
         """

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..labels import is_label_key, is_label_value
-from ..yamldoc import unknown_key_message
+from ..core.labels import is_label_key, is_label_value
+from ..core.yamldoc import unknown_key_message
 from .errors import bad_request
 
 #: Most pools one admission request may list (a spawn form offers a handful).

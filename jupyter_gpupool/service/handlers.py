@@ -20,8 +20,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from tornado import web
 
 from .. import __version__
-from ..admission import AdmissionRequest
-from ..reports import quota_rows
+from ..core.admission import AdmissionRequest
+from ..core.reports import quota_rows
 from . import changelog, views
 from .admissions import Outcome
 from .auth import ADMIN_SCOPE, METRICS_SCOPE, USE_SCOPE, Caller, access_scope_text
@@ -292,7 +292,7 @@ class QuotasHandler(APIHandler):
     scopes = {"GET": USE_SCOPE, "PUT": ADMIN_SCOPE}
 
     async def get(self) -> None:
-        """``?rows=1`` adds ``rows``: the quotas page's table (:func:`~jupyter_gpupool.reports.quota_rows`)."""
+        """``?rows=1`` adds ``rows``: the quotas page's table (:func:`~jupyter_gpupool.core.reports.quota_rows`)."""
         user, groups = await self.view_of()
         state = self.ctx.state
         answer = views.quotas(state.registry, state.index, state.reservations, user, groups)

@@ -25,10 +25,10 @@ from typing import Any
 
 import yaml
 
-from ..labels import safe_label_value
-from ..poolfile import POOL_KINDS, QUOTA_KIND, load_texts, pool_to_document, quota_to_document
-from ..pools import Registry
-from ..yamldoc import DocumentError, load_documents
+from ..core.labels import safe_label_value
+from ..core.poolfile import POOL_KINDS, QUOTA_KIND, load_texts, pool_to_document, quota_to_document
+from ..core.pools import Registry
+from ..core.yamldoc import DocumentError, load_documents
 from .errors import ApiError, bad_request
 
 REQUEST = "<request>"

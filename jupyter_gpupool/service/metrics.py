@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ..admission import group_subject, user_subject
+from ..core.admission import group_subject, user_subject
 
 if TYPE_CHECKING:
     from .state import ServiceState

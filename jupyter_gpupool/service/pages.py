@@ -23,9 +23,9 @@ from markupsafe import Markup
 from tornado import web
 
 from .. import __version__
-from ..poolfile import pool_to_document, quota_to_document
-from ..pools import DEFAULT_POOL
-from ..reports import quota_rows
+from ..core.poolfile import pool_to_document, quota_to_document
+from ..core.pools import DEFAULT_POOL
+from ..core.reports import quota_rows
 from . import changelog, clock, views
 from .auth import ADMIN_SCOPE, USE_SCOPE, Caller
 from .bodies import LabelPatch

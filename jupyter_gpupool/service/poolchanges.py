@@ -22,8 +22,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..labels import GPU_TYPE_LABEL, is_label_value
-from ..yamldoc import DocumentError
+from ..core.labels import GPU_TYPE_LABEL, is_label_value
+from ..core.yamldoc import DocumentError
 from . import layout as layouts
 from . import views
 from .bodies import LabelPatch

@@ -1,7 +1,7 @@
 """Where pools and quotas are stored: files in a directory (the default), or a ConfigMap.
 
 Both hold the same thing, named YAML texts (see :mod:`.layout`), and offer the same four calls:
-:meth:`read` the current layout (raising :class:`~jupyter_gpupool.yamldoc.DocumentError` when
+:meth:`read` the current layout (raising :class:`~jupyter_gpupool.core.yamldoc.DocumentError` when
 what is stored does not load), :meth:`key_for` a new document, :meth:`write` an edit, and
 :meth:`fingerprint`, a cheap token that changes when someone else changed the store, so the
 service can reload live.
@@ -17,8 +17,8 @@ from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..poolfile import FILE_SUFFIXES, expand_paths
-from ..yamldoc import DocumentError, Problem
+from ..core.poolfile import FILE_SUFFIXES, expand_paths
+from ..core.yamldoc import DocumentError, Problem
 from .errors import ApiError
 from .kube import Kube, KubeError
 from .layout import Edit, Layout, load_layout

@@ -11,11 +11,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..admission import AdmissionState
-from ..labels import POOL_LABEL
-from ..pools import Pool, Registry
-from ..reservations import Reservation, Reservations
-from ..usage import PoolUsage, UsageIndex
+from ..core.admission import AdmissionState
+from ..core.labels import POOL_LABEL
+from ..core.pools import Pool, Registry
+from ..core.reservations import Reservation, Reservations
+from ..core.usage import PoolUsage, UsageIndex
 from . import clock, views
 
 #: At most this many stale pool rows are recomputed per request (see ``pool_usages``).

@@ -14,11 +14,11 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any
 
-from ..admission import AdmissionState, Decision, group_subject, quota_headroom, user_subject
-from ..poolfile import pool_quota_to_dict, pool_to_document, quota_to_document
-from ..pools import DEFAULT_POOL, Pool, QuotaEntry, Registry
-from ..reservations import Reservation, Reservations
-from ..usage import NodeUsage, PoolUsage, ServerUsage, UsageIndex
+from ..core.admission import AdmissionState, Decision, group_subject, quota_headroom, user_subject
+from ..core.poolfile import pool_quota_to_dict, pool_to_document, quota_to_document
+from ..core.pools import DEFAULT_POOL, Pool, QuotaEntry, Registry
+from ..core.reservations import Reservation, Reservations
+from ..core.usage import NodeUsage, PoolUsage, ServerUsage, UsageIndex
 
 JSON = dict[str, Any]
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..quantities import cpu_millis, memory_bytes, parse_quantity
+from ..core.quantities import cpu_millis, memory_bytes, parse_quantity
 from .selectors import (
     node_selector_matches,
     preferred_affinity_score,

@@ -26,7 +26,7 @@ from urllib.parse import unquote
 import tornado.web
 from tornado.iostream import StreamClosedError
 
-from .. import yamldoc
+from ..core import yamldoc
 from .patch import SUPPORTED_PATCH_TYPES
 from .resources import (
     RESOURCES,

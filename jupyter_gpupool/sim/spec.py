@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..quantities import parse_quantity
-from ..yamldoc import Document, DocumentError, Problem, load_documents, unknown_key_message
+from ..core.quantities import parse_quantity
+from ..core.yamldoc import Document, DocumentError, Problem, load_documents, unknown_key_message
 
 CONDITION_TYPES = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")

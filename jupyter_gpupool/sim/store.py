@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..quantities import parse_quantity
+from ..core.quantities import parse_quantity
 from .patch import PatchError, apply_patch
 from .resources import RESOURCES, Resource
 from .selectors import (

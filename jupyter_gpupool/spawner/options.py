@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..yamldoc import unknown_key_message
+from ..core.yamldoc import unknown_key_message
 from .errors import OptionsError
 
 #: The keys of ``user_options`` this spawner reads.

@@ -27,7 +27,7 @@ from kubespawner import KubeSpawner
 from traitlets import Bool, Dict, Float, Integer, List, TraitError, Unicode, default, validate
 
 from ..client import AdmissionForbidden, AdmissionRejected, GPUPoolClient, GPUPoolError
-from ..placement import SERVER_TOKEN_SCOPES, placement_env
+from ..core.placement import SERVER_TOKEN_SCOPES, placement_env
 from .errors import OptionsError, SpawnRefused
 from .form import DEFAULT_TEMPLATE, form_context, render_form
 from .messages import (

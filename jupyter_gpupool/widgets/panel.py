@@ -29,8 +29,8 @@ from typing import Any
 import ipywidgets as widgets
 from traitlets import Dict, Float, Int, List, Unicode, observe, validate
 
+from ..core.placement import Placement
 from ..magics.where import ask_where
-from ..placement import Placement
 from ..session import SESSION_ERRORS, LaunchResult, UserSession, default_server_name
 from ..spawner.form import gpu_choices, pool_status, quota_text
 from ..spawner.options import Catalog, PoolChoice

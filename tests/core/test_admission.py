@@ -5,19 +5,19 @@ from __future__ import annotations
 import pytest
 from k8s_factories import EXAMPLES, TEST_POOLS, node, pod
 
-from jupyter_gpupool import labels as L
-from jupyter_gpupool.admission import (
+from jupyter_gpupool.core import labels as L
+from jupyter_gpupool.core.admission import (
     AdmissionRequest,
     AdmissionState,
     Decision,
     build_overrides,
     decide,
 )
-from jupyter_gpupool.poolfile import load_paths, load_string
-from jupyter_gpupool.pools import Registry
-from jupyter_gpupool.reservations import Reservation, Reservations
+from jupyter_gpupool.core.poolfile import load_paths, load_string
+from jupyter_gpupool.core.pools import Registry
+from jupyter_gpupool.core.reservations import Reservation, Reservations
+from jupyter_gpupool.core.usage import UsageIndex
 from jupyter_gpupool.sim.spec import example_cluster_spec
-from jupyter_gpupool.usage import UsageIndex
 
 
 class World:

@@ -13,8 +13,8 @@ import pytest_asyncio
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from jupyter_gpupool.clusterview import ClusterView, backoff_delay
+from jupyter_gpupool.core.usage import UsageIndex
 from jupyter_gpupool.sim import SimCluster
-from jupyter_gpupool.usage import UsageIndex
 
 CLUSTER = Path(__file__).resolve().parents[2] / "examples" / "cluster.yaml"
 

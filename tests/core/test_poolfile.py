@@ -7,7 +7,7 @@ import json
 import pytest
 from k8s_factories import EXAMPLES, TEST_POOLS
 
-from jupyter_gpupool.poolfile import (
+from jupyter_gpupool.core.poolfile import (
     check_paths,
     load_paths,
     load_string,
@@ -16,8 +16,8 @@ from jupyter_gpupool.poolfile import (
     quota_to_document,
     registry_to_documents,
 )
-from jupyter_gpupool.pools import DEFAULT_POOL, Pool, QuotaEntry
-from jupyter_gpupool.yamldoc import DocumentError
+from jupyter_gpupool.core.pools import DEFAULT_POOL, Pool, QuotaEntry
+from jupyter_gpupool.core.yamldoc import DocumentError
 
 # gpuctl's documentation, "Four-Pool Design", exactly as written there.
 GPUCTL_TRAINING = """\

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jupyter_gpupool.quantities import cpu_millis, format_bytes, memory_bytes, parse_quantity
+from jupyter_gpupool.core.quantities import cpu_millis, format_bytes, memory_bytes, parse_quantity
 
 
 @pytest.mark.parametrize(

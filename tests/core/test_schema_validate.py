@@ -9,8 +9,8 @@ import yaml
 from k8s_factories import EXAMPLES
 
 from jupyter_gpupool.cli import main
+from jupyter_gpupool.core.yamldoc import load_documents
 from jupyter_gpupool.poolschema import SHIPPED, generate, render, shipped
-from jupyter_gpupool.yamldoc import load_documents
 
 
 def test_shipped_schema_is_the_generated_one():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fakehub import LAUNCH_OPTIONS
 
+from jupyter_gpupool.core.placement import Placement
 from jupyter_gpupool.magics.render import (
     pool_rows,
     pools_report,
@@ -12,7 +13,6 @@ from jupyter_gpupool.magics.render import (
     status_fields,
     status_report,
 )
-from jupyter_gpupool.placement import Placement
 
 HERE = Placement(
     pool="training-pool",

@@ -14,8 +14,8 @@ import pytest
 from fakehub import LAUNCH_OPTIONS, FakeHub
 from waiting import WaitTimeout, wait_for
 
+from jupyter_gpupool.core.placement import Placement
 from jupyter_gpupool.demo.run import free_port
-from jupyter_gpupool.placement import Placement
 from jupyter_gpupool.serverext.handlers import servers_body, status_body
 
 TOKEN = "jupyter-server-token"

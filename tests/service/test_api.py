@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import delete_pod, start_pod
+from service_kit import delete_pod, start_pod
 from waiting import async_wait_for
 
 from jupyter_gpupool.client import AdmissionForbidden, AdmissionRejected, GPUPoolError

@@ -3,6 +3,7 @@
 import pytest
 import yaml
 
+from jupyter_gpupool.core.yamldoc import DocumentError
 from jupyter_gpupool.service.errors import ApiError
 from jupyter_gpupool.service.layout import (
     REQUEST,
@@ -12,7 +13,6 @@ from jupyter_gpupool.service.layout import (
     replace_quotas,
     upsert_pools,
 )
-from jupyter_gpupool.yamldoc import DocumentError
 
 
 def key_for(stem):

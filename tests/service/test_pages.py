@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 
 import pytest
 import tornado.httpclient
-from conftest import start_pod
+from service_kit import start_pod
 
 from jupyter_gpupool.service.auth import ADMIN_SCOPE, USE_SCOPE
 from jupyter_gpupool.service.pages import local_target

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from jupyter_gpupool.client import GPUPoolError
+from jupyter_gpupool.core.yamldoc import DocumentError
 from jupyter_gpupool.service import layout
 from jupyter_gpupool.service.errors import ApiError
-from jupyter_gpupool.yamldoc import DocumentError
 
 POOL = """kind: pool
 version: v0.1

@@ -22,8 +22,8 @@ import kubernetes_asyncio.client
 import kubernetes_asyncio.config
 import pytest
 import yaml
-from conftest import HubStub, pod_for
 from kubernetes_asyncio.client.exceptions import ApiException
+from service_kit import HubStub, pod_for
 
 from jupyter_gpupool.client import AdmissionRejected, GPUPoolClient, GPUPoolError
 from jupyter_gpupool.demo.run import free_port

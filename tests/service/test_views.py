@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jupyter_gpupool.reservations import Reservation, Reservations
+from jupyter_gpupool.core.reservations import Reservation, Reservations
+from jupyter_gpupool.core.usage import UsageIndex
 from jupyter_gpupool.service import views
-from jupyter_gpupool.usage import UsageIndex
 
 
 def node(name: str, gpus: int, pool: str = "p", gpu_type: str = "A100", ready: bool = True):

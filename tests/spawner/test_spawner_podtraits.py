@@ -7,8 +7,8 @@ import copy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jupyter_gpupool.admission import AdmissionRequest, build_overrides
-from jupyter_gpupool.pools import DEFAULT_POOL, Defaults, Pool, Registry
+from jupyter_gpupool.core.admission import AdmissionRequest, build_overrides
+from jupyter_gpupool.core.pools import DEFAULT_POOL, Defaults, Pool, Registry
 from jupyter_gpupool.spawner.podtraits import (
     POOL_TRAITS,
     admission_labels,

@@ -93,7 +93,7 @@ Taint = tuple[str, str, str]  # key, value, effect
 GroupKey = tuple[str, str | None, tuple[Taint, ...]]  # gpu type, label it came from, taints
 
 #: Called with (admission id, "pending" | "bound" | "gone") when a pod carrying an admission
-#: label appears, is bound, or ends; :class:`~jupyter_gpupool.reservations.Reservations.observe`.
+#: label appears, is bound, or ends; :class:`~jupyter_gpupool.core.reservations.Reservations.observe`.
 AdmissionListener = Callable[[str, str], None]
 
 

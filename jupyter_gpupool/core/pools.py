@@ -1,6 +1,6 @@
 """The pool model: pools, their quotas and extensions, and the registry that holds them all.
 
-These are plain immutable values. :mod:`jupyter_gpupool.poolfile` builds them from gpuctl-compatible
+These are plain immutable values. :mod:`jupyter_gpupool.core.poolfile` builds them from gpuctl-compatible
 YAML and turns them back into documents; admission and the service only read them. A registry is
 replaced whole when files change, never edited in place, so a decision always sees one consistent
 configuration.
@@ -64,7 +64,7 @@ class PoolQuota:
     """Quota of one pool: per group and per user, a default for users without their own entry.
 
     ``groups`` keeps the order of the file: when a user is in several groups with quota, the
-    earlier group is charged first (see :mod:`jupyter_gpupool.admission`).
+    earlier group is charged first (see :mod:`jupyter_gpupool.core.admission`).
     """
 
     borrowing: bool = True
@@ -204,7 +204,7 @@ class QuotaDocument:
 
 @dataclass(frozen=True)
 class Registry:
-    """Every pool and quota in force. Build it with :mod:`jupyter_gpupool.poolfile`.
+    """Every pool and quota in force. Build it with :mod:`jupyter_gpupool.core.poolfile`.
 
     The derived maps (``pool_quotas``, caps, default pool lists) are computed by the loader, which
     has already rejected conflicts between documents, so lookups here never have to choose.

@@ -98,7 +98,7 @@ class Reservations:
     def observe(self, admission_id: str, state: str) -> None:
         """The usage index saw the pod: ``"pending"``, ``"bound"`` or ``"gone"``.
 
-        Pass this method as :class:`~jupyter_gpupool.usage.UsageIndex`'s ``on_admission``.
+        Pass this method as :class:`~jupyter_gpupool.core.usage.UsageIndex`'s ``on_admission``.
         """
         entry = self._entries.get(admission_id)
         if entry is None:

@@ -1,4 +1,4 @@
-"""Pool files: gpuctl-compatible YAML (or JSON) in, a :class:`~jupyter_gpupool.pools.Registry` out.
+"""Pool files: gpuctl-compatible YAML (or JSON) in, a :class:`~jupyter_gpupool.core.pools.Registry` out.
 
 gpuctl's files load unchanged::
 
@@ -16,7 +16,7 @@ reference; :data:`POOL_DOCUMENT` and :data:`QUOTA_DOCUMENT` below are the exact 
 JSON Schema in ``schema/pool.schema.json`` is generated from them.
 
 Loading is all or nothing: every problem in every document is collected and raised together as a
-:class:`~jupyter_gpupool.yamldoc.DocumentError`, and no registry is returned if there is any.
+:class:`~jupyter_gpupool.core.yamldoc.DocumentError`, and no registry is returned if there is any.
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedu
 
 
 class UsageView(Protocol):
-    """What admission reads from :class:`~jupyter_gpupool.usage.UsageIndex`."""
+    """What admission reads from :class:`~jupyter_gpupool.core.usage.UsageIndex`."""
 
     def placement_groups(self, pool: str) -> Iterable[PlacementGroup]: ...
     def node_free(self, node: str) -> int: ...
@@ -84,7 +84,7 @@ class UsageView(Protocol):
 
 
 class ReservationView(Protocol):
-    """What admission reads from :class:`~jupyter_gpupool.reservations.Reservations`."""
+    """What admission reads from :class:`~jupyter_gpupool.core.reservations.Reservations`."""
 
     def pool_nodes(self, pool: str) -> Mapping[str, int]: ...
     def subject_reserved(self, pool: str, subject: str) -> int: ...

@@ -1,0 +1,167 @@
+"""Helpers of the service tests, importable by name (``from service_kit import ...``).
+
+A test module cannot import them from ``conftest``: with tests of several folders in one run,
+``conftest`` is whichever folder's conftest.py was imported first.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import tornado.httpserver
+import tornado.netutil
+import tornado.web
+
+from jupyter_gpupool.service.auth import ADMIN_SCOPE, USE_SCOPE
+from jupyter_gpupool.sim import SimCluster
+
+
+@dataclass
+class Identity:
+    name: str
+    kind: str = "user"
+    groups: list[str] = field(default_factory=list)
+    scopes: list[str] = field(default_factory=list)
+
+    def model(self) -> dict[str, Any]:
+        model: dict[str, Any] = {"kind": self.kind, "name": self.name, "scopes": self.scopes}
+        if self.kind == "user":
+            model["groups"] = self.groups
+            model["admin"] = False
+        return model
+
+
+class HubStub:
+    """JupyterHub's API as far as the gpupool service uses it."""
+
+    SERVICE_TOKEN = "gpupool-service-token"
+
+    def __init__(self) -> None:
+        self.tokens: dict[str, Identity] = {}
+        self.users: dict[str, Identity] = {}
+        self.stopped: list[tuple[str, str]] = []
+        self.on_stop: Callable[[str, str], Awaitable[int]] | None = None
+        self.user_lookups = 0
+        self.url = ""
+        self._server: tornado.httpserver.HTTPServer | None = None
+
+    def token_for(self, ident: Identity) -> str:
+        token = secrets.token_hex(16)
+        self.tokens[token] = ident
+        if ident.kind == "user":
+            self.users[ident.name] = ident
+        return token
+
+    def user(self, name: str, groups: list[str] = (), scopes: list[str] | None = None) -> str:
+        """A token of a user with ``custom:gpupool:use`` (or the given scopes)."""
+        scopes = [USE_SCOPE] if scopes is None else scopes
+        return self.token_for(Identity(name, "user", list(groups), list(scopes)))
+
+    def service(self, name: str, scopes: list[str]) -> str:
+        return self.token_for(Identity(name, "service", [], list(scopes)))
+
+    def admin(self, name: str = "spawner") -> str:
+        return self.service(name, [ADMIN_SCOPE])
+
+    async def start(self) -> HubStub:
+        stub = self
+
+        class Base(tornado.web.RequestHandler):
+            def ident(self) -> Identity | None:
+                header = self.request.headers.get("Authorization", "")
+                return stub.tokens.get(header.partition(" ")[2])
+
+            def check_xsrf_cookie(self) -> None:
+                pass
+
+        class WhoAmI(Base):
+            def get(self) -> None:
+                ident = self.ident()
+                if ident is None:
+                    raise tornado.web.HTTPError(403)
+                self.finish(json.dumps(ident.model()))
+
+        class User(Base):
+            def get(self, name: str) -> None:
+                if self.request.headers.get("Authorization") != f"token {stub.SERVICE_TOKEN}":
+                    raise tornado.web.HTTPError(403)
+                stub.user_lookups += 1
+                user = stub.users.get(name)
+                if user is None:
+                    raise tornado.web.HTTPError(404)
+                self.finish(json.dumps({"name": name, "kind": "user", "groups": user.groups}))
+
+        class Server(Base):
+            async def delete(self, name: str, server: str = "") -> None:
+                stub.stopped.append((name, server))
+                code = 204
+                if stub.on_stop is not None:
+                    code = await stub.on_stop(name, server)
+                self.set_status(code)
+                self.finish()
+
+        app = tornado.web.Application(
+            [
+                (r"/hub/api/user", WhoAmI),
+                (r"/hub/api/users/([^/]+)", User),
+                (r"/hub/api/users/([^/]+)/server", Server),
+                (r"/hub/api/users/([^/]+)/servers/([^/]*)", Server),
+            ]
+        )
+        sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
+        self._server = tornado.httpserver.HTTPServer(app)
+        self._server.add_sockets(sockets)
+        self.url = f"http://127.0.0.1:{sockets[0].getsockname()[1]}"
+        return self
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            await self._server.close_all_connections()
+
+
+# --- what the spawner does with an admission (until issue 5's spawner exists) --------------------
+
+
+def pod_for(admission: dict[str, Any], name: str, namespace: str = "default") -> dict[str, Any]:
+    """The pod a spawner would create for ``admission``: its overrides on a minimal pod."""
+    o = admission["overrides"]
+    container: dict[str, Any] = {"name": "notebook", "image": o.get("image", "jupyter/base")}
+    if "resources" in o:
+        container["resources"] = o["resources"]
+    if "env" in o:
+        container["env"] = o["env"]
+    spec: dict[str, Any] = {"containers": [container], "nodeSelector": o.get("nodeSelector", {})}
+    for key in ("tolerations", "affinity"):
+        if key in o:
+            spec[key] = o[key]
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": o.get("labels", {}),
+            "annotations": o.get("annotations", {}),
+        },
+        "spec": spec,
+    }
+
+
+async def start_pod(
+    cluster: SimCluster, admission: dict[str, Any], name: str, bound: bool = True
+) -> dict[str, Any]:
+    """Create the admission's pod in the simulated cluster, and wait until it is bound."""
+    cluster.store.create("pods", "default", pod_for(admission, name))
+    if bound:
+        await cluster.wait_for(
+            lambda: (cluster.pod("default", name) or {}).get("spec", {}).get("nodeName")
+        )
+    return cluster.pod("default", name) or {}
+
+
+async def delete_pod(cluster: SimCluster, name: str) -> None:
+    cluster.store.delete("pods", "default", name, grace_period=0)
+    await cluster.wait_for(lambda: cluster.pod("default", name) is None)
