@@ -10,14 +10,14 @@ __all__ = ["GPUPoolSpawner", "__version__", "load_ipython_extension"]
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext jupyter_gpupool``: the ``%gpupool`` magics (IPython loads on first use)."""
-    from .magics import load_ipython_extension as load
+    from .notebook.magics import load_ipython_extension as load
 
     load(ipython)
 
 
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
     """The jupyter-server extension (``/gpupool/...``) for the JupyterLab status item."""
-    return [{"module": "jupyter_gpupool.serverext"}]
+    return [{"module": "jupyter_gpupool.notebook.serverext"}]
 
 
 def _jupyter_labextension_paths() -> list[dict[str, str]]:

@@ -35,5 +35,5 @@ def test_the_wheel_installs_the_extension_and_enables_the_server_extension():
     config = json.loads((ROOT / "jupyter-config/server-config/jupyter_gpupool.json").read_text())
     assert config == {"ServerApp": {"jpserver_extensions": {"jupyter_gpupool": True}}}
     assert jupyter_gpupool._jupyter_server_extension_points() == [
-        {"module": "jupyter_gpupool.serverext"}
+        {"module": "jupyter_gpupool.notebook.serverext"}
     ]

@@ -10,8 +10,8 @@ from fakehub import FAILING_GPUS, QUICK_GPUS, REFUSAL, REFUSED_GPUS
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_gpupool.magics import magic as magic_module
-from jupyter_gpupool.magics.magic import GPUPoolMagics
+from jupyter_gpupool.notebook.magics import magic as magic_module
+from jupyter_gpupool.notebook.magics.magic import GPUPoolMagics
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_gpupool.magics.args import Command, HelpRequested, parse_line
-from jupyter_gpupool.magics.magic import GPUPoolMagics
+from jupyter_gpupool.notebook.magics.args import Command, HelpRequested, parse_line
+from jupyter_gpupool.notebook.magics.magic import GPUPoolMagics
 
 
 @pytest.mark.parametrize(

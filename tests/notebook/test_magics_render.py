@@ -5,7 +5,7 @@ from __future__ import annotations
 from fakehub import LAUNCH_OPTIONS
 
 from jupyter_gpupool.core.placement import Placement
-from jupyter_gpupool.magics.render import (
+from jupyter_gpupool.notebook.magics.render import (
     pool_rows,
     pools_report,
     progress_html,

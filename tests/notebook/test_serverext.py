@@ -16,7 +16,7 @@ from waiting import WaitTimeout, wait_for
 
 from jupyter_gpupool.core.placement import Placement
 from jupyter_gpupool.demo.run import free_port
-from jupyter_gpupool.serverext.handlers import servers_body, status_body
+from jupyter_gpupool.notebook.serverext.handlers import servers_body, status_body
 
 TOKEN = "jupyter-server-token"
 

@@ -11,8 +11,8 @@ from fakehub import FAILING_GPUS, LAUNCH_OPTIONS, REFUSAL, REFUSED_GPUS
 from ipywidgets.widgets.tests.utils import setup_test_comm, teardown_test_comm
 from waiting import async_wait_for
 
-from jupyter_gpupool.widgets import LaunchPanel
-from jupyter_gpupool.widgets.panel import FAILED, IDLE, READY
+from jupyter_gpupool.notebook.widgets import LaunchPanel
+from jupyter_gpupool.notebook.widgets.panel import FAILED, IDLE, READY
 
 
 @pytest.fixture(autouse=True)

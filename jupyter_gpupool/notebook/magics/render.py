@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.placement import TIMES, Placement
-from ..spawner.form import pool_status, quota_text
-from ..spawner.options import Catalog
+from ...core.placement import TIMES, Placement
+from ...spawner.form import pool_status, quota_text
+from ...spawner.options import Catalog
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .client import GPUPoolClient, GPUPoolError
-from .core.placement import Placement
-from .hubclient import HubClient, HubError
+from ..client import GPUPoolClient, GPUPoolError
+from ..core.placement import Placement
+from ..hubclient import HubClient, HubError
 
 __all__ = ["LaunchResult", "NotConfigured", "UserSession", "default_server_name"]
 

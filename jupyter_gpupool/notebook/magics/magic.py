@@ -2,7 +2,7 @@
 
 Each subcommand is one method (``_status``, ``_pools``, ``_launch``, ``_release``); parsing is
 :mod:`.args`, what is shown is :mod:`.render`. Service and hub calls are coroutines of
-:class:`~jupyter_gpupool.session.UserSession`; a magic is synchronous, so they run in
+:class:`~jupyter_gpupool.notebook.session.UserSession`; a magic is synchronous, so they run in
 :func:`run_sync`: directly without an event loop (plain IPython), else on a thread of their own
 (a kernel's loop is busy running the cell).
 """
@@ -22,7 +22,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.display import HTML, display
 
-from ..core.placement import Placement
+from ...core.placement import Placement
 from ..session import SESSION_ERRORS, LaunchResult, UserSession, default_server_name
 from . import render
 from .args import Command, HelpRequested, parse_line

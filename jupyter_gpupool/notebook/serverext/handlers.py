@@ -23,9 +23,9 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from ..client import GPUPoolError
-from ..core.placement import Placement
-from ..hubclient import HubError
+from ...client import GPUPoolError
+from ...core.placement import Placement
+from ...hubclient import HubError
 from ..session import NotConfigured, UserSession
 
 

@@ -2,7 +2,7 @@
 
 ::
 
-    from jupyter_gpupool.widgets import LaunchPanel
+    from jupyter_gpupool.notebook.widgets import LaunchPanel
 
     LaunchPanel()
 
@@ -29,11 +29,11 @@ from typing import Any
 import ipywidgets as widgets
 from traitlets import Dict, Float, Int, List, Unicode, observe, validate
 
-from ..core.placement import Placement
+from ...core.placement import Placement
+from ...spawner.form import gpu_choices, pool_status, quota_text
+from ...spawner.options import Catalog, PoolChoice
 from ..magics.where import ask_where
 from ..session import SESSION_ERRORS, LaunchResult, UserSession, default_server_name
-from ..spawner.form import gpu_choices, pool_status, quota_text
-from ..spawner.options import Catalog, PoolChoice
 
 #: ``state`` values.
 IDLE, LAUNCHING, READY, FAILED, STOPPING = "idle", "launching", "ready", "failed", "stopping"
