@@ -42,12 +42,12 @@ from traitlets import (
 from traitlets.config import Application, catch_config_error
 
 from .. import __version__
-from ..clusterview import ClusterView
 from ..core.labels import POOL_LABEL, is_label_key, is_label_value
 from ..core.yamldoc import DocumentError
 from . import clock, handlers, pages
 from .admissions import AdmissionDesk
 from .changelog import ChangeLog
+from .clusterview import ClusterView
 from .errors import ApiError
 from .history import UsageHistory
 from .hubapi import HubAPI

@@ -12,8 +12,8 @@ import pytest
 import pytest_asyncio
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from jupyter_gpupool.clusterview import ClusterView, backoff_delay
 from jupyter_gpupool.core.usage import UsageIndex
+from jupyter_gpupool.service.clusterview import ClusterView, backoff_delay
 from jupyter_gpupool.sim import SimCluster
 
 CLUSTER = Path(__file__).resolve().parents[2] / "examples" / "cluster.yaml"
