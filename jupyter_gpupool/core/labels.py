@@ -15,6 +15,12 @@ from __future__ import annotations
 import hashlib
 import re
 
+# The syntax rules live with the rest of Kubernetes' semantics; these names stay importable from
+# here because the service, the CLI and pool documents check labels through this module.
+from .kube.names import is_dns1123_subdomain
+from .kube.names import is_label_key as is_label_key
+from .kube.names import is_label_value as is_label_value
+
 # --- node labels ---------------------------------------------------------------------------------
 
 #: gpuctl's pool membership label; the service makes the key configurable.
@@ -66,29 +72,13 @@ KUBESPAWNER_SERVER = "hub.jupyter.org/servername"
 
 # --- label syntax --------------------------------------------------------------------------------
 
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _INVALID_CHARS = re.compile(r"[^-A-Za-z0-9_.]+")
 _HASH_LEN = 8
 
 
-def is_label_value(value: str) -> bool:
-    """True when ``value`` may be used as a Kubernetes label value (``""`` included)."""
-    return len(value) <= 63 and bool(_LABEL_VALUE.match(value))
-
-
-def is_label_key(key: str) -> bool:
-    """True for ``name`` or ``prefix/name`` with a DNS-subdomain prefix, as Kubernetes checks."""
-    prefix, sep, name = key.rpartition("/")
-    if sep and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
-        return False
-    return 0 < len(name) <= 63 and bool(_LABEL_NAME.match(name))
-
-
 def is_node_name(name: str) -> bool:
     """True for a DNS-1123 subdomain, the syntax of node names."""
-    return 0 < len(name) <= 253 and bool(_DNS_SUBDOMAIN.match(name))
+    return is_dns1123_subdomain(name)
 
 
 def safe_label_value(value: str) -> str:

@@ -64,19 +64,3 @@ def merge_lists(base: Sequence[Any], over: Sequence[Any]) -> list[Any]:
         if item not in out:
             out.append(copy.deepcopy(item))
     return out
-
-
-def tolerates(tolerations: Sequence[Mapping[str, Any]], key: str, value: str, effect: str) -> bool:
-    """Whether any toleration matches the taint ``key=value:effect`` (Kubernetes' rules)."""
-    for t in tolerations:
-        t_effect = t.get("effect") or ""
-        if t_effect and t_effect != effect:
-            continue
-        t_key = t.get("key") or ""
-        operator = t.get("operator") or "Equal"
-        if operator == "Exists":
-            if not t_key or t_key == key:
-                return True
-        elif t_key == key and (t.get("value") or "") == value:
-            return True
-    return False

@@ -27,12 +27,15 @@ import tornado.httpserver
 import tornado.netutil
 
 from .credentials import TLSIdentity, kubeconfig_text, new_tls_identity, new_token, write_private
+from .defaults import now_iso
+from .errors import ApiError
+from .faults import Faults
 from .kubelet import Kubelet
 from .resources import RESOURCES
 from .scheduler import Scheduler
-from .server import Faults, make_app
+from .server import make_app
 from .spec import CONDITION_TYPES, ClusterSpec, NodeSpec, load_cluster_file, node_spec_from_dict
-from .store import ApiError, Store, now_iso
+from .store import Store
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 

@@ -25,7 +25,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .store import RESOURCES, Store, WatchEvent, now_iso
+from .defaults import now_iso
+from .resources import RESOURCES
+from .store import Store
+from .watches import WatchEvent
 
 log = logging.getLogger(__name__)
 

@@ -21,14 +21,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.quantities import cpu_millis, memory_bytes, parse_quantity
-from .selectors import (
+from ..core.kube.nodeaffinity import (
     node_selector_matches,
     preferred_affinity_score,
     required_affinity_matches,
-    tolerates,
 )
-from .store import RESOURCES, Store, WatchEvent, now_iso
+from ..core.kube.tolerations import tolerates, tolerates_taint
+from ..core.quantities import cpu_millis, memory_bytes, parse_quantity
+from .defaults import now_iso
+from .resources import RESOURCES
+from .store import Store
+from .watches import WatchEvent
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +141,7 @@ def _failures(pod: Mapping[str, Any], req: Requests, n: NodeInfo) -> list[str]:
     tolerations = spec.get("tolerations") or []
     # NodeUnschedulable: a cordoned node, unless the pod tolerates the unschedulable taint.
     if n.unschedulable and not tolerates(
-        tolerations, {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+        tolerations, "node.kubernetes.io/unschedulable", "", "NoSchedule"
     ):
         return ["node(s) were unschedulable"]
     # TaintToleration: NoSchedule and NoExecute taints must be tolerated.
@@ -147,7 +150,7 @@ def _failures(pod: Mapping[str, Any], req: Requests, n: NodeInfo) -> list[str]:
             continue
         if t.get("key") == "node.kubernetes.io/unschedulable":
             continue
-        if not tolerates(tolerations, t):
+        if not tolerates_taint(tolerations, t):
             value = t.get("value", "")
             return [f"node(s) had untolerated taint {{{t.get('key')}: {value}}}"]
     # NodeAffinity: nodeSelector and required node affinity.

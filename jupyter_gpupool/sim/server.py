@@ -1,33 +1,26 @@
 """The simulated cluster's HTTP front: Kubernetes' REST paths for core/v1, plus ``/sim/v1``.
 
 The handlers only translate HTTP to :class:`~jupyter_gpupool.sim.store.Store` calls and back;
-all rules live in the store, the scheduler and the kubelet.
-
-Every request first passes the door (:meth:`BaseHandler.prepare`): in process mode, creating a pod
-runs its command on this machine, so the server must not take requests from just anyone. It wants
-the bearer token of the kubeconfig the cluster wrote, refuses anything a web browser sent (an
-``Origin`` header), and takes request bodies only in the media types the real API server decodes:
-a page's ``text/plain`` POST, which browsers send cross-origin without asking first, never reaches
-a handler.
+all rules live in the store, the scheduler and the kubelet. Every request first passes the door
+(:mod:`.door`); the ``/sim/v1`` endpoints are in :mod:`.control`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import hmac
 import json
 import logging
-import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import tornado.web
 from tornado.iostream import StreamClosedError
 
-from ..core import yamldoc
-from .patch import SUPPORTED_PATCH_TYPES
+from .control import ControlHandler
+from .door import BaseHandler, NotFoundHandler
+from .errors import ApiError
 from .resources import (
     RESOURCES,
     SERVER_VERSION,
@@ -37,8 +30,8 @@ from .resources import (
     openapi_v3_core,
     openapi_v3_root,
 )
-from .store import ApiError, Store, Watcher
 from .tables import to_table
+from .watches import Watcher
 
 if TYPE_CHECKING:
     from .cluster import SimCluster
@@ -46,62 +39,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_WATCH_TIMEOUT = 1800  # seconds; the real API server closes watches after 30-60 min
-
-# Request bodies of create, replace and delete: the media types the real API server decodes, less
-# protobuf, which the simulator cannot read. As there, a missing Content-Type means JSON.
-BODY_MEDIA_TYPES = ("application/json", "application/yaml")
-# Health probes answer without a token, as the real API server's do for anonymous users (the
-# system:public-info-viewer role): they say "ok" and nothing else.
-OPEN_PATHS = frozenset({"/healthz", "/readyz", "/livez"})
-
-
-@dataclass
-class Faults:
-    """Failures on demand, for tests of the product's retry and resume logic."""
-
-    error_rate: float = 0.0  # fraction of API requests answered with 500
-    paths: list[str] = field(default_factory=list)  # only requests whose path contains one of these
-    methods: list[str] = field(default_factory=list)  # only these HTTP methods (empty: all)
-    seed: int | None = None
-    injected: int = 0
-    store: Store | None = field(default=None, repr=False)
-    _rng: random.Random = field(default_factory=random.Random, repr=False)
-
-    def cut_watches(self) -> int:
-        """Close every open watch; clients must resume from their last resourceVersion."""
-        return self.store.cut_watches() if self.store is not None else 0
-
-    def expire_history(self) -> None:
-        """Forget watch history: resuming from any earlier resourceVersion now gets 410 Gone."""
-        if self.store is not None:
-            self.store.expire_history()
-
-    def configure(
-        self,
-        error_rate: float = 0.0,
-        paths: list[str] | None = None,
-        methods: list[str] | None = None,
-        seed: int | None = None,
-    ) -> None:
-        if not 0.0 <= error_rate <= 1.0:
-            raise ValueError("error_rate must be between 0 and 1")
-        self.error_rate = error_rate
-        self.paths = list(paths or [])
-        self.methods = [m.upper() for m in methods or []]
-        self.seed = seed
-        self._rng = random.Random(seed)
-
-    def should_fail(self, method: str, path: str) -> bool:
-        if self.error_rate <= 0:
-            return False
-        if self.paths and not any(p in path for p in self.paths):
-            return False
-        if self.methods and method.upper() not in self.methods:
-            return False
-        if self._rng.random() < self.error_rate:
-            self.injected += 1
-            return True
-        return False
 
 
 @dataclass
@@ -143,95 +80,6 @@ def parse_path(path: str) -> Route | None:
         subresource=parts[2] if len(parts) > 2 else None,
         watch_path=watch,
     )
-
-
-class BaseHandler(tornado.web.RequestHandler):
-    cluster: SimCluster
-
-    def initialize(self, cluster: SimCluster) -> None:
-        self.cluster = cluster
-
-    def check_xsrf_cookie(self) -> None:  # an API server, not a web page: see prepare()
-        pass
-
-    def prepare(self) -> None:
-        refused = self.refusal()
-        if refused is not None:
-            self.send_error_status(refused)
-
-    def refusal(self) -> ApiError | None:
-        """Why the door stays shut for this request, or None to let it in."""
-        if "Origin" in self.request.headers:
-            # kubectl and the client libraries never send Origin; browsers always do on the
-            # cross-origin POSTs a web page can make without a preflight.
-            return ApiError(
-                403,
-                "requests with an Origin header are refused: the gpupool simulated cluster "
-                "does not serve web pages; use kubectl or a Kubernetes client with its kubeconfig",
-            )
-        if self.request.path.rstrip("/") not in OPEN_PATHS:
-            scheme, _, token = self.request.headers.get("Authorization", "").partition(" ")
-            token = token.strip()
-            if scheme.lower() != "bearer" or not token:
-                return ApiError(401, "Unauthorized", "Unauthorized")
-            if not hmac.compare_digest(token.encode(), self.cluster.token.encode()):
-                # The real API server says 401 here too; 403 tells a user with a stale
-                # kubeconfig that a token arrived but is not this cluster's.
-                return ApiError(
-                    403,
-                    "forbidden: the bearer token is not this simulated cluster's; use the "
-                    "kubeconfig it wrote when it started",
-                )
-        return self._media_type_refusal()
-
-    def _media_type(self) -> str:
-        return self.request.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
-
-    def _media_type_refusal(self) -> ApiError | None:
-        method = self.request.method
-        if method == "PATCH":
-            accepted: tuple[str, ...] = SUPPORTED_PATCH_TYPES
-            media = self._media_type()  # no default: a patch must say which kind it is
-        elif method in ("POST", "PUT") or (method == "DELETE" and self.request.body):
-            accepted = BODY_MEDIA_TYPES
-            media = self._media_type() or "application/json"
-        else:
-            return None
-        if media in accepted:
-            return None
-        return ApiError(
-            415,
-            "the body of the request was in an unknown format - accepted media types include: "
-            + ", ".join(accepted),
-        )
-
-    def send_json(self, obj: Any, status: int = 200) -> None:
-        self.set_status(status)
-        self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps(obj))
-
-    def send_error_status(self, e: ApiError) -> None:
-        self.send_json(e.status(), e.code)
-
-    def body_json(self) -> Any:
-        """The request body, decoded as its (already checked) media type says."""
-        if not self.request.body:
-            return None
-        try:
-            return json.loads(self.request.body)
-        except ValueError as e:
-            if self._media_type() != "application/yaml":
-                raise ApiError(400, f"the request body is not valid JSON: {e}") from None
-        try:
-            # Refuses anchors and aliases: nested aliases ("billion laughs") would expand for
-            # minutes inside the event loop that serves every client.
-            return yamldoc.safe_load(self.request.body, "request body")
-        except yamldoc.DocumentError as e:
-            raise ApiError(400, f"the request body is not valid YAML: {e}") from None
-
-    def write_error(self, status_code: int, **kwargs: Any) -> None:
-        err = ApiError(status_code, self._reason or "error")
-        self.finish(json.dumps(err.status()))
 
 
 class DiscoveryHandler(BaseHandler):
@@ -500,78 +348,6 @@ class ApiHandler(BaseHandler):
             self.send_json(obj)
         except ApiError as e:
             self.send_error_status(e)
-
-
-class ControlHandler(BaseHandler):
-    """``/sim/v1/…``: change the cluster while it runs (for tests that run ``gpupool sim``).
-
-    - ``POST /sim/v1/nodes`` with a cluster-file node mapping adds a node
-    - ``DELETE /sim/v1/nodes/NAME`` removes one (its pods go with it)
-    - ``PUT /sim/v1/nodes/NAME/cordon`` ``{"unschedulable": true}``
-    - ``PUT /sim/v1/nodes/NAME/conditions`` ``{"Ready": false, "MemoryPressure": true}``
-    - ``PUT /sim/v1/faults`` ``{"error_rate": 0.2, "paths": ["/pods"], "seed": 1}``
-    - ``POST /sim/v1/faults/cut-watches``, ``POST /sim/v1/faults/expire-history``
-    """
-
-    def _body(self) -> dict:
-        body = self.body_json() or {}
-        if not isinstance(body, dict):
-            raise ApiError(400, "expected a JSON object")
-        return body
-
-    def _do(self, fn: Any) -> None:
-        try:
-            result = fn()
-            self.send_json(result if result is not None else {"ok": True})
-        except ApiError as e:
-            self.send_error_status(e)
-        except (ValueError, TypeError) as e:
-            self.send_error_status(ApiError(400, str(e)))
-
-    def post(self, path: str) -> None:
-        c = self.cluster
-        path = path.strip("/")
-        if path == "nodes":
-            self._do(lambda: c.add_node(self._body()))
-        elif path == "faults/cut-watches":
-            self._do(lambda: {"closed": c.faults.cut_watches()})
-        elif path == "faults/expire-history":
-            self._do(lambda: c.faults.expire_history())
-        else:
-            self.send_error_status(ApiError(404, f"no such control endpoint: {path}"))
-
-    def put(self, path: str) -> None:
-        c = self.cluster
-        parts = path.strip("/").split("/")
-        if parts == ["faults"]:
-            self._do(lambda: c.faults.configure(**self._body()))
-        elif len(parts) == 3 and parts[0] == "nodes" and parts[2] == "cordon":
-            self._do(lambda: c.cordon(parts[1], bool(self._body().get("unschedulable", True))))
-        elif len(parts) == 3 and parts[0] == "nodes" and parts[2] == "conditions":
-            body = self._body()
-            self._do(
-                lambda: (
-                    [c.set_condition(parts[1], k, bool(v)) for k, v in body.items()][-1:] and None
-                )
-            )
-        else:
-            self.send_error_status(ApiError(404, f"no such control endpoint: {path}"))
-
-    def delete(self, path: str) -> None:
-        parts = path.strip("/").split("/")
-        if len(parts) == 2 and parts[0] == "nodes":
-            self._do(lambda: self.cluster.remove_node(parts[1]))
-        else:
-            self.send_error_status(ApiError(404, f"no such control endpoint: {path}"))
-
-
-class NotFoundHandler(BaseHandler):
-    """Any other path: a 404 Status, but only past the door, as the real API server answers."""
-
-    def get(self, *args: Any) -> None:
-        self.send_error_status(ApiError(404, "the server could not find the requested resource"))
-
-    post = put = patch = delete = get
 
 
 def make_app(cluster: SimCluster) -> tornado.web.Application:

@@ -21,17 +21,18 @@ allocatable ``nvidia.com/gpu`` as on a node whose device plugin is not running.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.kube.names import is_dns1123_label, is_dns1123_subdomain, is_label_value
+from ..core.kube.tolerations import EFFECTS
 from ..core.quantities import parse_quantity
 from ..core.yamldoc import Document, DocumentError, Problem, load_documents, unknown_key_message
 
 CONDITION_TYPES = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+TAINT_EFFECTS = EFFECTS
 GPU_RESOURCE = "nvidia.com/gpu"
 
 _NODE_KEYS = {
@@ -50,10 +51,6 @@ _GPU_KEYS = {"count", "type", "product", "memory", "device-plugin"}
 _TOP_KEYS = {"nodes", "defaults", "namespaces"}
 _DEFAULT_KEYS = {"cpu", "memory", "pods"}
 _TAINT_KEYS = {"key", "value", "effect"}
-_DNS1123_SUBDOMAIN = re.compile(
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-)
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
 
 @dataclass
@@ -173,12 +170,12 @@ def _parse_node(c: _Checker, raw: Any, path: tuple[Any, ...], defaults: dict) ->
     if not isinstance(name, str) or not name:
         c.add((*path, "name"), "every node needs a name")
         return None
-    if len(name) > 253 or not _DNS1123_SUBDOMAIN.match(name):
+    if not is_dns1123_subdomain(name):
         c.add((*path, "name"), f"{name!r} is not a valid node name (lowercase DNS subdomain)")
     node = NodeSpec(name=name)
     node.labels = c.string_map(data.get("labels"), (*path, "labels"), "label")
     for key, value in node.labels.items():
-        if len(value) > 63 or not _LABEL_NAME.match(value):
+        if not is_label_value(value):
             c.add((*path, "labels", key), f"{value!r} is not a valid Kubernetes label value")
     node.annotations = c.string_map(data.get("annotations"), (*path, "annotations"), "annotation")
     for field_name in ("cpu", "memory"):
@@ -196,7 +193,7 @@ def _parse_node(c: _Checker, raw: Any, path: tuple[Any, ...], defaults: dict) ->
         for key, attr in (("type", "type"), ("product", "product")):
             if key in gpu:
                 v = gpu[key]
-                if not isinstance(v, str) or not _LABEL_NAME.match(v) or len(v) > 63:
+                if not isinstance(v, str) or not is_label_value(v):
                     c.add((*path, "gpu", key), f"{v!r} must be a valid label value")
                 else:
                     setattr(node.gpu, attr, v)
@@ -271,7 +268,7 @@ def parse_cluster(text: str, file: str = "<cluster>") -> ClusterSpec:
         c.add(("namespaces",), "must be a list of names")
         namespaces = []
     for i, ns in enumerate(namespaces):
-        if not isinstance(ns, str) or not _DNS1123_SUBDOMAIN.match(ns) or len(ns) > 63:
+        if not isinstance(ns, str) or not is_dns1123_label(ns):
             c.add(("namespaces", i), f"{ns!r} is not a valid namespace name")
         else:
             spec.namespaces.append(ns)

@@ -16,163 +16,27 @@ Watches follow the real semantics, since the product's usage accounting depends 
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import copy
 import json
-import re
 import secrets
 import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.quantities import parse_quantity
+from ..core.kube.fieldselectors import FieldSelector, parse_field_selector
+from ..core.kube.labelselectors import LabelSelector, SelectorError, parse_label_selector
+from .defaults import apply_defaults, now_iso
+from .errors import ApiError, conflict, invalid, not_found
 from .patch import PatchError, apply_patch
 from .resources import RESOURCES, Resource
-from .selectors import (
-    FieldSelector,
-    LabelSelector,
-    SelectorError,
-    parse_field_selector,
-    parse_label_selector,
-)
+from .validation import check_pod_update, validate
+from .watches import Watcher, WatchEvent
 
 Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
-
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-)
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-
-# Pod spec fields an update may change (everything else is immutable, as in Kubernetes).
-_POD_MUTABLE_SPEC = ("activeDeadlineSeconds", "tolerations", "schedulingGates")
-
-
-def now_iso(ts: float | None = None) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if ts is None else ts))
-
-
-class ApiError(Exception):
-    """An error the API server answers with a ``Status`` object."""
-
-    REASONS = {
-        400: "BadRequest",
-        403: "Forbidden",
-        404: "NotFound",
-        405: "MethodNotAllowed",
-        409: "Conflict",
-        410: "Expired",
-        413: "RequestEntityTooLarge",
-        415: "UnsupportedMediaType",
-        422: "Invalid",
-        500: "InternalError",
-    }
-
-    def __init__(
-        self,
-        code: int,
-        message: str,
-        reason: str | None = None,
-        details: dict | None = None,
-    ):
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.reason = reason or self.REASONS.get(code, "Unknown")
-        self.details = details
-
-    def status(self) -> Obj:
-        st: Obj = {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
-        }
-        if self.details:
-            st["details"] = self.details
-        return st
-
-
-def not_found(res: Resource, name: str) -> ApiError:
-    return ApiError(
-        404,
-        f'{res.plural} "{name}" not found',
-        details={"name": name, "kind": res.plural},
-    )
-
-
-def invalid(res: Resource, name: str, causes: list[tuple[str, str]]) -> ApiError:
-    """422 with one cause per bad field, worded as the API server does."""
-    text = ", ".join(f"{f}: {m}" for f, m in causes)
-    return ApiError(
-        422,
-        f'{res.kind} "{name}" is invalid: {text}',
-        details={
-            "name": name,
-            "kind": res.kind,
-            "causes": [
-                {"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in causes
-            ],
-        },
-    )
-
-
-@dataclass
-class WatchEvent:
-    rv: int
-    type: str  # ADDED | MODIFIED | DELETED
-    resource: str
-    obj: Obj
-    old: Obj | None = None
-
-
-@dataclass(eq=False)
-class Watcher:
-    resource: str
-    namespace: str | None
-    labels: LabelSelector
-    fields: FieldSelector
-    queue: asyncio.Queue = field(default_factory=asyncio.Queue)
-    closed: bool = False
-
-    def matches(self, obj: Obj | None) -> bool:
-        if obj is None:
-            return False
-        md = obj.get("metadata", {})
-        if self.namespace is not None and md.get("namespace") != self.namespace:
-            return False
-        return self.labels.matches(md.get("labels") or {}) and self.fields.matches(obj)
-
-    def offer(self, ev: WatchEvent) -> None:
-        """Queue ``ev`` as this watcher sees it, translating selector transitions."""
-        if self.closed:
-            return
-        now_m = self.matches(ev.obj)
-        if ev.type == "DELETED":
-            if now_m:
-                self.queue.put_nowait(("DELETED", ev.obj))
-            return
-        was_m = self.matches(ev.old) if ev.old is not None else False
-        if now_m and was_m:
-            self.queue.put_nowait(("MODIFIED", ev.obj))
-        elif now_m:
-            self.queue.put_nowait(("ADDED", ev.obj))
-        elif was_m:
-            self.queue.put_nowait(("DELETED", ev.obj))
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self.queue.put_nowait(None)
 
 
 class Store:
@@ -250,113 +114,6 @@ class Store:
             if namespace is None or ns == namespace:
                 yield obj
 
-    # ---- validation and defaults -------------------------------------------------------
-
-    def _validate(self, res: Resource, obj: Obj) -> None:
-        md = obj.get("metadata") or {}
-        name = md.get("name", "")
-        causes: list[tuple[str, str]] = []
-        pattern, limit = (_DNS1123_LABEL, 63) if res.label_names else (_DNS1123_SUBDOMAIN, 253)
-        if res.kind == "Event":
-            pattern = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-        if not pattern.match(name) or len(name) > limit:
-            causes.append(
-                (
-                    "metadata.name",
-                    f'Invalid value: "{name}": a lowercase RFC 1123 '
-                    f"{'label' if res.label_names else 'subdomain'} must consist of lower case "
-                    "alphanumeric characters, '-' or '.', and must start and end with an "
-                    "alphanumeric character",
-                )
-            )
-        for key, value in (md.get("labels") or {}).items():
-            kname = key.rsplit("/", 1)[-1]
-            prefix = key.rsplit("/", 1)[0] if "/" in key else ""
-            if (
-                not _QUALIFIED_NAME.match(kname)
-                or len(kname) > 63
-                or (prefix and not _DNS1123_SUBDOMAIN.match(prefix))
-            ):
-                causes.append(
-                    (
-                        "metadata.labels",
-                        f"Invalid value: \"{key}\": name part must consist of alphanumeric characters, '-', '_' or '.'",
-                    )
-                )
-            if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
-                causes.append(
-                    (
-                        "metadata.labels",
-                        f'Invalid value: "{value}": a valid label must be an empty string or '
-                        "consist of alphanumeric characters, '-', '_' or '.', and must start and "
-                        "end with an alphanumeric character (at most 63 characters)",
-                    )
-                )
-        for key, value in (md.get("annotations") or {}).items():
-            if not isinstance(value, str):
-                causes.append((f"metadata.annotations.{key}", "Invalid value: must be a string"))
-        if res.kind == "Pod":
-            causes.extend(_pod_causes(obj))
-        if causes:
-            raise invalid(res, name, causes)
-
-    def _defaults(self, res: Resource, obj: Obj) -> None:
-        if res.kind == "Pod":
-            spec = obj.setdefault("spec", {})
-            spec.setdefault("restartPolicy", "Always")
-            spec.setdefault("terminationGracePeriodSeconds", 30)
-            spec.setdefault("dnsPolicy", "ClusterFirst")
-            spec.setdefault("schedulerName", "default-scheduler")
-            spec.setdefault("serviceAccountName", "default")
-            spec.setdefault("priority", 0)
-            spec.setdefault("tolerations", [])
-            for c in spec.get("containers", []):
-                c.setdefault("imagePullPolicy", "IfNotPresent")
-                c.setdefault("terminationMessagePath", "/dev/termination-log")
-                res_ = c.setdefault("resources", {})
-                # Extended resources: requests default to limits (GPUs must set limits).
-                lim = res_.get("limits") or {}
-                if lim:
-                    req = res_.setdefault("requests", {})
-                    for k, v in lim.items():
-                        req.setdefault(k, v)
-            st = obj.setdefault("status", {})
-            st.setdefault("phase", "Pending")
-            st.setdefault("qosClass", _qos_class(spec))
-        elif res.kind == "Namespace":
-            obj.setdefault("spec", {"finalizers": ["kubernetes"]})
-            obj["status"] = {"phase": "Active"}
-        elif res.kind == "Service":
-            spec = obj.setdefault("spec", {})
-            spec.setdefault("type", "ClusterIP")
-            if spec.get("clusterIP") != "None":
-                n = self.rv % 65000 + 10
-                spec.setdefault("clusterIP", f"10.96.{n // 256}.{n % 256}")
-            obj.setdefault("status", {"loadBalancer": {}})
-        elif res.kind == "PersistentVolumeClaim":
-            # Dynamic provisioning is instant in the simulation.
-            spec = obj.setdefault("spec", {})
-            req = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "1Gi")
-            spec.setdefault("volumeName", f"pvc-{obj['metadata']['uid']}")
-            obj["status"] = {
-                "phase": "Bound",
-                "accessModes": spec.get("accessModes", ["ReadWriteOnce"]),
-                "capacity": {"storage": req},
-            }
-        elif res.kind == "Secret":
-            obj.setdefault("type", "Opaque")
-            string_data = obj.pop("stringData", None) or {}
-            data = obj.setdefault("data", {}) or {}
-            for k, v in string_data.items():
-                data[k] = base64.b64encode(str(v).encode()).decode()
-            obj["data"] = data
-        elif res.kind == "Event":
-            ts = now_iso(self.clock())
-            obj.setdefault("firstTimestamp", ts)
-            obj.setdefault("lastTimestamp", obj["firstTimestamp"])
-            obj.setdefault("count", 1)
-            obj.setdefault("type", "Normal")
-
     # ---- writes ----------------------------------------------------------------------
 
     def create(self, plural: str, namespace: str | None, body: Obj) -> Obj:
@@ -403,8 +160,8 @@ class Store:
         md.pop("resourceVersion", None)
         if res.kind in ("Pod",):
             md["generation"] = 1
-        self._defaults(res, obj)
-        self._validate(res, obj)
+        apply_defaults(res, obj, self.rv, self.clock())
+        validate(res, obj)
         md["resourceVersion"] = self._next_rv()
         self.objects[plural][key] = obj
         if md.get("ownerReferences"):
@@ -499,13 +256,13 @@ class Store:
             else:
                 new["status"] = copy.deepcopy(old.get("status", {}))
         if res.kind == "Pod" and subresource is None:
-            _check_pod_update(res, old, new)
+            check_pod_update(res, old, new)
         if res.kind == "Secret" and "stringData" in new:
             string_data = new.pop("stringData") or {}
             data = new.setdefault("data", {}) or {}
             for k, v in string_data.items():
                 data[k] = base64.b64encode(str(v).encode()).decode()
-        self._validate(res, new)
+        validate(res, new)
         if _without_rv(new) == _without_rv(old):
             return old  # no-op writes don't bump resourceVersion (as the real server)
         md["resourceVersion"] = self._next_rv()
@@ -801,15 +558,6 @@ class Store:
         self.compacted_rv = self.rv
 
 
-def conflict(res: Resource, name: str) -> ApiError:
-    return ApiError(
-        409,
-        f'Operation cannot be fulfilled on {res.plural} "{name}": the object has been modified; '
-        "please apply your changes to the latest version and try again",
-        details={"name": name, "kind": res.plural},
-    )
-
-
 def _without_rv(obj: Obj) -> str:
     o = dict(obj)
     o["metadata"] = {k: v for k, v in obj.get("metadata", {}).items() if k != "resourceVersion"}
@@ -823,111 +571,3 @@ def _selectors(label_selector: str, field_selector: str) -> tuple[LabelSelector,
         )
     except SelectorError as e:
         raise ApiError(400, str(e)) from None
-
-
-def _qos_class(spec: Obj) -> str:
-    containers = spec.get("containers") or []
-    any_set = False
-    guaranteed = bool(containers)
-    for c in containers:
-        r = c.get("resources") or {}
-        req, lim = r.get("requests") or {}, r.get("limits") or {}
-        if req or lim:
-            any_set = True
-        for k in ("cpu", "memory"):
-            if k not in lim or req.get(k, lim.get(k)) != lim.get(k):
-                guaranteed = False
-    if guaranteed:
-        return "Guaranteed"
-    return "Burstable" if any_set else "BestEffort"
-
-
-def _pod_causes(pod: Obj) -> list[tuple[str, str]]:
-    causes: list[tuple[str, str]] = []
-    spec = pod.get("spec")
-    if not isinstance(spec, dict):
-        return [("spec", "Required value")]
-    containers = spec.get("containers")
-    if not isinstance(containers, list) or not containers:
-        return [("spec.containers", "Required value")]
-    names = set()
-    for i, c in enumerate(containers):
-        path = f"spec.containers[{i}]"
-        if not isinstance(c, dict):
-            causes.append((path, "Invalid value: must be an object"))
-            continue
-        cname = c.get("name")
-        if not cname:
-            causes.append((f"{path}.name", "Required value"))
-        elif not _DNS1123_LABEL.match(str(cname)):
-            causes.append((f"{path}.name", f'Invalid value: "{cname}": must be a DNS-1123 label'))
-        elif cname in names:
-            causes.append((f"{path}.name", f'Duplicate value: "{cname}"'))
-        names.add(cname)
-        if not c.get("image"):
-            causes.append((f"{path}.image", "Required value"))
-        for kind in ("requests", "limits"):
-            for rname, q in ((c.get("resources") or {}).get(kind) or {}).items():
-                try:
-                    if parse_quantity(q) < 0:
-                        raise ValueError
-                except (ValueError, TypeError):
-                    causes.append(
-                        (
-                            f"{path}.resources.{kind}[{rname}]",
-                            f'Invalid value: "{q}": must be a quantity',
-                        )
-                    )
-                    continue
-                if rname == "nvidia.com/gpu" and parse_quantity(q) != int(parse_quantity(q)):
-                    causes.append(
-                        (
-                            f"{path}.resources.{kind}[{rname}]",
-                            f'Invalid value: "{q}": must be an integer',
-                        )
-                    )
-        lim = ((c.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu")
-        req = ((c.get("resources") or {}).get("requests") or {}).get("nvidia.com/gpu")
-        if req is not None and lim is None:
-            causes.append(
-                (
-                    f"{path}.resources.limits",
-                    "Required value: Limit must be set for non overcommitable resources",
-                )
-            )
-        elif req is not None and lim is not None and str(req) != str(lim):
-            causes.append(
-                (
-                    f"{path}.resources.requests",
-                    f'Invalid value: "{req}": must be equal to nvidia.com/gpu limit of {lim}',
-                )
-            )
-    return causes
-
-
-def _check_pod_update(res: Resource, old: Obj, new: Obj) -> None:
-    def strip(spec: Obj) -> Obj:
-        s = {k: v for k, v in (spec or {}).items() if k not in _POD_MUTABLE_SPEC}
-        s["containers"] = [
-            {k: v for k, v in c.items() if k != "image"} for c in s.get("containers") or []
-        ]
-        return s
-
-    if strip(old.get("spec", {})) != strip(new.get("spec", {})):
-        raise invalid(
-            res,
-            old["metadata"]["name"],
-            [
-                (
-                    "spec",
-                    "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
-                    "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing "
-                    "tolerations) or `spec.schedulingGates`",
-                )
-            ],
-        )
-    old_node = old.get("spec", {}).get("nodeName")
-    if old_node and new.get("spec", {}).get("nodeName") != old_node:
-        raise invalid(
-            res, old["metadata"]["name"], [("spec.nodeName", "Forbidden: field is immutable")]
-        )

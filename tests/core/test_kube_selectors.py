@@ -6,20 +6,24 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jupyter_gpupool.sim.selectors import (
+from jupyter_gpupool.core.kube.fieldselectors import (
     FieldRequirement,
     FieldSelector,
+    parse_field_selector,
+)
+from jupyter_gpupool.core.kube.labelselectors import (
     LabelSelector,
     SelectorError,
     label_selector_from_api,
+    parse_label_selector,
+)
+from jupyter_gpupool.core.kube.nodeaffinity import (
     node_selector_matches,
     node_selector_term_matches,
-    parse_field_selector,
-    parse_label_selector,
     preferred_affinity_score,
     required_affinity_matches,
-    tolerates,
 )
+from jupyter_gpupool.core.kube.tolerations import tolerates_taint
 
 # --------------------------------------------------------------------------------------------
 # Label selector strings
@@ -562,7 +566,7 @@ _GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule
     ],
 )
 def test_single_toleration(toleration: dict, expected: bool) -> None:
-    assert tolerates([toleration], _GPU_TAINT) is expected
+    assert tolerates_taint([toleration], _GPU_TAINT) is expected
 
 
 def test_any_toleration_suffices() -> None:
@@ -570,17 +574,21 @@ def test_any_toleration_suffices() -> None:
         {"key": "other", "operator": "Exists"},
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
     ]
-    assert tolerates(tolerations, _GPU_TAINT)
-    assert not tolerates(tolerations[:1], _GPU_TAINT)
-    assert not tolerates(None, _GPU_TAINT)
-    assert not tolerates([], _GPU_TAINT)
+    assert tolerates_taint(tolerations, _GPU_TAINT)
+    assert not tolerates_taint(tolerations[:1], _GPU_TAINT)
+    assert not tolerates_taint(None, _GPU_TAINT)
+    assert not tolerates_taint([], _GPU_TAINT)
 
 
 def test_taint_without_value() -> None:
     taint = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
-    assert tolerates([{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}], taint)
-    assert tolerates([{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}], taint)
-    assert not tolerates([{"key": "node.kubernetes.io/unschedulable", "value": "x"}], taint)
+    assert tolerates_taint(
+        [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}], taint
+    )
+    assert tolerates_taint(
+        [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}], taint
+    )
+    assert not tolerates_taint([{"key": "node.kubernetes.io/unschedulable", "value": "x"}], taint)
 
 
 def test_label_selector_is_hashable_and_immutable() -> None:

@@ -1,12 +1,9 @@
-"""Label selectors, field selectors, node affinity and tolerations, as Kubernetes evaluates them.
+"""Label selectors (``?labelSelector=``, ``kubectl -l``, ``metav1.LabelSelector``), as
+``k8s.io/apimachinery/pkg/labels`` parses and matches them.
 
-Everything here is pure: parsing turns selector strings or API structures into small immutable
-objects, and matching functions only read the dictionaries they are given.
-
-The rules follow ``k8s.io/apimachinery/pkg/labels`` (label selector syntax and matching),
-``k8s.io/apimachinery/pkg/fields`` (field selector syntax and escaping),
-``k8s.io/component-helpers/scheduling/corev1/nodeaffinity`` (node selector terms) and
-``Toleration.ToleratesTaint`` from ``k8s.io/api/core/v1``.
+Parsing turns selector strings or API structures into small immutable objects; matching only
+reads the label dictionaries it is given. The requirement type is shared with node affinity,
+whose ``matchExpressions`` are label requirements plus ``Gt``/``Lt``.
 """
 
 from __future__ import annotations
@@ -16,74 +13,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = [
-    "FieldRequirement",
-    "FieldSelector",
-    "LabelSelector",
-    "Requirement",
-    "SelectorError",
-    "label_selector_from_api",
-    "node_selector_matches",
-    "node_selector_term_matches",
-    "parse_field_selector",
-    "parse_label_selector",
-    "preferred_affinity_score",
-    "required_affinity_matches",
-    "tolerates",
-]
+from .names import label_key_problem, label_value_problem
 
 
 class SelectorError(ValueError):
     """A selector (string or API structure) that Kubernetes would reject; the server sends 400."""
 
 
-# --------------------------------------------------------------------------------------------
-# Validation of label keys and values (k8s.io/apimachinery/pkg/util/validation)
-# --------------------------------------------------------------------------------------------
-
-_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_DNS1123_SUBDOMAIN_RE = re.compile(
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-)
 _INT64_RE = re.compile(r"^[+-]?[0-9]+$")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-
-
-def _key_problem(key: str) -> str | None:
-    """Why ``key`` is not a qualified name (``[prefix/]name``), or None if it is one."""
-    prefix, slash, name = key.rpartition("/")
-    if slash:
-        if not prefix:
-            return f"prefix part of key {key!r} must be non-empty"
-        if len(prefix) > 253 or not _DNS1123_SUBDOMAIN_RE.match(prefix):
-            return (
-                f"prefix part of key {key!r} must be a DNS-1123 subdomain "
-                "(lowercase alphanumerics, '-' and '.', at most 253 characters)"
-            )
-    if not name:
-        return f"name part of key {key!r} must be non-empty"
-    if len(name) > 63:
-        return f"name part of key {key!r} must be no more than 63 characters"
-    if not _NAME_RE.match(name):
-        return (
-            f"name part of key {key!r} must consist of alphanumerics, '-', '_' or '.', "
-            "and must start and end with an alphanumeric character"
-        )
-    return None
-
-
-def _value_problem(value: str) -> str | None:
-    """Why ``value`` is not a valid label value, or None if it is one (empty is valid)."""
-    if value == "":
-        return None
-    if len(value) > 63:
-        return f"label value {value!r} must be no more than 63 characters"
-    if not _NAME_RE.match(value):
-        return (
-            f"label value {value!r} must consist of alphanumerics, '-', '_' or '.', "
-            "and must start and end with an alphanumeric character"
-        )
-    return None
 
 
 def _parse_int64(text: str) -> int | None:
@@ -93,10 +31,6 @@ def _parse_int64(text: str) -> int | None:
     n = int(text)
     return n if _INT64_MIN <= n <= _INT64_MAX else None
 
-
-# --------------------------------------------------------------------------------------------
-# Label selectors
-# --------------------------------------------------------------------------------------------
 
 # Canonical operator spellings, as ``labels.Requirement.String`` writes them ("==" becomes "=").
 EQUALS, NOT_EQUALS, IN, NOT_IN = "=", "!=", "in", "notin"
@@ -124,7 +58,7 @@ class Requirement:
         Raises SelectorError (without the "invalid label selector" prefix) when invalid.
         """
         vals = list(values)
-        problem = _key_problem(key)
+        problem = label_key_problem(key)
         if problem:
             raise SelectorError(problem)
         if operator not in _OPERATORS:
@@ -148,7 +82,7 @@ class Requirement:
                     f"for 'Gt' and 'Lt' operators, the value {vals[0]!r} must be an integer"
                 )
         for v in vals:
-            problem = _value_problem(v)
+            problem = label_value_problem(v)
             if problem:
                 raise SelectorError(problem)
         return cls(key, operator, tuple(sorted(set(vals))))
@@ -415,309 +349,3 @@ def label_selector_from_api(sel: Mapping[str, Any] | None) -> LabelSelector:
         except SelectorError as e:
             raise fail(str(e)) from None
     return LabelSelector.of(reqs)
-
-
-# --------------------------------------------------------------------------------------------
-# Field selectors
-# --------------------------------------------------------------------------------------------
-
-
-def _escape_field_value(value: str) -> str:
-    """``fields.EscapeValue``: backslash-escape ``\\``, ``,`` and ``=``."""
-    return value.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=")
-
-
-def _field_string(value: Any) -> str:
-    """The string a field compares as: missing/null is "", booleans are true/false."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-@dataclass(frozen=True)
-class FieldRequirement:
-    """``path=value`` (``operator`` "=") or ``path!=value`` (``operator`` "!=")."""
-
-    path: str
-    operator: str
-    value: str
-
-    def matches(self, obj: Mapping[str, Any]) -> bool:
-        """Compare the field at the dotted ``path`` (missing counts as "") with ``value``."""
-        current: Any = obj
-        for part in self.path.split("."):
-            if not isinstance(current, Mapping) or part not in current:
-                current = None
-                break
-            current = current[part]
-        equal = _field_string(current) == self.value
-        return equal if self.operator == EQUALS else not equal
-
-    def __str__(self) -> str:
-        return f"{self.path}{self.operator}{_escape_field_value(self.value)}"
-
-
-@dataclass(frozen=True)
-class FieldSelector:
-    """A conjunction of field requirements; with none it matches everything."""
-
-    requirements: tuple[FieldRequirement, ...] = ()
-
-    @property
-    def empty(self) -> bool:
-        return not self.requirements
-
-    @property
-    def paths(self) -> frozenset[str]:
-        """The field paths used, so the server can reject ones a kind does not support."""
-        return frozenset(r.path for r in self.requirements)
-
-    def matches(self, obj: Mapping[str, Any]) -> bool:
-        return all(r.matches(obj) for r in self.requirements)
-
-    def __str__(self) -> str:
-        return ",".join(str(r) for r in self.requirements)
-
-
-def _split_unescaped(text: str, sep: str) -> list[str]:
-    """Split on ``sep`` where it is not preceded by an escaping backslash."""
-    parts: list[str] = []
-    start, i = 0, 0
-    while i < len(text):
-        if text[i] == "\\":
-            i += 2
-            continue
-        if text[i] == sep:
-            parts.append(text[start:i])
-            start = i + 1
-        i += 1
-    parts.append(text[start:])
-    return parts
-
-
-def _split_field_term(term: str) -> tuple[str, str, str] | None:
-    """``fields.splitTerm``: the leftmost unescaped ``!=``, ``==`` or ``=`` splits the term."""
-    i = 0
-    while i < len(term):
-        if term[i] == "\\":
-            i += 2
-            continue
-        for op in ("!=", "==", "="):
-            if term.startswith(op, i):
-                return term[:i], op, term[i + len(op) :]
-        i += 1
-    return None
-
-
-def _unescape_field_value(value: str) -> str:
-    """``fields.UnescapeValue``: only ``\\\\``, ``\\,`` and ``\\=`` are valid escapes, and bare
-    ``,`` or ``=`` are not allowed in a value."""
-    out: list[str] = []
-    escaped = False
-    for c in value:
-        if escaped:
-            if c not in "\\,=":
-                raise ValueError(f"invalid escape sequence '\\{c}'")
-            out.append(c)
-            escaped = False
-        elif c == "\\":
-            escaped = True
-        elif c in ",=":
-            raise ValueError(f"invalid field selector value: unescaped {c!r}")
-        else:
-            out.append(c)
-    if escaped:
-        raise ValueError("invalid escape sequence '\\' at end of value")
-    return "".join(out)
-
-
-def parse_field_selector(text: str) -> FieldSelector:
-    """Parse the field selector syntax of ``?fieldSelector=`` / ``kubectl --field-selector``.
-
-    Comma-separated ``path=value``, ``path==value`` or ``path!=value`` terms, all of which must
-    hold. Values may contain the escapes ``\\,``, ``\\=`` and ``\\\\``. An empty string selects
-    everything. Which paths a kind supports is left to the caller (see ``FieldSelector.paths``).
-    Unlike Kubernetes, whitespace around paths and values is ignored.
-    """
-    reqs: list[FieldRequirement] = []
-    for raw in _split_unescaped(text, ","):
-        term = raw.strip()
-        if not term:
-            continue
-        split = _split_field_term(term)
-        if split is None:
-            raise SelectorError(
-                f'invalid field selector "{text}": {term!r} is not of the form '
-                "path=value, path==value or path!=value"
-            )
-        path, op, value = (split[0].strip(), split[1], split[2].strip())
-        if not path or any(c.isspace() for c in path) or "\\" in path:
-            raise SelectorError(f'invalid field selector "{text}": {path!r} is not a field path')
-        try:
-            value = _unescape_field_value(value)
-        except ValueError as e:
-            raise SelectorError(f'invalid field selector "{text}": {e}') from None
-        reqs.append(FieldRequirement(path, NOT_EQUALS if op == "!=" else EQUALS, value))
-    return FieldSelector(tuple(reqs))
-
-
-# --------------------------------------------------------------------------------------------
-# Node affinity (scheduler)
-# --------------------------------------------------------------------------------------------
-
-_NODE_OPERATORS = {
-    "In": IN,
-    "NotIn": NOT_IN,
-    "Exists": EXISTS,
-    "DoesNotExist": DOES_NOT_EXIST,
-    "Gt": GREATER_THAN,
-    "Lt": LESS_THAN,
-}
-
-
-def _node_requirement(expr: Any) -> Requirement:
-    """A ``NodeSelectorRequirement`` as a label requirement; SelectorError when malformed."""
-    if not isinstance(expr, Mapping):
-        raise SelectorError("node selector requirement must be a map")
-    op = _NODE_OPERATORS.get(str(expr.get("operator")))
-    if op is None:
-        raise SelectorError(f"operator {expr.get('operator')!r} is not supported")
-    key = expr.get("key")
-    values = expr.get("values") or []
-    if not isinstance(key, str) or not isinstance(values, list):
-        raise SelectorError("node selector requirement needs a string key and a list of values")
-    if not all(isinstance(v, str) for v in values):
-        raise SelectorError("node selector requirement values must be strings")
-    return Requirement.create(key, op, values)
-
-
-def _field_requirement_matches(expr: Any, name: str) -> bool:
-    """A ``matchFields`` item: Kubernetes only allows ``metadata.name`` with In/NotIn and exactly
-    one value. Raises SelectorError for anything else."""
-    if not isinstance(expr, Mapping) or expr.get("key") != "metadata.name":
-        raise SelectorError("matchFields only supports the key metadata.name")
-    values = expr.get("values") or []
-    if not isinstance(values, list) or len(values) != 1:
-        raise SelectorError("matchFields values must have exactly one element")
-    if expr.get("operator") == "In":
-        return name == values[0]
-    if expr.get("operator") == "NotIn":
-        return name != values[0]
-    raise SelectorError("matchFields only supports the operators In and NotIn")
-
-
-def node_selector_term_matches(
-    term: Mapping[str, Any] | None, labels: Mapping[str, str] | None, name: str
-) -> bool:
-    """Whether a node with ``labels`` and ``name`` satisfies one ``NodeSelectorTerm``.
-
-    All ``matchExpressions`` (In, NotIn, Exists, DoesNotExist, Gt, Lt against node labels) and
-    all ``matchFields`` (``metadata.name`` In/NotIn) must hold. As in the scheduler, a term with
-    no requirements matches nothing, and a malformed term (unknown operator, Gt with a
-    non-integer, In without values, ...) also matches nothing instead of failing.
-    """
-    if not term:
-        return False
-    exprs = term.get("matchExpressions") or []
-    fields = term.get("matchFields") or []
-    if not isinstance(exprs, list) or not isinstance(fields, list) or not (exprs or fields):
-        return False
-    lbls: Mapping[str, str] = labels or {}
-    try:
-        # Parse everything before matching so a malformed requirement anywhere in the term
-        # disables the term, whatever the order of evaluation.
-        reqs = [_node_requirement(e) for e in exprs]
-        field_results = [_field_requirement_matches(f, name) for f in fields]
-    except SelectorError:
-        return False
-    return all(field_results) and all(r.matches(lbls) for r in reqs)
-
-
-def node_selector_matches(
-    node_selector: Mapping[str, str] | None, labels: Mapping[str, str] | None
-) -> bool:
-    """The pod's plain ``spec.nodeSelector``: every key must be a node label with that value."""
-    if not node_selector:
-        return True
-    lbls: Mapping[str, str] = labels or {}
-    return all(k in lbls and lbls[k] == v for k, v in node_selector.items())
-
-
-def _node_affinity(affinity: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    node_affinity = (affinity or {}).get("nodeAffinity")
-    return node_affinity if isinstance(node_affinity, Mapping) else {}
-
-
-def required_affinity_matches(
-    affinity: Mapping[str, Any] | None, labels: Mapping[str, str] | None, name: str
-) -> bool:
-    """``nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution``: the node must match at
-    least one of its ``nodeSelectorTerms`` (the terms are ORed). No required affinity means any
-    node will do; a required affinity with no terms matches no node."""
-    required = _node_affinity(affinity).get("requiredDuringSchedulingIgnoredDuringExecution")
-    if required is None:
-        return True
-    terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
-    if not isinstance(terms, list):
-        return False
-    return any(
-        isinstance(t, Mapping) and node_selector_term_matches(t, labels, name) for t in terms
-    )
-
-
-def preferred_affinity_score(
-    affinity: Mapping[str, Any] | None, labels: Mapping[str, str] | None, name: str
-) -> int:
-    """Sum of the ``weight`` of every ``preferredDuringSchedulingIgnoredDuringExecution`` item
-    whose ``preference`` term matches the node (the NodeAffinity score before normalisation).
-    Items with weight 0 or an empty preference never count."""
-    preferred = _node_affinity(affinity).get("preferredDuringSchedulingIgnoredDuringExecution")
-    if not isinstance(preferred, list):
-        return 0
-    score = 0
-    for item in preferred:
-        if not isinstance(item, Mapping):
-            continue
-        weight = item.get("weight")
-        if not isinstance(weight, int) or isinstance(weight, bool) or weight == 0:
-            continue
-        preference = item.get("preference")
-        if isinstance(preference, Mapping) and node_selector_term_matches(preference, labels, name):
-            score += weight
-    return score
-
-
-# --------------------------------------------------------------------------------------------
-# Taints and tolerations
-# --------------------------------------------------------------------------------------------
-
-
-def _toleration_tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    """``Toleration.ToleratesTaint``."""
-    effect = toleration.get("effect") or ""
-    if effect and effect != (taint.get("effect") or ""):
-        return False
-    key = toleration.get("key") or ""
-    if key and key != (taint.get("key") or ""):
-        return False
-    operator = str(toleration.get("operator") or "Equal")
-    if operator == "Exists":
-        return True
-    if operator == "Equal":
-        return (toleration.get("value") or "") == (taint.get("value") or "")
-    return False
-
-
-def tolerates(tolerations: Iterable[Mapping[str, Any]] | None, taint: Mapping[str, Any]) -> bool:
-    """Whether any of a pod's tolerations tolerates ``taint``.
-
-    Kubernetes rules: an empty toleration ``effect`` matches every effect; an empty ``key``
-    matches every key (API validation only allows that with ``Exists``, so it tolerates
-    everything); operator ``Equal`` (the default) also needs equal values, ``Exists`` does not
-    look at the value; an unknown operator tolerates nothing.
-    """
-    return any(
-        isinstance(t, Mapping) and _toleration_tolerates(t, taint) for t in tolerations or ()
-    )
