@@ -9,13 +9,12 @@ of the same name; the others in force stay.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from ..client import GPUPoolClient, GPUPoolError
-from ..core.poolfile import expand_paths
 from .connection import CommandError, add_connection_options, run, write
 from .documents import Request, build_request, wanted
+from .files import add_file_option, read_files
 
 
 def register(subparsers: Any) -> None:
@@ -28,33 +27,6 @@ def register(subparsers: Any) -> None:
     add_file_option(parser)
     add_connection_options(parser)
     parser.set_defaults(func=lambda args: run(args, create))
-
-
-def add_file_option(parser: argparse.ArgumentParser, required: bool = True) -> None:
-    parser.add_argument(
-        "-f",
-        "--file",
-        dest="files",
-        action="extend",
-        nargs="+",
-        required=required,
-        metavar="FILE|DIR",
-        help="pool file or directory of them (repeat -f, or give several after one -f)",
-    )
-
-
-def read_files(paths: list[str]) -> list[tuple[str, str]]:
-    """``(name, text)`` of every file (directories: their pool files), or a CommandError."""
-    files = expand_paths(paths)
-    if not files:
-        raise CommandError(f"no pool files in {', '.join(paths)}")
-    out = []
-    for f in files:
-        try:
-            out.append((f, Path(f).read_text(encoding="utf-8")))
-        except (OSError, UnicodeDecodeError) as e:
-            raise CommandError(f"cannot read {f}: {getattr(e, 'strerror', None) or e}") from None
-    return out
 
 
 def refused(e: GPUPoolError, req: Request) -> Exception:

@@ -16,8 +16,8 @@ from typing import Any
 
 from ..client import GPUPoolClient, GPUPoolError
 from .connection import CommandError, add_connection_options, explain, report, run, write
-from .create import add_file_option, read_files
 from .documents import Chunk, quota_text, split_documents
+from .files import add_file_option, read_files
 
 POOL_WORDS = ("pool", "pools")
 QUOTA_WORDS = ("quota", "quotas")

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from ..core.poolfile import POOL_KINDS, QUOTA_KIND
+from ..core.poolshapes import POOL_KINDS, QUOTA_KIND
 from ..core.yamldoc import DocumentError, safe_load
 
 REQUEST = "<request>"

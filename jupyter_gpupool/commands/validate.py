@@ -12,7 +12,8 @@ import argparse
 import sys
 from typing import Any
 
-from ..core.poolfile import check_paths
+from ..poolfiles import check_paths
+from .files import add_file_option
 
 
 def register(subparsers: Any) -> None:
@@ -21,16 +22,7 @@ def register(subparsers: Any) -> None:
         help="check pool and quota files",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
-    parser.add_argument(
-        "-f",
-        "--file",
-        dest="files",
-        action="extend",
-        nargs="+",
-        required=True,
-        metavar="FILE|DIR",
-        help="pool file or directory of them (repeat -f, or give several after one -f)",
-    )
+    add_file_option(parser)
     parser.set_defaults(func=run)
 
 

@@ -3,7 +3,8 @@
 Pool files are checked field by field with every problem reported at once, and an editor schema
 is shipped for the same files. Writing the checks and the schema by hand would let them disagree,
 so both come from the same tree of :class:`Spec` objects: ``check`` walks a parsed document and
-records :class:`~jupyter_gpupool.core.yamldoc.Problem` s with file and line, ``schema`` emits JSON Schema.
+records :class:`~jupyter_gpupool.core.yamldoc.Problem` s with file and line, ``schema`` emits
+JSON Schema. The pool and quota shapes built from them are in :mod:`.poolshapes`.
 
 Checks here are per field (types, ranges, label syntax, unknown keys); rules that relate several
 fields (guaranteed <= limit, duplicate names across files) belong to the loader that uses this.

@@ -17,8 +17,8 @@ from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..core.poolfile import FILE_SUFFIXES, expand_paths
 from ..core.yamldoc import DocumentError, Problem
+from ..poolfiles import FILE_SUFFIXES, expand_paths
 from .errors import ApiError
 from .kube import Kube, KubeError
 from .layout import Edit, Layout, load_layout

@@ -7,17 +7,15 @@ import json
 import pytest
 from k8s_factories import EXAMPLES, TEST_POOLS
 
-from jupyter_gpupool.core.poolfile import (
-    check_paths,
-    load_paths,
-    load_string,
-    load_texts,
+from jupyter_gpupool.core.poolfile import load_string, load_texts
+from jupyter_gpupool.core.pools import DEFAULT_POOL, Pool, QuotaEntry
+from jupyter_gpupool.core.poolwrite import (
     pool_to_document,
     quota_to_document,
     registry_to_documents,
 )
-from jupyter_gpupool.core.pools import DEFAULT_POOL, Pool, QuotaEntry
 from jupyter_gpupool.core.yamldoc import DocumentError
+from jupyter_gpupool.poolfiles import check_paths, load_paths
 
 # gpuctl's documentation, "Four-Pool Design", exactly as written there.
 GPUCTL_TRAINING = """\

@@ -10,8 +10,9 @@ import sys
 import pytest
 from yaml_attacks import laughs
 
-from jupyter_gpupool.core.poolfile import check_paths, load_paths, load_string
+from jupyter_gpupool.core.poolfile import load_string
 from jupyter_gpupool.core.yamldoc import MAX_DEPTH, MAX_TEXT_BYTES, DocumentError, safe_load
+from jupyter_gpupool.poolfiles import check_paths, load_paths
 
 
 def test_the_billion_laughs_document_is_refused_at_its_first_anchor():

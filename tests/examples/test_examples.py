@@ -5,7 +5,7 @@ from pathlib import Path
 import yaml
 from traitlets.config.loader import PyFileConfigLoader
 
-from jupyter_gpupool.core.poolfile import load_paths
+from jupyter_gpupool.poolfiles import load_paths
 from jupyter_gpupool.service.auth import CUSTOM_SCOPES, METRICS_SCOPE
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

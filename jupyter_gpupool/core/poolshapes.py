@@ -1,0 +1,301 @@
+"""Pool and quota documents: their exact shapes, as :mod:`~jupyter_gpupool.core.docspec` records.
+
+gpuctl's files load unchanged::
+
+    kind: pool            # gpuctl also wrote `kind: resource`
+    version: v0.1
+    pool: {name: training-pool, description: "Large model training"}
+    nodes:
+      gpu-node-1: {gpu-type: A100-80G}    # or gpuType; "" = CPU-only node
+
+Our extensions are optional extra sections of the same document (``selector``, ``access``,
+``quota``, ``defaults``, ``limits``, ``platforms``, ``default-platform``, ``template``,
+``placement``); ``kind: quota`` documents carry gpuctl's cluster-wide caps plus per-pool quotas
+(``pools``) and the per-group default pool order (``default-pools``). ``docs/pools.md`` is the
+reference; :data:`POOL_DOCUMENT` and :data:`QUOTA_DOCUMENT` below are the exact shapes, and the
+JSON Schema in ``schema/pool.schema.json`` is generated from them. They live apart from the
+loader (:mod:`~jupyter_gpupool.core.poolfile`) because the schema generator and the docs need the
+shapes without the rules between documents.
+"""
+
+from __future__ import annotations
+
+from .docspec import AnyValue, Bool, Enum, Field, Int, ListOf, MapOf, Quantity, Record, Str
+from .pools import PLACEMENTS
+
+VERSION = "v0.1"
+POOL_KINDS = ("pool", "resource")
+QUOTA_KIND = "quota"
+
+_GPUS = "A number of GPUs (a whole number, 0 or more)."
+
+QUOTA_ENTRY = Record(
+    description="A subject's share of the pool.",
+    fields=(
+        Field("guaranteed", Int(description="GPUs reserved for this subject in the pool.")),
+        Field(
+            "limit",
+            Int(description="Hard cap on the subject's GPUs in the pool, borrowing included."),
+        ),
+    ),
+)
+
+POOL_QUOTA = Record(
+    description="Per-pool quota: guarantees, limits and whether idle GPUs may be borrowed.",
+    fields=(
+        Field(
+            "borrowing",
+            Bool(
+                description="Whether subjects may use idle GPUs beyond their guarantee "
+                "(over quota; such servers can be reclaimed). Default true."
+            ),
+        ),
+        Field(
+            "user-default",
+            Record(
+                description="Quota of every user without an entry under 'users'. Its limit is "
+                "the per-user cap on all of a user's GPUs in this pool.",
+                fields=QUOTA_ENTRY.fields,
+            ),
+        ),
+        Field("groups", MapOf(value=QUOTA_ENTRY, description="Quota per JupyterHub group.")),
+        Field(
+            "users",
+            MapOf(
+                value=QUOTA_ENTRY,
+                description="Quota per JupyterHub user. The limit caps all of the user's GPUs "
+                "in this pool.",
+            ),
+        ),
+    ),
+)
+
+DEFAULTS = Record(
+    description="CPU and memory requested for a server: fixed part plus a part per GPU.",
+    fields=(
+        Field("cpu", Quantity(description="CPU cores every server gets, e.g. 1 or 500m.")),
+        Field("memory", Quantity(description="Memory every server gets, e.g. 4Gi.")),
+        Field("cpu-per-gpu", Quantity(description="CPU cores added per GPU.")),
+        Field("memory-per-gpu", Quantity(description="Memory added per GPU, e.g. 32Gi.")),
+    ),
+)
+
+_TOLERATION = Record(
+    fields=(
+        Field("key", Str()),
+        Field("operator", Enum(values=("Exists", "Equal"))),
+        Field("value", Str()),
+        Field("effect", Enum(values=("NoSchedule", "PreferNoSchedule", "NoExecute", ""))),
+        Field("tolerationSeconds", Int()),
+    )
+)
+_ENV_VAR = Record(
+    fields=(
+        Field("name", Str(nonempty=True), required=True),
+        Field("value", Str()),
+        Field("valueFrom", AnyValue()),
+    )
+)
+
+TEMPLATE = Record(
+    description="Pod settings merged in order (pool, then platform): mappings deep, lists of "
+    "named items by name, later wins.",
+    fields=(
+        Field(
+            "nodeSelector",
+            MapOf(value=Str(syntax="label-value"), key_syntax="label-key"),
+        ),
+        Field("tolerations", ListOf(item=_TOLERATION)),
+        Field("labels", MapOf(value=Str(syntax="label-value"), key_syntax="label-key")),
+        Field("annotations", MapOf(value=Str(), key_syntax="label-key")),
+        Field("env", ListOf(item=_ENV_VAR)),
+        Field("image", Str(nonempty=True, description="Notebook image for this pool.")),
+        Field(
+            "resources",
+            Record(
+                fields=(
+                    Field("requests", MapOf(value=Quantity())),
+                    Field("limits", MapOf(value=Quantity())),
+                )
+            ),
+        ),
+    ),
+)
+
+PLATFORM = Record(
+    description="A GPU type inside the pool, with its own template and defaults.",
+    fields=(
+        Field(
+            "gpu-type",
+            Str(syntax="label-value", description="The nodes' GPU type."),
+            required=True,
+            aliases=("gpuType",),
+        ),
+        Field("description", Str(nullable=True)),
+        Field("defaults", DEFAULTS),
+        Field("template", TEMPLATE),
+    ),
+)
+
+POOL_DOCUMENT = Record(
+    title="gpupool pool document",
+    description="A gpuctl pool (kind: pool, version: v0.1) with optional gpupool extensions.",
+    fields=(
+        Field("kind", Enum(values=POOL_KINDS), required=True),
+        Field("version", Enum(values=(VERSION,))),
+        Field(
+            "pool",
+            Record(
+                fields=(
+                    Field(
+                        "name",
+                        Str(
+                            syntax="label-value",
+                            nonempty=True,
+                            description="Pool name; also the value of the nodes' pool label.",
+                        ),
+                        required=True,
+                    ),
+                    Field("description", Str(nullable=True)),
+                )
+            ),
+            required=True,
+        ),
+        Field(
+            "nodes",
+            MapOf(
+                key_syntax="node-name",
+                description="Nodes of the pool by hostname; creating the pool labels them.",
+                value=Record(
+                    fields=(
+                        Field(
+                            "gpu-type",
+                            Str(
+                                syntax="label-value",
+                                description='GPU type of the node ("" for a CPU-only node).',
+                            ),
+                            required=True,
+                            aliases=("gpuType",),
+                        ),
+                    )
+                ),
+            ),
+        ),
+        Field(
+            "selector",
+            MapOf(
+                value=Str(syntax="label-value"),
+                key_syntax="label-key",
+                description="Node labels that make a node a member, instead of the pool label "
+                "(as Run:ai lets any label key and value define a pool).",
+            ),
+        ),
+        Field(
+            "access",
+            Record(
+                description="Who may use the pool; without it, everyone.",
+                fields=(
+                    Field("users", ListOf(item=Str(nonempty=True), unique=True)),
+                    Field("groups", ListOf(item=Str(nonempty=True), unique=True)),
+                ),
+            ),
+        ),
+        Field("quota", POOL_QUOTA),
+        Field("defaults", DEFAULTS),
+        Field(
+            "limits",
+            Record(
+                description="What a single server may ask for in this pool.",
+                fields=(
+                    Field("max-gpus", Int(description="Most GPUs one server may use.")),
+                    Field("min-gpus", Int(description="Fewest GPUs one server may use.")),
+                    Field(
+                        "allowed-gpus",
+                        ListOf(item=Int(), unique=True, description="The GPU counts allowed."),
+                    ),
+                ),
+            ),
+        ),
+        Field(
+            "platforms",
+            MapOf(
+                value=PLATFORM,
+                key_syntax="label-value",
+                description="GPU types inside the pool (OSMO platforms).",
+            ),
+        ),
+        Field(
+            "default-platform",
+            Str(
+                syntax="label-value",
+                description="Platform used when a request names no GPU type.",
+            ),
+        ),
+        Field("template", TEMPLATE),
+        Field(
+            "placement",
+            Enum(
+                values=PLACEMENTS,
+                description="binpack fills the fullest node that fits; spread the emptiest.",
+            ),
+        ),
+    ),
+)
+
+_CAP = Record(
+    description="gpuctl quota entry; only gpu is enforced by gpupool.",
+    fields=(
+        Field("cpu", Quantity()),
+        Field("memory", Quantity()),
+        Field("gpu", Int(allow_str=True, description=_GPUS)),
+    ),
+)
+
+QUOTA_DOCUMENT = Record(
+    title="gpupool quota document",
+    description="A gpuctl quota (kind: quota, version: v0.1) with optional gpupool extensions.",
+    fields=(
+        Field("kind", Enum(values=(QUOTA_KIND,)), required=True),
+        Field("version", Enum(values=(VERSION,))),
+        Field(
+            "quota",
+            Record(
+                fields=(
+                    Field("name", Str(nonempty=True), required=True),
+                    Field("description", Str(nullable=True)),
+                )
+            ),
+            required=True,
+        ),
+        Field(
+            "namespace",
+            MapOf(
+                value=_CAP,
+                description="gpuctl namespaces; each caps the JupyterHub group of that name "
+                "across all pools.",
+            ),
+        ),
+        Field(
+            "users",
+            MapOf(value=_CAP, description="Caps one JupyterHub user across all pools."),
+        ),
+        Field("default", _CAP),
+        Field(
+            "pools",
+            MapOf(value=POOL_QUOTA, description="Per-pool quota, as a pool's 'quota' section."),
+        ),
+        Field(
+            "default-pools",
+            Record(
+                description="Pool priority lists for users who choose none.",
+                fields=(
+                    Field(
+                        "groups",
+                        MapOf(value=ListOf(item=Str(nonempty=True), unique=True)),
+                    ),
+                    Field("fallback", ListOf(item=Str(nonempty=True), unique=True)),
+                ),
+            ),
+        ),
+    ),
+)

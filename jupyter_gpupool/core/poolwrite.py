@@ -1,0 +1,134 @@
+"""Back to documents: a loaded :class:`~jupyter_gpupool.core.pools.Pool` or quota as the gpuctl
+document that loads into an equal one (the service echoes pools, the pages and the CLI show them).
+
+Extensions are written only where a pool has them, so a plain gpuctl pool comes back as gpuctl
+wrote it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .pools import Defaults, Pool, PoolQuota, QuotaDocument, QuotaEntry, Registry, ResourceCap
+from .poolshapes import QUOTA_KIND, VERSION
+
+
+def _entry_doc(e: QuotaEntry) -> dict[str, Any]:
+    out: dict[str, Any] = {"guaranteed": e.guaranteed}
+    if e.limit is not None:
+        out["limit"] = e.limit
+    return out
+
+
+def pool_quota_to_dict(q: PoolQuota) -> dict[str, Any]:
+    out: dict[str, Any] = {"borrowing": q.borrowing}
+    if q.user_default is not None:
+        out["user-default"] = _entry_doc(q.user_default)
+    if q.groups:
+        out["groups"] = {k: _entry_doc(v) for k, v in q.groups.items()}
+    if q.users:
+        out["users"] = {k: _entry_doc(v) for k, v in q.users.items()}
+    return out
+
+
+def _defaults_doc(d: Defaults) -> dict[str, Any]:
+    pairs = (
+        ("cpu", d.cpu),
+        ("memory", d.memory),
+        ("cpu-per-gpu", d.cpu_per_gpu),
+        ("memory-per-gpu", d.memory_per_gpu),
+    )
+    return {k: v for k, v in pairs if v is not None}
+
+
+def pool_to_document(pool: Pool) -> dict[str, Any]:
+    """The pool as a gpuctl ``kind: pool`` document; extensions only where the pool has them.
+
+    Loading the result gives an equal :class:`Pool` (the service echoes pools this way). gpuctl's
+    ``gpuType`` spelling comes back as ``gpu-type``.
+    """
+    doc: dict[str, Any] = {"kind": "pool", "version": VERSION, "pool": {"name": pool.name}}
+    if pool.description is not None:
+        doc["pool"]["description"] = pool.description
+    doc["nodes"] = {host: {"gpu-type": t} for host, t in pool.nodes.items()}
+    if pool.selector:
+        doc["selector"] = dict(pool.selector)
+    if pool.access is not None:
+        doc["access"] = {"users": list(pool.access.users), "groups": list(pool.access.groups)}
+    if pool.quota is not None:
+        doc["quota"] = pool_quota_to_dict(pool.quota)
+    if defaults := _defaults_doc(pool.defaults):
+        doc["defaults"] = defaults
+    limits: dict[str, Any] = {}
+    if pool.limits.max_gpus is not None:
+        limits["max-gpus"] = pool.limits.max_gpus
+    if pool.limits.min_gpus:
+        limits["min-gpus"] = pool.limits.min_gpus
+    if pool.limits.allowed_gpus:
+        limits["allowed-gpus"] = list(pool.limits.allowed_gpus)
+    if limits:
+        doc["limits"] = limits
+    if pool.platforms:
+        platforms: dict[str, Any] = {}
+        for name, p in pool.platforms.items():
+            pd: dict[str, Any] = {"gpu-type": p.gpu_type}
+            if p.description is not None:
+                pd["description"] = p.description
+            if p.defaults is not None:
+                pd["defaults"] = _defaults_doc(p.defaults)
+            if p.template:
+                pd["template"] = _plain(p.template)
+            platforms[name] = pd
+        doc["platforms"] = platforms
+    if pool.default_platform is not None:
+        doc["default-platform"] = pool.default_platform
+    if pool.template:
+        doc["template"] = _plain(pool.template)
+    if pool.placement != "binpack":
+        doc["placement"] = pool.placement
+    return doc
+
+
+def _cap_doc(cap: ResourceCap) -> dict[str, Any]:
+    pairs = (("cpu", cap.cpu), ("memory", cap.memory), ("gpu", cap.gpu))
+    return {k: v for k, v in pairs if v is not None}
+
+
+def quota_to_document(q: QuotaDocument) -> dict[str, Any]:
+    """The quota document as gpuctl's ``kind: quota`` plus our extensions where set."""
+    doc: dict[str, Any] = {"kind": QUOTA_KIND, "version": VERSION, "quota": {"name": q.name}}
+    if q.description is not None:
+        doc["quota"]["description"] = q.description
+    if q.namespaces:
+        doc["namespace"] = {k: _cap_doc(v) for k, v in q.namespaces.items()}
+    if q.users:
+        doc["users"] = {k: _cap_doc(v) for k, v in q.users.items()}
+    if q.default is not None:
+        doc["default"] = _cap_doc(q.default)
+    if q.pools:
+        doc["pools"] = {k: pool_quota_to_dict(v) for k, v in q.pools.items()}
+    if q.default_pools is not None:
+        dp: dict[str, Any] = {}
+        if q.default_pools.groups:
+            dp["groups"] = {g: list(p) for g, p in q.default_pools.groups.items()}
+        if q.default_pools.fallback:
+            dp["fallback"] = list(q.default_pools.fallback)
+        doc["default-pools"] = dp
+    return doc
+
+
+def registry_to_documents(registry: Registry) -> list[dict[str, Any]]:
+    """Every pool and quota document of the registry, in load order."""
+    return [pool_to_document(p) for p in registry.pools.values()] + [
+        quota_to_document(q) for q in registry.quota_documents
+    ]
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-ready deep copy (mappings to dicts, sequences to lists)."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
