@@ -11,7 +11,8 @@ of admission and of the service pages without ever rescanning all pods or nodes:
   nodes are grouped by (GPU type, taints) and counted per number of free GPUs. GPUs per node are
   small integers, so the largest free block is a scan over at most a few counters.
 
-Only what these answers need is stored per pod and per node (slotted records), not the objects.
+Only what these answers need is stored per pod and per node (slotted records, read from the
+objects in :mod:`.usagerecords`), not the objects; the rows it returns are in :mod:`.usagerows`.
 
 Accounting rules (the ones the issue left open are marked *decided*):
 
@@ -34,239 +35,39 @@ Accounting rules (the ones the issue left open are marked *decided*):
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from .labels import (
-    GFD_COUNT_LABEL,
-    GFD_PRODUCT_LABEL,
-    GPU_RESOURCE,
-    GPU_TYPE_LABEL,
-    HOSTNAME_LABEL,
-    KUBESPAWNER_SERVER,
-    KUBESPAWNER_USER,
-    POD_ADMISSION,
-    POD_CHARGED,
-    POD_OVER_QUOTA,
-    POD_PLATFORM,
-    POD_POOL,
-    POD_SERVER,
-    POD_USER,
-    POOL_LABEL,
-)
+from .labels import POOL_LABEL
 from .pools import DEFAULT_POOL
-from .quantities import parse_quantity
-
-# Node problems, as bits. The first six keep servers off the node.
-NOT_READY = 1
-MEMORY_PRESSURE = 2
-DISK_PRESSURE = 4
-PID_PRESSURE = 8
-NETWORK_UNAVAILABLE = 16
-CORDONED = 32
-GPU_MISSING = 64
-_BLOCKING = (
-    NOT_READY | MEMORY_PRESSURE | DISK_PRESSURE | PID_PRESSURE | NETWORK_UNAVAILABLE | CORDONED
+from .usagerecords import (
+    BLOCKING,
+    CORDONED,
+    NOT_READY,
+    GroupKey,
+    NodeRecord,
+    PlacementGroup,
+    PodRecord,
+    pod_gpus,
+    read_node,
+    read_pod,
+    reasons_of,
+    same_pod,
 )
+from .usagerows import NodeUsage, PoolUsage, ServerUsage
 
-#: Words for each problem, in the order they are reported (Run:ai's node status column).
-REASONS: tuple[tuple[int, str], ...] = (
-    (NOT_READY, "not ready"),
-    (MEMORY_PRESSURE, "memory pressure"),
-    (DISK_PRESSURE, "disk pressure"),
-    (PID_PRESSURE, "PID pressure"),
-    (NETWORK_UNAVAILABLE, "network unavailable"),
-    (CORDONED, "cordoned (scheduling disabled)"),
-    (GPU_MISSING, "GPU resource missing (no device plugin)"),
-)
-_PRESSURE = {
-    "MemoryPressure": MEMORY_PRESSURE,
-    "DiskPressure": DISK_PRESSURE,
-    "PIDPressure": PID_PRESSURE,
-    "NetworkUnavailable": NETWORK_UNAVAILABLE,
-}
-_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
-# Taints Kubernetes itself sets for conditions and cordon; the flags above already cover them.
-_SYSTEM_TAINT_PREFIX = "node.kubernetes.io/"
-
-Taint = tuple[str, str, str]  # key, value, effect
-GroupKey = tuple[str, str | None, tuple[Taint, ...]]  # gpu type, label it came from, taints
+__all__ = [
+    "AdmissionListener",
+    "NodeUsage",
+    "PlacementGroup",
+    "PoolUsage",
+    "ServerUsage",
+    "UsageIndex",
+    "pod_gpus",
+]
 
 #: Called with (admission id, "pending" | "bound" | "gone") when a pod carrying an admission
-#: label appears, is bound, or ends; :class:`~jupyter_gpupool.core.reservations.Reservations.observe`.
+#: label appears, is bound, or ends; :meth:`.reservations.Reservations.observe`.
 AdmissionListener = Callable[[str, str], None]
-
-
-def quantity_int(value: Any) -> int:
-    """A GPU count from a quantity (``2``, ``"2"``); fractions round up as the scheduler's do."""
-    if type(value) is int:
-        return value
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    try:
-        q = parse_quantity(value)
-    except ValueError:
-        return 0
-    return max(0, int(q.to_integral_value(rounding="ROUND_CEILING")))
-
-
-def _container_gpus(container: Mapping[str, Any]) -> int:
-    res = container.get("resources")
-    if not res:
-        return 0
-    limits = res.get("limits")
-    value = limits.get(GPU_RESOURCE) if limits else None
-    if value is None:
-        requests = res.get("requests")
-        value = requests.get(GPU_RESOURCE) if requests else None
-    return 0 if value is None else quantity_int(value)
-
-
-def pod_gpus(spec: Mapping[str, Any]) -> int:
-    """GPUs the scheduler reserves for a pod spec (containers, init containers, sidecars)."""
-    total = 0
-    for c in spec.get("containers") or ():
-        total += _container_gpus(c)
-    init_peak = 0
-    sidecars = 0
-    for c in spec.get("initContainers") or ():
-        g = _container_gpus(c)
-        if c.get("restartPolicy") == "Always":  # a sidecar runs alongside everything after it
-            sidecars += g
-            init_peak = max(init_peak, sidecars)
-        else:
-            init_peak = max(init_peak, sidecars + g)
-    return max(total + sidecars, init_peak)
-
-
-class PlacementGroup:
-    """Schedulable nodes of one pool with the same GPU type and taints, counted by free GPUs.
-
-    ``members[f]`` holds the nodes with exactly ``f`` free GPUs, in the order they got there (a
-    dict used as an ordered set, so choices are deterministic).
-    """
-
-    __slots__ = ("counts", "gpu_type", "members", "taints", "type_key")
-
-    def __init__(self, gpu_type: str, type_key: str | None, taints: tuple[Taint, ...]):
-        self.gpu_type = gpu_type
-        self.type_key = type_key
-        self.taints = taints
-        self.counts: list[int] = []
-        self.members: list[dict[str, None]] = []
-
-    def _add(self, node: str, free: int) -> None:
-        while len(self.counts) <= free:
-            self.counts.append(0)
-            self.members.append({})
-        self.counts[free] += 1
-        self.members[free][node] = None
-
-    def _remove(self, node: str, free: int) -> None:
-        self.counts[free] -= 1
-        del self.members[free][node]
-
-    def __len__(self) -> int:
-        return sum(self.counts)
-
-    def max_free(self) -> int:
-        for f in range(len(self.counts) - 1, -1, -1):
-            if self.counts[f]:
-                return f
-        return 0
-
-    def count_at_least(self, n: int) -> int:
-        return sum(self.counts[n:])
-
-    def nodes_with(self, free: int) -> Mapping[str, None]:
-        return self.members[free] if free < len(self.members) else {}
-
-
-class _Node:
-    __slots__ = (
-        "flags",
-        "gpu_total",
-        "gpu_type",
-        "gpu_used",
-        "group",
-        "hostname",
-        "labels",
-        "name",
-        "pods",
-        "pool",
-        "taints",
-        "type_key",
-    )
-
-    def __init__(self, name: str):
-        self.name = name
-        self.pool = DEFAULT_POOL
-        self.labels: Mapping[str, str] = {}
-        self.gpu_total = 0
-        self.gpu_used = 0
-        self.gpu_type = ""
-        self.type_key: str | None = None
-        self.flags = 0
-        self.taints: tuple[Taint, ...] = ()
-        self.hostname = name
-        self.group: PlacementGroup | None = None
-        self.pods: dict[str, None] = {}
-
-    def signature(self) -> tuple[Any, ...]:
-        return (
-            self.pool,
-            self.gpu_total,
-            self.gpu_type,
-            self.type_key,
-            self.flags,
-            self.taints,
-            self.hostname,
-        )
-
-    @property
-    def free(self) -> int:
-        free = self.gpu_total - self.gpu_used
-        return free if free > 0 else 0
-
-
-class _Pod:
-    __slots__ = (
-        "admission",
-        "charged",
-        "created",
-        "gpus",
-        "key",
-        "linked_pool",
-        "name",
-        "namespace",
-        "node",
-        "over_quota",
-        "phase",
-        "platform",
-        "pool_label",
-        "server",
-        "terminating",
-        "uid",
-        "user",
-    )
-
-    key: str
-    namespace: str
-    name: str
-    uid: str
-    node: str | None
-    gpus: int
-    user: str | None
-    server: str
-    charged: str | None
-    over_quota: bool
-    admission: str | None
-    pool_label: str | None
-    created: str
-    phase: str
-    terminating: bool
-    platform: str | None
-    linked_pool: str | None
 
 
 class _PoolState:
@@ -298,66 +99,6 @@ class _PoolState:
         self.user_used: dict[str, int] = {}
 
 
-# --- what the index returns ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PoolUsage:
-    """A pool's row on the pools page (gpuctl's ``get pools`` columns and more)."""
-
-    name: str
-    status: str  # active | degraded | unavailable | empty
-    gpu_total: int
-    gpu_used: int
-    gpu_free: int
-    gpu_free_schedulable: int
-    largest_free_block: int
-    node_count: int
-    schedulable_nodes: int
-    gpu_types: tuple[str, ...]
-    servers: int
-    pending_servers: int
-
-
-@dataclass(frozen=True)
-class NodeUsage:
-    """A node's row on the nodes page, with its status reasons."""
-
-    name: str
-    pool: str
-    gpu_type: str
-    gpu_total: int
-    gpu_used: int
-    gpu_free: int
-    status: str  # kubectl's wording: Ready, NotReady, Ready,SchedulingDisabled
-    reasons: tuple[str, ...]
-    schedulable: bool
-    pods: int
-
-
-@dataclass(frozen=True)
-class ServerUsage:
-    """A server pod as the pages and reclaim see it."""
-
-    namespace: str
-    name: str
-    user: str
-    server: str
-    pool: str | None
-    node: str | None
-    gpus: int
-    state: str  # pending | starting | running | terminating
-    over_quota: bool
-    charged: str | None
-    admission: str | None
-    platform: str | None
-    created: str
-
-
-def _reasons(flags: int) -> tuple[str, ...]:
-    return tuple(words for bit, words in REASONS if flags & bit)
-
-
 class UsageIndex:
     """Incremental usage, fed by :meth:`apply_node` / :meth:`apply_pod` / :meth:`reset`.
 
@@ -375,8 +116,8 @@ class UsageIndex:
         self.pool_label = pool_label
         self._selectors: tuple[tuple[str, Mapping[str, str]], ...] = tuple(selectors)
         self.on_admission = on_admission
-        self._nodes: dict[str, _Node] = {}
-        self._pods: dict[str, _Pod] = {}
+        self._nodes: dict[str, NodeRecord] = {}
+        self._pods: dict[str, PodRecord] = {}
         self._pools: dict[str, _PoolState] = {}
         self._orphans: dict[str, dict[str, None]] = {}  # node name -> pods bound to unknown node
         self._unpooled: dict[str, None] = {}  # servers with no pool yet (unbound, no label)
@@ -416,7 +157,7 @@ class UsageIndex:
         if event_type not in ("ADDED", "MODIFIED"):
             return
         old = self._pods.get(key)
-        new = self._parse_pod(key, meta, pod, old)
+        new = read_pod(key, meta, pod, old)
         if new is None:  # finished: frees everything
             if old is not None:
                 del self._pods[key]
@@ -424,7 +165,7 @@ class UsageIndex:
                 self._notify(old, "gone")
             return
         if old is not None:
-            if _same_pod(old, new):
+            if same_pod(old, new):
                 old.phase = new.phase  # phase alone changes nothing that is counted
                 return
             self._unlink(old)
@@ -470,41 +211,7 @@ class UsageIndex:
 
     def _upsert_node(self, name: str, meta: Mapping[str, Any], obj: Mapping[str, Any]) -> None:
         labels = meta.get("labels") or {}
-        spec = obj.get("spec") or {}
-        status = obj.get("status") or {}
-        new = _Node(name)
-        new.labels = labels
-        new.pool = self._pool_of(labels)
-        new.gpu_total = quantity_int((status.get("allocatable") or {}).get(GPU_RESOURCE, 0))
-        gpu_type = labels.get(GPU_TYPE_LABEL)
-        if gpu_type:
-            new.gpu_type, new.type_key = gpu_type, GPU_TYPE_LABEL
-        elif labels.get(GFD_PRODUCT_LABEL):
-            new.gpu_type, new.type_key = labels[GFD_PRODUCT_LABEL], GFD_PRODUCT_LABEL
-        flags = NOT_READY
-        for cond in status.get("conditions") or ():
-            ctype = cond.get("type")
-            if ctype == "Ready":
-                if cond.get("status") == "True":
-                    flags &= ~NOT_READY
-            elif ctype in _PRESSURE and cond.get("status") == "True":
-                flags |= _PRESSURE[ctype]
-        if spec.get("unschedulable"):
-            flags |= CORDONED
-        if new.gpu_total == 0 and (
-            new.gpu_type or quantity_int(labels.get(GFD_COUNT_LABEL, 0)) > 0
-        ):
-            flags |= GPU_MISSING
-        new.flags = flags
-        new.taints = tuple(
-            sorted(
-                (t.get("key") or "", t.get("value") or "", t.get("effect") or "")
-                for t in spec.get("taints") or ()
-                if t.get("effect") in _TAINT_EFFECTS
-                and not (t.get("key") or "").startswith(_SYSTEM_TAINT_PREFIX)
-            )
-        )
-        new.hostname = labels.get(HOSTNAME_LABEL, name)
+        new = read_node(name, self._pool_of(labels), meta, obj)
         old = self._nodes.get(name)
         if old is not None and old.signature() == new.signature():
             old.labels = labels
@@ -512,19 +219,19 @@ class UsageIndex:
         self._replace_node(name, new.pool, old, new)
 
     def _replace_node(
-        self, name: str, pool: str, old: _Node | None, new: _Node | None = None
+        self, name: str, pool: str, old: NodeRecord | None, new: NodeRecord | None = None
     ) -> None:
         """Swap a node record, moving its pods' usage along (pool or capacity may have changed)."""
         if new is None:  # same node, new pool (selectors changed)
             assert old is not None
             if old.pool == pool:
                 return
-            new = _Node(name)
+            new = NodeRecord(name)
             for attr in ("labels", "gpu_total", "gpu_type", "type_key", "flags", "taints"):
                 setattr(new, attr, getattr(old, attr))
             new.hostname = old.hostname
             new.pool = pool
-        pods: list[_Pod] = []
+        pods: list[PodRecord] = []
         if old is not None:
             pods = [self._pods[k] for k in old.pods]
             for p in pods:
@@ -556,13 +263,13 @@ class UsageIndex:
             ps = self._pools[name] = _PoolState(name)
         return ps
 
-    def _add_node(self, node: _Node) -> None:
+    def _add_node(self, node: NodeRecord) -> None:
         self._nodes[node.name] = node
         ps = self._pool_state(node.pool)
         ps.nodes[node.name] = None
         ps.gpu_total += node.gpu_total
         ps.gpu_used += node.gpu_used
-        if not node.flags & _BLOCKING:
+        if not node.flags & BLOCKING:
             key: GroupKey = (node.gpu_type, node.type_key, node.taints)
             group = ps.groups.get(key)
             if group is None:
@@ -572,7 +279,7 @@ class UsageIndex:
             ps.eligible_nodes += 1
             ps.eligible_free += node.free
 
-    def _remove_node(self, node: _Node) -> None:
+    def _remove_node(self, node: NodeRecord) -> None:
         del self._nodes[node.name]
         ps = self._pools[node.pool]
         del ps.nodes[node.name]
@@ -591,7 +298,7 @@ class UsageIndex:
         if not ps.nodes and not ps.servers and not ps.subject_used and not ps.user_used:
             del self._pools[ps.name]
 
-    def _node_used(self, node: _Node, delta: int) -> None:
+    def _node_used(self, node: NodeRecord, delta: int) -> None:
         ps = self._pools[node.pool]
         if node.group is not None:
             before = node.free
@@ -604,41 +311,7 @@ class UsageIndex:
         ps.gpu_used += delta
 
     # --- pods ------------------------------------------------------------------------------------
-
-    def _parse_pod(
-        self, key: str, meta: Mapping[str, Any], obj: Mapping[str, Any], old: _Pod | None
-    ) -> _Pod | None:
-        status = obj.get("status") or {}
-        phase = status.get("phase") or "Pending"
-        if phase == "Succeeded" or phase == "Failed":
-            return None
-        spec = obj.get("spec") or {}
-        uid = meta.get("uid") or ""
-        p = _Pod()
-        p.key = key
-        p.namespace = meta.get("namespace", "")
-        p.name = meta.get("name", "")
-        p.uid = uid
-        p.node = spec.get("nodeName") or None
-        # Container resources of a pod never change, so a known pod's count is reused.
-        p.gpus = old.gpus if old is not None and old.uid == uid else pod_gpus(spec)
-        p.phase = phase
-        p.terminating = bool(meta.get("deletionTimestamp"))
-        p.created = meta.get("creationTimestamp") or ""
-        labels = meta.get("labels") or {}
-        ann = meta.get("annotations") or {}
-        user = ann.get(POD_USER) or labels.get(POD_USER) or ann.get(KUBESPAWNER_USER)
-        p.user = user
-        p.server = ann.get(POD_SERVER) or ann.get(KUBESPAWNER_SERVER) or ""
-        p.charged = ann.get(POD_CHARGED) or (f"user:{user}" if user else None)
-        p.over_quota = labels.get(POD_OVER_QUOTA) == "true"
-        p.admission = labels.get(POD_ADMISSION)
-        p.pool_label = labels.get(POD_POOL) or labels.get(POOL_LABEL)
-        p.platform = labels.get(POD_PLATFORM)
-        p.linked_pool = None
-        return p
-
-    def _link(self, p: _Pod) -> None:
+    def _link(self, p: PodRecord) -> None:
         node = self._nodes.get(p.node) if p.node else None
         if p.node and node is None:
             self._orphans.setdefault(p.node, {})[p.key] = None
@@ -668,7 +341,7 @@ class UsageIndex:
             self._by_admission[p.admission] = p.key
             self._notify(p, "bound" if p.node else "pending")
 
-    def _unlink(self, p: _Pod) -> None:
+    def _unlink(self, p: PodRecord) -> None:
         node = self._nodes.get(p.node) if p.node else None
         if p.node and node is None:
             orphans = self._orphans.get(p.node)
@@ -701,7 +374,7 @@ class UsageIndex:
             del self._by_admission[p.admission]
         p.linked_pool = None
 
-    def _notify(self, p: _Pod, state: str) -> None:
+    def _notify(self, p: PodRecord, state: str) -> None:
         if p.admission and self.on_admission is not None:
             self.on_admission(p.admission, state)
 
@@ -812,7 +485,7 @@ class UsageIndex:
     def pools(self) -> list[PoolUsage]:
         return [self.pool_usage(name) for name in sorted(self._pools)]
 
-    def _node_usage(self, n: _Node) -> NodeUsage:
+    def _node_usage(self, n: NodeRecord) -> NodeUsage:
         ready = "NotReady" if n.flags & NOT_READY else "Ready"
         return NodeUsage(
             name=n.name,
@@ -822,7 +495,7 @@ class UsageIndex:
             gpu_used=n.gpu_used,
             gpu_free=n.free,
             status=ready + (",SchedulingDisabled" if n.flags & CORDONED else ""),
-            reasons=_reasons(n.flags),
+            reasons=reasons_of(n.flags),
             schedulable=n.group is not None,
             pods=len(n.pods),
         )
@@ -850,7 +523,7 @@ class UsageIndex:
             names = sorted(ps.nodes) if ps is not None else []
         return [self._node_usage(self._nodes[n]) for n in names]
 
-    def _server(self, p: _Pod) -> ServerUsage:
+    def _server(self, p: PodRecord) -> ServerUsage:
         if p.terminating:
             state = "terminating"
         elif p.node is None:
@@ -916,20 +589,3 @@ def _add(counter: dict[str, int], key: str, delta: int) -> None:
         counter[key] = value
     else:
         del counter[key]
-
-
-def _same_pod(a: _Pod, b: _Pod) -> bool:
-    """Whether two records of a pod count the same (so an event can be skipped)."""
-    return (
-        a.node == b.node
-        and a.gpus == b.gpus
-        and a.uid == b.uid
-        and a.terminating == b.terminating
-        and a.user == b.user
-        and a.charged == b.charged
-        and a.over_quota == b.over_quota
-        and a.admission == b.admission
-        and a.pool_label == b.pool_label
-        and a.server == b.server
-        and a.platform == b.platform
-    )

@@ -6,17 +6,13 @@ import pytest
 from k8s_factories import EXAMPLES, TEST_POOLS, node, pod
 
 from jupyter_gpupool.core import labels as L
-from jupyter_gpupool.core.admission import (
-    AdmissionRequest,
-    AdmissionState,
-    Decision,
-    build_overrides,
-    decide,
-)
-from jupyter_gpupool.core.poolfile import load_paths, load_string
+from jupyter_gpupool.core.admission import AdmissionRequest, AdmissionState, Decision, decide
+from jupyter_gpupool.core.overrides import build_overrides
+from jupyter_gpupool.core.poolfile import load_string
 from jupyter_gpupool.core.pools import Registry
 from jupyter_gpupool.core.reservations import Reservation, Reservations
 from jupyter_gpupool.core.usage import UsageIndex
+from jupyter_gpupool.poolfiles import load_paths
 from jupyter_gpupool.sim.spec import example_cluster_spec
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from k8s_factories import node, pod
 
-from jupyter_gpupool.core.usage import NodeUsage, PoolUsage, UsageIndex, pod_gpus
+from jupyter_gpupool.core.usage import NodeUsage, PoolUsage, UsageIndex
+from jupyter_gpupool.core.usagerecords import pod_gpus
 
 
 def demo_index() -> UsageIndex:

@@ -1,0 +1,197 @@
+"""What admission takes and gives: the request, the state it reads, the decision it returns.
+
+Kept apart from the walk (:mod:`.admission`) so that quota (:mod:`.quota`), capacity
+(:mod:`.capacity`) and pod overrides (:mod:`.overrides`) can share these types without importing
+each other, and so that callers (the service, the spawner) see the whole contract in one page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .labels import POOL_LABEL
+from .pools import Registry
+from .reservations import Reservation
+from .usage import PlacementGroup, ServerUsage
+
+
+class UsageView(Protocol):
+    """What admission reads from :class:`~jupyter_gpupool.core.usage.UsageIndex`."""
+
+    def placement_groups(self, pool: str) -> Iterable[PlacementGroup]: ...
+    def node_free(self, node: str) -> int: ...
+    def node_group(self, node: str) -> PlacementGroup | None: ...
+    def node_hostname(self, node: str) -> str: ...
+    def has_pool(self, pool: str) -> bool: ...
+    def pool_totals(self, pool: str) -> tuple[int, int, int]: ...
+    def subject_used(self, pool: str, subject: str) -> int: ...
+    def user_used(self, pool: str, user: str) -> int: ...
+    def subject_used_total(self, subject: str) -> int: ...
+    def user_used_total(self, user: str) -> int: ...
+    def over_quota_servers(self, pool: str) -> list[ServerUsage]: ...
+
+
+class ReservationView(Protocol):
+    """What admission reads from :class:`~jupyter_gpupool.core.reservations.Reservations`."""
+
+    def pool_nodes(self, pool: str) -> Mapping[str, int]: ...
+    def subject_reserved(self, pool: str, subject: str) -> int: ...
+    def user_reserved(self, pool: str, user: str) -> int: ...
+    def subject_reserved_total(self, subject: str) -> int: ...
+    def user_reserved_total(self, user: str) -> int: ...
+
+
+@dataclass(frozen=True)
+class AdmissionRequest:
+    """A spawn request. ``pools`` empty means the registry's default order for the groups."""
+
+    user: str
+    groups: tuple[str, ...] = ()
+    pools: tuple[str, ...] = ()
+    gpus: int = 0
+    gpu_type: str | None = None
+    server: str = ""
+    admission_id: str = ""
+    reclaim: bool = True
+
+
+@dataclass(frozen=True)
+class AdmissionState:
+    """Everything :func:`~.admission.decide` reads. ``pool_label`` is the node label key naming
+    pools."""
+
+    registry: Registry
+    usage: UsageView
+    reservations: ReservationView
+    pool_label: str = POOL_LABEL
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Why one pool did not take the request."""
+
+    pool: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.pool}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class ReclaimPlan:
+    """Over-quota servers to stop so that ``gpus`` fit on ``node`` of ``pool``."""
+
+    pool: str
+    node: str
+    victims: tuple[ServerUsage, ...]
+    gpus_freed: int
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of :func:`~.admission.decide`.
+
+    Admitted: ``pool``, ``platform``, ``gpu_type``, ``node`` (the node the GPUs are reserved on
+    and the placement hint), ``over_quota``, ``charged`` (``group:NAME`` or ``user:NAME``),
+    ``nodes_fit`` (schedulable nodes that could take it) and ``overrides``: a plain dict the
+    spawner applies to the pod, in pod-template terms (``nodeSelector``, ``tolerations``,
+    ``labels``, ``annotations``, ``env``, ``image``, ``resources``, ``affinity``).
+
+    Not admitted: ``skipped`` has one reason per pool, and ``reclaim`` may name the over-quota
+    servers whose stopping would let it in (then ``pool`` is that pool).
+    """
+
+    admitted: bool
+    request: AdmissionRequest
+    pool: str | None = None
+    platform: str | None = None
+    gpu_type: str | None = None
+    node: str | None = None
+    over_quota: bool = False
+    charged: str | None = None
+    nodes_fit: int = 0
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    skipped: tuple[Skip, ...] = ()
+    reclaim: ReclaimPlan | None = None
+
+    @property
+    def reasons(self) -> list[str]:
+        """``pool: reason`` for each pool skipped, in order."""
+        return [str(s) for s in self.skipped]
+
+    @property
+    def message(self) -> str:
+        """One paragraph for the user (spawn progress, API errors)."""
+        lines = self.reasons
+        if self.admitted:
+            n = self.request.gpus
+            kind = f" {self.gpu_type}" if self.gpu_type and n else ""
+            what = f"{n}{kind} GPU{'s' if n != 1 else ''}"
+            quota = "over quota, may be reclaimed" if self.over_quota else "within quota"
+            lines.append(f"{self.pool}: admitted ({what}, {quota})")
+        elif self.reclaim is not None:
+            names = ", ".join(f"{v.user}/{v.server or v.name}" for v in self.reclaim.victims)
+            lines.append(
+                f"{self.reclaim.pool}: your guaranteed GPUs are in use by servers borrowing "
+                f"them; reclaiming {self.reclaim.gpus_freed} GPUs on {self.reclaim.node} ({names})"
+            )
+        elif not lines:
+            lines.append("no pool to try")
+        return "\n".join(lines)
+
+    def reservation(self, expires_at: float) -> Reservation:
+        """The reservation to hold for this admitted decision until its pod shows up."""
+        if not self.admitted or self.pool is None or self.charged is None:
+            raise ValueError("only an admitted decision holds a reservation")
+        return Reservation(
+            admission_id=self.request.admission_id,
+            pool=self.pool,
+            node=self.node,
+            gpus=self.request.gpus,
+            user=self.request.user,
+            charged=self.charged,
+            over_quota=self.over_quota,
+            expires_at=expires_at,
+        )
+
+
+def gpus_text(n: int) -> str:
+    """``1 GPU``, ``2 GPUs``: how reasons count GPUs."""
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"
+
+
+def group_subject(group: str) -> str:
+    return f"group:{group}"
+
+
+def user_subject(user: str) -> str:
+    return f"user:{user}"
+
+
+class Context:
+    """One decision's view: usage plus reservations, for one user (what quota and capacity
+    count as used)."""
+
+    def __init__(self, req: AdmissionRequest, state: AdmissionState):
+        self.req = req
+        self.state = state
+        self.registry = state.registry
+        self.usage = state.usage
+        self.res = state.reservations
+        self.member = set(req.groups)
+
+    def used(self, pool: str, subject: str) -> int:
+        return self.usage.subject_used(pool, subject) + self.res.subject_reserved(pool, subject)
+
+    def used_total(self, subject: str) -> int:
+        return self.usage.subject_used_total(subject) + self.res.subject_reserved_total(subject)
+
+    def user_used(self, pool: str) -> int:
+        u = self.req.user
+        return self.usage.user_used(pool, u) + self.res.user_reserved(pool, u)
+
+    def user_used_total(self) -> int:
+        u = self.req.user
+        return self.usage.user_used_total(u) + self.res.user_reserved_total(u)

@@ -1,0 +1,339 @@
+"""What the usage index keeps of Kubernetes Nodes and Pods, read from the API objects.
+
+Only what the index's answers need is kept, in slotted records, not the objects: a node's pool,
+GPUs, GPU type, problems (as bits) and taints; a pod's GPUs, node, phase and our labels. How many
+GPUs a pod uses follows the scheduler (:func:`pod_gpus`). :class:`PlacementGroup` counts a pool's
+schedulable nodes per number of free GPUs, so admission's "does ONE node have n free GPUs" is a
+scan over a few counters. The rows the index returns are in :mod:`.usagerows`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .labels import (
+    GFD_COUNT_LABEL,
+    GFD_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    GPU_TYPE_LABEL,
+    HOSTNAME_LABEL,
+    KUBESPAWNER_SERVER,
+    KUBESPAWNER_USER,
+    POD_ADMISSION,
+    POD_CHARGED,
+    POD_OVER_QUOTA,
+    POD_PLATFORM,
+    POD_POOL,
+    POD_SERVER,
+    POD_USER,
+    POOL_LABEL,
+)
+from .pools import DEFAULT_POOL
+from .quantities import parse_quantity
+
+# Node problems, as bits. The first six keep servers off the node.
+NOT_READY = 1
+MEMORY_PRESSURE = 2
+DISK_PRESSURE = 4
+PID_PRESSURE = 8
+NETWORK_UNAVAILABLE = 16
+CORDONED = 32
+GPU_MISSING = 64
+BLOCKING = (
+    NOT_READY | MEMORY_PRESSURE | DISK_PRESSURE | PID_PRESSURE | NETWORK_UNAVAILABLE | CORDONED
+)
+
+#: Words for each problem, in the order they are reported (Run:ai's node status column).
+REASONS: tuple[tuple[int, str], ...] = (
+    (NOT_READY, "not ready"),
+    (MEMORY_PRESSURE, "memory pressure"),
+    (DISK_PRESSURE, "disk pressure"),
+    (PID_PRESSURE, "PID pressure"),
+    (NETWORK_UNAVAILABLE, "network unavailable"),
+    (CORDONED, "cordoned (scheduling disabled)"),
+    (GPU_MISSING, "GPU resource missing (no device plugin)"),
+)
+_PRESSURE = {
+    "MemoryPressure": MEMORY_PRESSURE,
+    "DiskPressure": DISK_PRESSURE,
+    "PIDPressure": PID_PRESSURE,
+    "NetworkUnavailable": NETWORK_UNAVAILABLE,
+}
+_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
+# Taints Kubernetes itself sets for conditions and cordon; the flags above already cover them.
+_SYSTEM_TAINT_PREFIX = "node.kubernetes.io/"
+
+Taint = tuple[str, str, str]  # key, value, effect
+GroupKey = tuple[str, str | None, tuple[Taint, ...]]  # gpu type, label it came from, taints
+
+
+def quantity_int(value: Any) -> int:
+    """A GPU count from a quantity (``2``, ``"2"``); fractions round up as the scheduler's do."""
+    if type(value) is int:
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    try:
+        q = parse_quantity(value)
+    except ValueError:
+        return 0
+    return max(0, int(q.to_integral_value(rounding="ROUND_CEILING")))
+
+
+def _container_gpus(container: Mapping[str, Any]) -> int:
+    res = container.get("resources")
+    if not res:
+        return 0
+    limits = res.get("limits")
+    value = limits.get(GPU_RESOURCE) if limits else None
+    if value is None:
+        requests = res.get("requests")
+        value = requests.get(GPU_RESOURCE) if requests else None
+    return 0 if value is None else quantity_int(value)
+
+
+def pod_gpus(spec: Mapping[str, Any]) -> int:
+    """GPUs the scheduler reserves for a pod spec (containers, init containers, sidecars)."""
+    total = 0
+    for c in spec.get("containers") or ():
+        total += _container_gpus(c)
+    init_peak = 0
+    sidecars = 0
+    for c in spec.get("initContainers") or ():
+        g = _container_gpus(c)
+        if c.get("restartPolicy") == "Always":  # a sidecar runs alongside everything after it
+            sidecars += g
+            init_peak = max(init_peak, sidecars)
+        else:
+            init_peak = max(init_peak, sidecars + g)
+    return max(total + sidecars, init_peak)
+
+
+class PlacementGroup:
+    """Schedulable nodes of one pool with the same GPU type and taints, counted by free GPUs.
+
+    ``members[f]`` holds the nodes with exactly ``f`` free GPUs, in the order they got there (a
+    dict used as an ordered set, so choices are deterministic).
+    """
+
+    __slots__ = ("counts", "gpu_type", "members", "taints", "type_key")
+
+    def __init__(self, gpu_type: str, type_key: str | None, taints: tuple[Taint, ...]):
+        self.gpu_type = gpu_type
+        self.type_key = type_key
+        self.taints = taints
+        self.counts: list[int] = []
+        self.members: list[dict[str, None]] = []
+
+    def _add(self, node: str, free: int) -> None:
+        while len(self.counts) <= free:
+            self.counts.append(0)
+            self.members.append({})
+        self.counts[free] += 1
+        self.members[free][node] = None
+
+    def _remove(self, node: str, free: int) -> None:
+        self.counts[free] -= 1
+        del self.members[free][node]
+
+    def __len__(self) -> int:
+        return sum(self.counts)
+
+    def max_free(self) -> int:
+        for f in range(len(self.counts) - 1, -1, -1):
+            if self.counts[f]:
+                return f
+        return 0
+
+    def count_at_least(self, n: int) -> int:
+        return sum(self.counts[n:])
+
+    def nodes_with(self, free: int) -> Mapping[str, None]:
+        return self.members[free] if free < len(self.members) else {}
+
+
+class NodeRecord:
+    __slots__ = (
+        "flags",
+        "gpu_total",
+        "gpu_type",
+        "gpu_used",
+        "group",
+        "hostname",
+        "labels",
+        "name",
+        "pods",
+        "pool",
+        "taints",
+        "type_key",
+    )
+
+    def __init__(self, name: str):
+        self.name = name
+        self.pool = DEFAULT_POOL
+        self.labels: Mapping[str, str] = {}
+        self.gpu_total = 0
+        self.gpu_used = 0
+        self.gpu_type = ""
+        self.type_key: str | None = None
+        self.flags = 0
+        self.taints: tuple[Taint, ...] = ()
+        self.hostname = name
+        self.group: PlacementGroup | None = None
+        self.pods: dict[str, None] = {}
+
+    def signature(self) -> tuple[Any, ...]:
+        return (
+            self.pool,
+            self.gpu_total,
+            self.gpu_type,
+            self.type_key,
+            self.flags,
+            self.taints,
+            self.hostname,
+        )
+
+    @property
+    def free(self) -> int:
+        free = self.gpu_total - self.gpu_used
+        return free if free > 0 else 0
+
+
+class PodRecord:
+    __slots__ = (
+        "admission",
+        "charged",
+        "created",
+        "gpus",
+        "key",
+        "linked_pool",
+        "name",
+        "namespace",
+        "node",
+        "over_quota",
+        "phase",
+        "platform",
+        "pool_label",
+        "server",
+        "terminating",
+        "uid",
+        "user",
+    )
+
+    key: str
+    namespace: str
+    name: str
+    uid: str
+    node: str | None
+    gpus: int
+    user: str | None
+    server: str
+    charged: str | None
+    over_quota: bool
+    admission: str | None
+    pool_label: str | None
+    created: str
+    phase: str
+    terminating: bool
+    platform: str | None
+    linked_pool: str | None
+
+
+def reasons_of(flags: int) -> tuple[str, ...]:
+    """The words for a node's problem bits, in :data:`REASONS` order."""
+    return tuple(words for bit, words in REASONS if flags & bit)
+
+
+def read_node(name: str, pool: str, meta: Mapping[str, Any], obj: Mapping[str, Any]) -> NodeRecord:
+    """What the index keeps of a Node object, ``pool`` being the pool its labels put it in."""
+    labels = meta.get("labels") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    new = NodeRecord(name)
+    new.labels = labels
+    new.pool = pool
+    new.gpu_total = quantity_int((status.get("allocatable") or {}).get(GPU_RESOURCE, 0))
+    gpu_type = labels.get(GPU_TYPE_LABEL)
+    if gpu_type:
+        new.gpu_type, new.type_key = gpu_type, GPU_TYPE_LABEL
+    elif labels.get(GFD_PRODUCT_LABEL):
+        new.gpu_type, new.type_key = labels[GFD_PRODUCT_LABEL], GFD_PRODUCT_LABEL
+    flags = NOT_READY
+    for cond in status.get("conditions") or ():
+        ctype = cond.get("type")
+        if ctype == "Ready":
+            if cond.get("status") == "True":
+                flags &= ~NOT_READY
+        elif ctype in _PRESSURE and cond.get("status") == "True":
+            flags |= _PRESSURE[ctype]
+    if spec.get("unschedulable"):
+        flags |= CORDONED
+    if new.gpu_total == 0 and (new.gpu_type or quantity_int(labels.get(GFD_COUNT_LABEL, 0)) > 0):
+        flags |= GPU_MISSING
+    new.flags = flags
+    new.taints = tuple(
+        sorted(
+            (t.get("key") or "", t.get("value") or "", t.get("effect") or "")
+            for t in spec.get("taints") or ()
+            if t.get("effect") in _TAINT_EFFECTS
+            and not (t.get("key") or "").startswith(_SYSTEM_TAINT_PREFIX)
+        )
+    )
+    new.hostname = labels.get(HOSTNAME_LABEL, name)
+    return new
+
+
+def read_pod(
+    key: str, meta: Mapping[str, Any], obj: Mapping[str, Any], old: PodRecord | None
+) -> PodRecord | None:
+    """What the index keeps of a Pod object; None when it has finished (frees everything).
+
+    ``old`` is the record of the same pod before this event, if any.
+    """
+    status = obj.get("status") or {}
+    phase = status.get("phase") or "Pending"
+    if phase == "Succeeded" or phase == "Failed":
+        return None
+    spec = obj.get("spec") or {}
+    uid = meta.get("uid") or ""
+    p = PodRecord()
+    p.key = key
+    p.namespace = meta.get("namespace", "")
+    p.name = meta.get("name", "")
+    p.uid = uid
+    p.node = spec.get("nodeName") or None
+    # Container resources of a pod never change, so a known pod's count is reused.
+    p.gpus = old.gpus if old is not None and old.uid == uid else pod_gpus(spec)
+    p.phase = phase
+    p.terminating = bool(meta.get("deletionTimestamp"))
+    p.created = meta.get("creationTimestamp") or ""
+    labels = meta.get("labels") or {}
+    ann = meta.get("annotations") or {}
+    user = ann.get(POD_USER) or labels.get(POD_USER) or ann.get(KUBESPAWNER_USER)
+    p.user = user
+    p.server = ann.get(POD_SERVER) or ann.get(KUBESPAWNER_SERVER) or ""
+    p.charged = ann.get(POD_CHARGED) or (f"user:{user}" if user else None)
+    p.over_quota = labels.get(POD_OVER_QUOTA) == "true"
+    p.admission = labels.get(POD_ADMISSION)
+    p.pool_label = labels.get(POD_POOL) or labels.get(POOL_LABEL)
+    p.platform = labels.get(POD_PLATFORM)
+    p.linked_pool = None
+    return p
+
+
+def same_pod(a: PodRecord, b: PodRecord) -> bool:
+    """Whether two records of a pod count the same (so an event can be skipped)."""
+    return (
+        a.node == b.node
+        and a.gpus == b.gpus
+        and a.uid == b.uid
+        and a.terminating == b.terminating
+        and a.user == b.user
+        and a.charged == b.charged
+        and a.over_quota == b.over_quota
+        and a.admission == b.admission
+        and a.pool_label == b.pool_label
+        and a.server == b.server
+        and a.platform == b.platform
+    )

@@ -1,0 +1,218 @@
+"""The layers the folders promise (``DESIGN.md``, "Layers"), checked on the source by AST.
+
+- ``jupyter_gpupool/core/`` is pure: it imports only the standard library's pure modules, PyYAML
+  and itself, and reads no files. So the service, the spawner, the CLI and the simulator can feed
+  it objects and text, and its tests need no cluster, loop or disk.
+- The notebook side and the hub side do not lean on each other: ``service/``, ``spawner/`` and
+  ``commands/`` do not import ``notebook/``, and ``notebook/`` imports neither ``service/`` nor
+  ``commands/`` (both sides talk through the shared clients and the core).
+
+Imports are resolved to absolute module names (relative ones included, and those inside
+functions or under ``TYPE_CHECKING``), so a late import cannot slip past.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "jupyter_gpupool"
+CORE = PACKAGE / "core"
+
+#: Standard library modules without I/O, processes, threads or the network.
+PURE_STDLIB = frozenset(
+    {
+        "__future__",
+        "abc",
+        "bisect",
+        "collections",
+        "copy",
+        "csv",  # writes to the file-like object it is given (a StringIO)
+        "dataclasses",
+        "datetime",
+        "decimal",
+        "difflib",
+        "enum",
+        "fractions",
+        "functools",
+        "hashlib",
+        "heapq",
+        "io",  # for StringIO; opening a file is caught as a call below
+        "itertools",
+        "json",
+        "math",
+        "numbers",
+        "operator",
+        "re",
+        "string",
+        "textwrap",
+        "types",
+        "typing",
+    }
+)
+#: Third-party modules the core may use: PyYAML parses text it is given.
+CORE_THIRD_PARTY = frozenset({"yaml"})
+
+#: Not pure, named so that the allow-list above cannot grow to take them by mistake.
+IMPURE = frozenset(
+    {
+        "aiohttp",
+        "asyncio",
+        "glob",
+        "http",
+        "kubernetes",
+        "kubernetes_asyncio",
+        "os",
+        "pathlib",
+        "requests",
+        "shutil",
+        "socket",
+        "sqlalchemy",
+        "subprocess",
+        "sys",
+        "tempfile",
+        "threading",
+        "time",
+        "tornado",
+        "urllib",
+    }
+)
+
+#: Calls that read the file system: builtins, and methods of ``os``/``pathlib``/``glob``.
+FILE_READING_NAMES = frozenset({"open"})
+FILE_READING_ATTRS = frozenset(
+    {
+        "open",
+        "read_text",
+        "read_bytes",
+        "iterdir",
+        "glob",
+        "rglob",
+        "listdir",
+        "scandir",
+        "walk",
+        "stat",
+        "lstat",
+        "exists",
+        "is_file",
+        "is_dir",
+    }
+)
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported(path: Path, module: str | None = None) -> Iterator[tuple[int, str]]:
+    """``(line, absolute module name)`` of every import in the file, wherever it is.
+
+    ``module`` is the file's module name (by default, from its place in the package).
+    """
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    package = (module or module_name(path)).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module or ""
+            yield node.lineno, prefix
+            if node.module is None:  # `from . import x`: x may be a module
+                for alias in node.names:
+                    yield node.lineno, f"{prefix}.{alias.name}"
+
+
+def files_under(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("*.py"))
+
+
+def top(name: str) -> str:
+    return name.split(".", 1)[0]
+
+
+def test_the_lists_are_apart():
+    assert not (PURE_STDLIB | CORE_THIRD_PARTY) & IMPURE
+
+
+@pytest.mark.parametrize("path", files_under(CORE), ids=lambda p: p.name)
+def test_core_imports_only_pure_modules(path: Path):
+    bad = [
+        f"{path.name}:{line}: imports {name}"
+        for line, name in imported(path)
+        if not (
+            name == "jupyter_gpupool.core"
+            or name.startswith("jupyter_gpupool.core.")
+            or top(name) in PURE_STDLIB
+            or top(name) in CORE_THIRD_PARTY
+        )
+    ]
+    assert not bad, "the core must stay pure (no I/O, nothing outside core):\n" + "\n".join(bad)
+
+
+def file_reading_calls(path: Path) -> Iterator[tuple[int, str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in FILE_READING_NAMES:
+            yield node.lineno, f"{func.id}("
+        elif isinstance(func, ast.Attribute) and func.attr in FILE_READING_ATTRS:
+            yield node.lineno, f".{func.attr}("
+
+
+@pytest.mark.parametrize("path", files_under(CORE), ids=lambda p: p.name)
+def test_core_reads_no_files(path: Path):
+    bad = [f"{path.name}:{line}: calls {what}" for line, what in file_reading_calls(path)]
+    assert not bad, (
+        "reading files belongs to the callers (jupyter_gpupool/poolfiles.py for pool files):\n"
+        + "\n".join(bad)
+    )
+
+
+NOTEBOOK = "jupyter_gpupool.notebook"
+
+
+@pytest.mark.parametrize(
+    ("folder", "forbidden"),
+    [
+        ("service", (NOTEBOOK,)),
+        ("spawner", (NOTEBOOK,)),
+        ("commands", (NOTEBOOK,)),
+        ("notebook", ("jupyter_gpupool.service", "jupyter_gpupool.commands")),
+    ],
+)
+def test_hub_side_and_notebook_side_stay_apart(folder: str, forbidden: tuple[str, ...]):
+    bad = [
+        f"{path.relative_to(PACKAGE)}:{line}: imports {name}"
+        for path in files_under(PACKAGE / folder)
+        for line, name in imported(path)
+        if any(name == f or name.startswith(f + ".") for f in forbidden)
+    ]
+    assert not bad, f"{folder}/ must not import {', '.join(forbidden)}:\n" + "\n".join(bad)
+
+
+def test_the_checker_sees_relative_and_late_imports(tmp_path: Path):
+    """The checker itself: a relative import two levels up and one inside a function count."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from ..service import app\nfrom .. import sim\n\n"
+        "def f():\n    import socket\n    open('x')\n"
+    )
+    names = {name for _, name in imported(probe, "jupyter_gpupool.core.probe")}
+    assert {"jupyter_gpupool.service", "jupyter_gpupool.sim", "socket"} <= names
+    assert [what for _, what in file_reading_calls(probe)] == ["open("]
