@@ -1,13 +1,13 @@
 """Rows and cells of the tables that both the ``gpupool`` CLI and the service's pages show.
 
 Pure functions over the service's JSON answers (``GET api/v1/quotas``, ``api/v1/usage``), so that
-``gpupool get quotas`` and the quotas page agree to the GPU, and kubectl's AGE for times.
+``gpupool get quotas`` and the quotas page agree to the GPU. (Ages and other cells are
+:mod:`.formatting`'s.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timezone
 from typing import Any
 
 #: The ``pool`` of rows for cluster-wide caps (gpuctl's quota documents), which span every pool.
@@ -85,21 +85,3 @@ def quota_rows(
     if default_cap:
         rows.append(_row(ALL_POOLS, EACH_USER, {"limit": default_cap.get("gpu")}, borrowing=False))
     return rows
-
-
-def age(timestamp: str | None, now: float) -> str:
-    """kubectl's AGE from an ISO 8601 UTC time: ``42s``, ``7m``, ``3h``, ``12d``."""
-    if not timestamp:
-        return "-"
-    try:
-        then = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
-    except ValueError:
-        return "-"
-    seconds = max(0, int(now - then.timestamp()))
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 2 * 3600:
-        return f"{seconds // 60}m"
-    if seconds < 2 * 86400:
-        return f"{seconds // 3600}h"
-    return f"{seconds // 86400}d"

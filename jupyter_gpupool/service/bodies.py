@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.labels import is_label_key, is_label_value
+from ..core.launchoptions import GPUCountError, gpu_count
 from ..core.yamldoc import unknown_key_message
 from .errors import bad_request
 
@@ -81,15 +82,13 @@ def _names(value: Any, field: str, *, limit: int | None = None) -> tuple[str, ..
     return tuple(_name(v, f"{field}[{i}]") for i, v in enumerate(value))
 
 
-def gpu_count(value: Any, field: str, maximum: int) -> int:
-    """A whole, non-negative GPU count no larger than ``maximum``."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise bad_request(f"{field} must be a whole number of GPUs, not {_describe(value)}")
-    if value < 0:
-        raise bad_request(f"{field} must not be negative, not {value}")
-    if value > maximum:
-        raise bad_request(f"{field} is {value}; one server may ask for at most {maximum} GPUs")
-    return value
+def _gpu_count(value: Any, field: str, maximum: int) -> int:
+    """A whole, non-negative GPU count no larger than ``maximum`` (the rule the spawner applies
+    too); ``2.0`` is refused here: the API takes JSON integers."""
+    try:
+        return gpu_count(value, maximum, field=field, shown=_describe, request=True)
+    except GPUCountError as e:
+        raise bad_request(str(e)) from None
 
 
 @dataclass(frozen=True)
@@ -121,7 +120,7 @@ def parse_admission(value: Any, *, max_gpus: int) -> AdmissionBody:
         user=None if user is None else _name(user, "user"),
         groups=None if groups is None else _names(groups, "groups"),
         pools=tuple(dict.fromkeys(pools)),  # a pool listed twice is tried once
-        gpus=gpu_count(data.get("gpus", 0), "gpus", max_gpus),
+        gpus=_gpu_count(data.get("gpus", 0), "gpus", max_gpus),
         gpu_type=None if gpu_type in (None, "") else _name(gpu_type, "gpu_type"),
         server=_name(data.get("server", ""), "server", empty_ok=True),
         reclaim=reclaim,

@@ -20,7 +20,7 @@ from typing import Any
 
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, select_autoescape
 
-from ..core.reports import age
+from ..core.formatting import age
 from .views import iso
 
 HERE = Path(__file__).resolve().parent

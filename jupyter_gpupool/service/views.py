@@ -7,16 +7,15 @@ reservations; ``user=None`` is the admin's view of everything.
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any
 
 from ..core.admission import AdmissionState, Decision, group_subject, quota_headroom, user_subject
-from ..core.poolfile import pool_quota_to_dict, pool_to_document, quota_to_document
+from ..core.formatting import csv_text
 from ..core.pools import DEFAULT_POOL, Pool, QuotaEntry, Registry
+from ..core.poolwrite import pool_quota_to_dict, pool_to_document, quota_to_document
 from ..core.reservations import Reservation, Reservations
 from ..core.usage import NodeUsage, PoolUsage, ServerUsage, UsageIndex
 
@@ -430,20 +429,6 @@ NODE_COLUMNS = (
 
 
 def to_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
-    """CSV with a header row; lists are joined with ``;``, None is empty."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(columns)
-    for row in rows:
-        out = []
-        for c in columns:
-            v = row.get(c)
-            if isinstance(v, (list, tuple)):
-                v = ";".join(str(x) for x in v)
-            elif v is None:
-                v = ""
-            elif isinstance(v, str) and v[:1] in ("=", "+", "-", "@"):
-                v = "'" + v  # keep spreadsheets from running a cell as a formula
-            out.append(v)
-        w.writerow(out)
-    return buf.getvalue()
+    """CSV with a header row; cells as :func:`~jupyter_gpupool.core.formatting.csv_cell` writes
+    them (lists joined with ``;``, None empty, no formulas), as ``gpupool get -o csv`` does."""
+    return csv_text(columns, ([row.get(c) for c in columns] for row in rows))

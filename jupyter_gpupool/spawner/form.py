@@ -2,7 +2,9 @@
 
 :func:`form_context` is pure (catalog + defaults in, template variables out); :func:`render_form`
 renders a jinja template found first in the admin's directories, then in the package
-(``jupyter_gpupool/spawner/templates/gpupool_form.html``). Autoescape is on.
+(``jupyter_gpupool/spawner/templates/gpupool_form.html``). Autoescape is on. A pool's status and
+quota words and the GPU counts offered come from :mod:`jupyter_gpupool.core.launchoptions`, so
+that the magics and the ``LaunchPanel`` word them as the form does.
 
 The form works without JavaScript: each pool row has a priority number field
 (``priority.POOL``, empty: not used), the GPU count and type are plain selects. With JavaScript,
@@ -17,11 +19,10 @@ from typing import Any
 
 import jinja2
 
-from .options import PRIORITY_FIELD, Catalog, PoolChoice, SpawnOptions, default_order, order_rows
+from ..core.launchoptions import MAX_GPU_CHOICES, Catalog, gpu_choices, pool_status, quota_text
+from .options import PRIORITY_FIELD, SpawnOptions, default_order, order_rows
 
 DEFAULT_TEMPLATE = "gpupool_form.html"
-#: More choices than this and the GPU count becomes a number field instead of a select.
-MAX_GPU_CHOICES = 64
 
 
 @dataclass(frozen=True)
@@ -40,55 +41,12 @@ class PoolRow:
     status_text: str
 
 
-def _gpus(n: int) -> str:
-    return f"{n} GPU" if n == 1 else f"{n} GPUs"
-
-
-def pool_status(p: PoolChoice) -> tuple[str, str]:
-    """``(code, words)`` for the status column: free, full, borrowing possible, nodes not
-    ready..."""
-    if p.node_count == 0:
-        return "empty", "no nodes"
-    if p.status == "unavailable" or p.schedulable_nodes == 0:
-        return "not-ready", "nodes not ready"
-    if p.gpu_total == 0:
-        return "cpu", "CPU only"
-    if p.largest_free_block == 0 or p.gpu_available == 0:
-        return "full", "full"
-    if p.quota_managed and not p.quota_available:
-        return "quota-used", "your quota is used up"
-    not_ready = p.node_count - p.schedulable_nodes
-    suffix = f"; {not_ready} of {p.node_count} nodes not ready" if not_ready > 0 else ""
-    if p.quota_managed and not p.within_quota and p.borrowing:
-        return "borrowing", "borrowing possible (may be reclaimed)" + suffix
-    return ("not-ready" if suffix else "free"), "free" + suffix
-
-
-def quota_text(p: PoolChoice) -> str:
-    """The user's remaining quota in the pool, in words."""
-    if not p.quota_managed:
-        return "no quota"
-    within, available = p.within_quota or 0, p.quota_available or 0
-    if available > within:
-        return f"{within} within quota, {available} with borrowing"
-    return f"{_gpus(within)} within quota"
-
-
 def default_note(default_pools: Sequence[str]) -> str:
     """What the form says while no pool is chosen."""
     if not default_pools:
         return "No pool is chosen, and there is no default order for you: choose at least one."
     order = ", then ".join(default_pools)
     return f"No pool is chosen, so the default order for your groups will be used: {order}."
-
-
-def gpu_choices(catalog: Catalog) -> list[int]:
-    """Every GPU count some pool of the catalog allows (0, a CPU-only server, included)."""
-    counts: set[int] = set()
-    for p in catalog.pools:
-        top = min(p.gpu_ceiling, catalog.max_gpus, MAX_GPU_CHOICES)
-        counts.update(n for n in range(p.min_gpus, top + 1) if p.allows_count(n))
-    return sorted(counts)
 
 
 def form_context(

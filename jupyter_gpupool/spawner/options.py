@@ -1,7 +1,8 @@
 """Spawn options: what a user may choose, and checking what they chose.
 
 The service describes what one user may choose (``GET api/v1/launch-options``); :class:`Catalog`
-holds that answer. :func:`parse_user_options` checks ``user_options`` — from the spawn form
+(from :mod:`jupyter_gpupool.core.launchoptions`, shared with the notebook side) holds that
+answer. :func:`parse_user_options` checks ``user_options`` — from the spawn form
 (through :func:`form_to_user_options`) or from the REST API — against it, and returns
 :class:`SpawnOptions` or raises :class:`~.errors.OptionsError` with a message for the user.
 Pure: no I/O, so the spawner, the form and the tests share one set of rules.
@@ -19,9 +20,17 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from ..core.launchoptions import (
+    Catalog,
+    GPUCountError,
+    PoolChoice,
+    gpu_count,
+    gpus_text,
+    or_words,
+)
 from ..core.yamldoc import unknown_key_message
 from .errors import OptionsError
 
@@ -33,113 +42,6 @@ POOL_KEY = "pool"
 MAX_NAME_LENGTH = 63
 #: Form field holding a pool's priority: ``priority.training-pool=1``.
 PRIORITY_FIELD = "priority."
-
-
-@dataclass(frozen=True)
-class PoolChoice:
-    """One pool a user may choose, as the service reports it now."""
-
-    name: str
-    description: str = ""
-    status: str = "active"  # the service's: active | degraded | unavailable | empty
-    gpu_types: tuple[str, ...] = ()
-    gpu_total: int = 0
-    gpu_available: int = 0
-    largest_free_block: int = 0
-    largest_node_gpus: int = 0
-    node_count: int = 0
-    schedulable_nodes: int = 0
-    min_gpus: int = 0
-    max_gpus: int | None = None
-    allowed_gpus: tuple[int, ...] = ()
-    quota_managed: bool = False
-    borrowing: bool = False
-    within_quota: int | None = None  # most GPUs admitted within quota now (None: no quota)
-    quota_available: int | None = None  # most GPUs admitted at all, borrowing included
-
-    @property
-    def gpu_ceiling(self) -> int:
-        """The most GPUs one server may ever get here: limits and the biggest node."""
-        top = self.largest_node_gpus
-        if self.max_gpus is not None:
-            top = min(top, self.max_gpus)
-        if self.allowed_gpus:
-            top = min(top, max(self.allowed_gpus))
-        return top
-
-    def allows_count(self, gpus: int) -> bool:
-        """Whether the pool's limits and nodes allow a server with ``gpus`` GPUs at all (the
-        service's validation, plus: no node here is that big)."""
-        if gpus < self.min_gpus or gpus > self.largest_node_gpus:
-            return False
-        if self.max_gpus is not None and gpus > self.max_gpus:
-            return False
-        return not self.allowed_gpus or gpus in self.allowed_gpus
-
-    def limits_text(self) -> str:
-        """``1, 2, 4 or 8 GPUs``, ``up to 8 GPUs``, ``no GPUs`` — for messages."""
-        if self.gpu_ceiling == 0:
-            return "no GPUs"
-        if self.allowed_gpus:
-            counts = [str(n) for n in self.allowed_gpus if n <= self.gpu_ceiling]
-            return _or_words(counts) + " GPUs"
-        low = f"{self.min_gpus} to " if self.min_gpus else "up to "
-        return f"{low}{_gpus(self.gpu_ceiling)}"
-
-    @classmethod
-    def from_json(cls, row: Mapping[str, Any]) -> PoolChoice:
-        limits = row.get("limits") or {}
-        quota = row.get("quota") or {}
-        return cls(
-            name=str(row["name"]),
-            description=str(row.get("description") or ""),
-            status=str(row.get("status") or "active"),
-            gpu_types=tuple(str(t) for t in row.get("gpu_types") or ()),
-            gpu_total=int(row.get("gpu_total") or 0),
-            gpu_available=int(row.get("gpu_available") or 0),
-            largest_free_block=int(row.get("largest_free_block") or 0),
-            largest_node_gpus=int(row.get("largest_node_gpus") or 0),
-            node_count=int(row.get("node_count") or 0),
-            schedulable_nodes=int(row.get("schedulable_nodes") or 0),
-            min_gpus=int(limits.get("min_gpus") or 0),
-            max_gpus=None if limits.get("max_gpus") is None else int(limits["max_gpus"]),
-            allowed_gpus=tuple(int(n) for n in limits.get("allowed_gpus") or ()),
-            quota_managed=bool(quota.get("managed")),
-            borrowing=bool(quota.get("borrowing")),
-            within_quota=_opt_int(quota.get("within_quota")),
-            quota_available=_opt_int(quota.get("available")),
-        )
-
-
-@dataclass(frozen=True)
-class Catalog:
-    """What one user may choose: the pools open to them, and their default order."""
-
-    pools: tuple[PoolChoice, ...] = ()
-    default_pools: tuple[str, ...] = ()
-    restricted: frozenset[str] = frozenset()  # pools that exist but are not open to this user
-    max_gpus: int = 1024
-    _by_name: dict[str, PoolChoice] = field(default_factory=dict, compare=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self._by_name.update((p.name, p) for p in self.pools)
-
-    def pool(self, name: str) -> PoolChoice | None:
-        return self._by_name.get(name)
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(p.name for p in self.pools)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Catalog:
-        """From the service's ``GET api/v1/launch-options`` answer."""
-        return cls(
-            pools=tuple(PoolChoice.from_json(r) for r in data.get("pools") or ()),
-            default_pools=tuple(str(p) for p in data.get("default_pools") or ()),
-            restricted=frozenset(str(p) for p in data.get("restricted_pools") or ()),
-            max_gpus=int(data.get("max_gpus") or 1024),
-        )
 
 
 @dataclass(frozen=True)
@@ -162,20 +64,6 @@ class SpawnOptions:
 
 
 # --- words ---------------------------------------------------------------------------------------
-
-
-def _gpus(n: int) -> str:
-    return f"{n} GPU" if n == 1 else f"{n} GPUs"
-
-
-def _or_words(words: Sequence[str]) -> str:
-    if len(words) <= 1:
-        return "".join(words)
-    return ", ".join(words[:-1]) + " or " + words[-1]
-
-
-def _opt_int(value: Any) -> int | None:
-    return None if value is None else int(value)
 
 
 def _shown(value: Any) -> str:
@@ -281,16 +169,11 @@ def _parse_pools(value: Any, catalog: Catalog, max_pools: int) -> tuple[str, ...
 def _parse_gpus(value: Any, default: int, maximum: int) -> int:
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        else:
-            raise OptionsError(f"gpus must be a whole number of GPUs, not {_shown(value)}")
-    if value < 0:
-        raise OptionsError(f"gpus must not be negative, not {value}")
-    if value > maximum:
-        raise OptionsError(f"gpus is {value}; one server may have at most {_gpus(maximum)}")
-    return value
+    try:
+        # JSON numbers written 2.0 are whole numbers here (scripts send them)
+        return gpu_count(value, maximum, whole_floats=True, shown=_shown)
+    except GPUCountError as e:
+        raise OptionsError(str(e)) from None
 
 
 def _check_against_pools(pools: Sequence[PoolChoice], gpus: int, gpu_type: str | None) -> None:
@@ -298,14 +181,14 @@ def _check_against_pools(pools: Sequence[PoolChoice], gpus: int, gpu_type: str |
     if not pools:
         return
     if gpus and all(p.gpu_ceiling == 0 for p in pools):
-        names = _or_words([p.name for p in pools])
+        names = or_words([p.name for p in pools])
         raise OptionsError(
             f"{names} {'has' if len(pools) == 1 else 'have'} no GPUs: "
             "choose 0 GPUs for a CPU-only server, or a pool with GPUs"
         )
     if not any(p.allows_count(gpus) for p in pools):
         each = "; ".join(f"{p.name}: {p.limits_text()}" for p in pools)
-        raise OptionsError(f"no pool you chose allows a server with {_gpus(gpus)} ({each})")
+        raise OptionsError(f"no pool you chose allows a server with {gpus_text(gpus)} ({each})")
     if gpu_type and gpus:
         with_type = [p for p in pools if gpu_type in p.gpu_types]
         if not with_type:
@@ -314,7 +197,7 @@ def _check_against_pools(pools: Sequence[PoolChoice], gpus: int, gpu_type: str |
             raise OptionsError(f"no pool you chose has GPU type {gpu_type}{have}")
         if not any(p.allows_count(gpus) for p in with_type):
             raise OptionsError(
-                f"no pool you chose with GPU type {gpu_type} allows a server with {_gpus(gpus)}"
+                f"no pool you chose with GPU type {gpu_type} allows a server with {gpus_text(gpus)}"
             )
 
 

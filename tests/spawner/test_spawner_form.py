@@ -8,16 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_gpupool.spawner.form import (
-    form_context,
+from jupyter_gpupool.core.launchoptions import (
+    Catalog,
+    PoolChoice,
     gpu_choices,
     pool_status,
     quota_text,
-    render_form,
 )
+from jupyter_gpupool.spawner.form import form_context, render_form
 from jupyter_gpupool.spawner.options import (
-    Catalog,
-    PoolChoice,
     SpawnOptions,
     form_to_user_options,
     parse_user_options,

@@ -6,10 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from jupyter_gpupool.core.launchoptions import Catalog, PoolChoice
 from jupyter_gpupool.spawner.errors import OptionsError
 from jupyter_gpupool.spawner.options import (
-    Catalog,
-    PoolChoice,
     SpawnOptions,
     default_options,
     form_to_user_options,

@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ...core.formatting import aligned_lines
+from ...core.launchoptions import Catalog, pool_status, quota_text
 from ...core.placement import TIMES, Placement
-from ...spawner.form import pool_status, quota_text
-from ...spawner.options import Catalog
 
 
 @dataclass(frozen=True)
@@ -30,13 +30,9 @@ class Report:
 
 
 def table_text(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Columns padded to their widest cell, as a terminal shows them."""
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = [
-        "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-        for r in [header, *rows]
-    ]
-    return "\n".join(lines)
+    """Columns padded to their widest cell, as a terminal shows them (gpuctl's table, as the
+    CLI prints it)."""
+    return "\n".join(aligned_lines([[str(c) for c in r] for r in [header, *rows]]))
 
 
 def table_html(header: Sequence[str], rows: Sequence[Sequence[str]], caption: str = "") -> str:

@@ -29,9 +29,8 @@ from typing import Any
 import ipywidgets as widgets
 from traitlets import Dict, Float, Int, List, Unicode, observe, validate
 
+from ...core.launchoptions import Catalog, PoolChoice, gpu_choices, pool_status, quota_text
 from ...core.placement import Placement
-from ...spawner.form import gpu_choices, pool_status, quota_text
-from ...spawner.options import Catalog, PoolChoice
 from ..magics.where import ask_where
 from ..session import SESSION_ERRORS, LaunchResult, UserSession, default_server_name
 

@@ -37,14 +37,27 @@
   function pick(obj, path) {
     return path.split(".").reduce((o, k) => (o == null ? undefined : o[k]), obj);
   }
+  // kubectl's AGE (apimachinery's HumanDuration), as core/formatting.py's human_duration
+  // renders it on the server: the refreshed ages must read as the first ones did.
   function age(iso) {
     const t = Date.parse(iso);
     if (isNaN(t)) return "-";
-    const s = Math.max(0, Math.round((Date.now() - t) / 1000));
+    const s = Math.trunc((Date.now() - t) / 1000);
+    if (s < -1) return "<invalid>";
+    if (s < 0) return "0s";
     if (s < 120) return s + "s";
-    if (s < 7200) return Math.floor(s / 60) + "m";
-    if (s < 172800) return Math.floor(s / 3600) + "h";
-    return Math.floor(s / 86400) + "d";
+    const m = Math.floor(s / 60);
+    if (m < 10) return s % 60 ? m + "m" + (s % 60) + "s" : m + "m";
+    if (m < 180) return m + "m";
+    const h = Math.floor(s / 3600);
+    if (h < 8) return m % 60 ? h + "h" + (m % 60) + "m" : h + "h";
+    if (h < 48) return h + "h";
+    const d = Math.floor(h / 24);
+    if (h < 192) return h % 24 ? d + "d" + (h % 24) + "h" : d + "d";
+    if (d < 730) return d + "d";
+    const y = Math.floor(d / 365);
+    if (d < 2920) return d % 365 ? y + "y" + (d % 365) + "d" : y + "y";
+    return y + "y";
   }
   function show(v) {
     if (v == null || v === "" || (Array.isArray(v) && !v.length)) return "-";
