@@ -25,9 +25,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypedDict
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
-import tornado.httpclient
+from .http import Answer, HTTPSession
 
 __all__ = [
     "Admission",
@@ -125,12 +125,22 @@ def _q(name: str) -> str:
     return quote(name, safe="")
 
 
+def _error(answer: Answer) -> GPUPoolError:
+    """The exception for an error answer: 409 and 403 of ``admissions`` say which pools were
+    skipped (:class:`AdmissionRejected`, :class:`AdmissionForbidden`)."""
+    cls = {409: AdmissionRejected, 403: AdmissionForbidden}.get(answer.code, GPUPoolError)
+    if cls is not GPUPoolError and not answer.url.split("?")[0].endswith("admissions"):
+        cls = GPUPoolError
+    return cls(answer.code, answer.message(), answer.document())
+
+
 class GPUPoolClient:
     """Async client of one gpupool service.
 
     ``url`` is the service's base URL, e.g. ``http://hub.example.org/services/gpupool/`` (or the
     service's own address from inside the hub); ``token`` a JupyterHub API token whose owner has
-    ``custom:gpupool:use`` or ``custom:gpupool:admin``.
+    ``custom:gpupool:use`` or ``custom:gpupool:admin``. Requests go over at most
+    ``max_clients`` kept-alive connections (:mod:`jupyter_gpupool.http`); :meth:`close` them.
     """
 
     def __init__(
@@ -148,20 +158,20 @@ class GPUPoolClient:
         # An admission that reclaims GPUs waits for servers to stop before it answers.
         self.admission_timeout = admission_timeout
         self.max_clients = max_clients
-        self._http: tornado.httpclient.AsyncHTTPClient | None = None
+        self._http = HTTPSession(
+            self.url,
+            token,
+            timeout=request_timeout,
+            max_connections=max_clients,
+            no_answer=self._no_answer,
+            error=_error,
+        )
 
-    def _client(self) -> tornado.httpclient.AsyncHTTPClient:
-        # Created on first use, inside the running event loop (tornado binds it to the loop).
-        if self._http is None:
-            self._http = tornado.httpclient.AsyncHTTPClient(
-                force_instance=True, max_clients=self.max_clients
-            )
-        return self._http
+    def _no_answer(self, why: str) -> GPUPoolError:
+        return GPUPoolError(0, f"no answer from the gpupool service at {self.url}: {why}")
 
     async def close(self) -> None:
-        if self._http is not None:
-            self._http.close()
-            self._http = None
+        await self._http.close()
 
     async def __aenter__(self) -> GPUPoolClient:
         return self
@@ -181,55 +191,20 @@ class GPUPoolClient:
         content_type: str = "application/json",
         params: Mapping[str, str | None] | None = None,
         timeout: float | None = None,
-    ) -> tornado.httpclient.HTTPResponse:
+    ) -> Answer:
         """One request to ``url + path``; raises :class:`GPUPoolError` unless it succeeds."""
-        query = {k: v for k, v in (params or {}).items() if v is not None}
-        url = self.url + path + (f"?{urlencode(query)}" if query else "")
-        body: bytes | None = None
-        headers = {"Authorization": f"token {self.token}", "Accept": "application/json"}
-        if json_body is not None:
-            body = json.dumps(json_body).encode("utf-8")
-            headers["Content-Type"] = "application/json"
-        elif text is not None:
-            body = text.encode("utf-8")
-            headers["Content-Type"] = content_type
-        req = tornado.httpclient.HTTPRequest(
-            url,
-            method=method,
-            headers=headers,
-            body=body,
-            request_timeout=timeout or self.request_timeout,
-            allow_nonstandard_methods=True,
+        return await self._http.request(
+            method,
+            path,
+            json_body=json_body,
+            text=text,
+            content_type=content_type,
+            params=params,
+            timeout=timeout,
         )
-        try:
-            resp = await self._client().fetch(req, raise_error=False)
-        except (OSError, tornado.httpclient.HTTPClientError) as e:
-            # refused, reset, closed or timed out: no answer (HTTP errors are answers, below)
-            raise GPUPoolError(0, f"no answer from the gpupool service at {self.url}: {e}") from e
-        if resp.code == 599:
-            raise GPUPoolError(0, f"no answer from the gpupool service at {self.url}: {resp.error}")
-        if resp.code >= 400:
-            raise self._error(resp)
-        return resp
-
-    def _error(self, resp: tornado.httpclient.HTTPResponse) -> GPUPoolError:
-        body: dict[str, Any] = {}
-        message = resp.reason or f"HTTP {resp.code}"
-        try:
-            data = json.loads(resp.body or b"")
-        except ValueError:
-            data = None
-        if isinstance(data, dict):
-            body = data
-            message = str(data.get("message") or message)
-        cls = {409: AdmissionRejected, 403: AdmissionForbidden}.get(resp.code, GPUPoolError)
-        if cls is not GPUPoolError and not resp.request.url.split("?")[0].endswith("admissions"):
-            cls = GPUPoolError
-        return cls(resp.code, message, body)
 
     async def _json(self, method: str, path: str, **kw: Any) -> Any:
-        resp = await self.request(method, path, **kw)
-        return json.loads(resp.body) if resp.body else None
+        return (await self.request(method, path, **kw)).json()
 
     # --- the API ---------------------------------------------------------------------------------
 
@@ -359,10 +334,10 @@ class GPUPoolClient:
         return list((await self._json("GET", "api/v1/admissions"))["admissions"])
 
     async def pools_csv(self) -> str:
-        return (await self.request("GET", "api/v1/pools.csv")).body.decode("utf-8")
+        return (await self.request("GET", "api/v1/pools.csv")).text()
 
     async def nodes_csv(self) -> str:
-        return (await self.request("GET", "api/v1/nodes.csv")).body.decode("utf-8")
+        return (await self.request("GET", "api/v1/nodes.csv")).text()
 
     async def metrics(self) -> str:
-        return (await self.request("GET", "metrics")).body.decode("utf-8")
+        return (await self.request("GET", "metrics")).text()

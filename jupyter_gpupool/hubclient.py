@@ -10,9 +10,9 @@ named servers, and following a start's progress (the hub's event stream).
     await hub.stop_server("alice", "big")
     await hub.close()
 
-The same plumbing as :class:`~jupyter_gpupool.client.GPUPoolClient` (one tornado client made
-in the running loop, an error carrying the status and the hub's message; status 0 when the hub
-does not answer). The token needs the scopes of :data:`~jupyter_gpupool.core.placement.SERVER_TOKEN_SCOPES`.
+The same plumbing as :class:`~jupyter_gpupool.client.GPUPoolClient` (:mod:`jupyter_gpupool.http`:
+kept-alive connections, an error carrying the status and the hub's message; status 0 when the
+hub does not answer). The token needs the scopes of :data:`~jupyter_gpupool.core.placement.SERVER_TOKEN_SCOPES`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import quote
 
-import tornado.httpclient
+from .http import Answer, HTTPSession, NoAnswer, error_message
 
 __all__ = ["HubClient", "HubError", "parse_event_stream", "server_path"]
 
@@ -74,17 +74,19 @@ class HubClient:
         self.api_url = api_url.rstrip("/") + "/"
         self.token = token
         self.request_timeout = request_timeout
-        self._http: tornado.httpclient.AsyncHTTPClient | None = None
+        self._http = HTTPSession(
+            self.api_url,
+            token,
+            timeout=request_timeout,
+            no_answer=self._no_answer,
+            error=_error,
+        )
 
-    def _client(self) -> tornado.httpclient.AsyncHTTPClient:
-        if self._http is None:
-            self._http = tornado.httpclient.AsyncHTTPClient(force_instance=True)
-        return self._http
+    def _no_answer(self, why: str) -> HubError:
+        return HubError(0, f"no answer from JupyterHub at {self.api_url}: {why}")
 
     async def close(self) -> None:
-        if self._http is not None:
-            self._http.close()
-            self._http = None
+        await self._http.close()
 
     async def __aenter__(self) -> HubClient:
         return self
@@ -92,32 +94,13 @@ class HubClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    def _request(self, method: str, path: str, body: Any = None, **kw: Any) -> Any:
-        return tornado.httpclient.HTTPRequest(
-            self.api_url + path,
-            method=method,
-            headers={"Authorization": f"token {self.token}", "Accept": "application/json"},
-            body=None if body is None else json.dumps(body),
-            allow_nonstandard_methods=True,
-            **kw,
-        )
-
-    async def _fetch(self, method: str, path: str, body: Any = None) -> Any:
-        req = self._request(method, path, body, request_timeout=self.request_timeout)
-        try:
-            resp = await self._client().fetch(req, raise_error=False)
-        except (OSError, tornado.httpclient.HTTPClientError) as e:
-            raise HubError(0, f"no answer from JupyterHub at {self.api_url}: {e}") from e
-        if resp.code == 599:
-            raise HubError(0, f"no answer from JupyterHub at {self.api_url}: {resp.error}")
-        if resp.code >= 400:
-            raise HubError(resp.code, _message(resp.body, resp.reason))
-        return resp
+    async def _fetch(self, method: str, path: str, body: Any = None) -> Answer:
+        return await self._http.request(method, path, json_body=body)
 
     async def user(self, name: str) -> dict[str, Any]:
         """The user's model, with ``servers`` (name -> model) when the token may read them."""
         resp = await self._fetch("GET", f"users/{quote(name, safe='')}")
-        return dict(json.loads(resp.body))
+        return dict(resp.json())
 
     async def servers(self, user: str) -> dict[str, dict[str, Any]]:
         return dict((await self.user(user)).get("servers") or {})
@@ -197,39 +180,20 @@ class HubClient:
     ) -> AsyncIterator[dict[str, Any]]:
         """The start's progress events (``progress``, ``message``; the last has ``ready`` and
         ``url``, or ``failed``) until the hub ends the stream."""
-        chunks: asyncio.Queue[bytes | None] = asyncio.Queue()
-        req = self._request(
-            "GET",
-            server_path(user, server) + "/progress",
-            request_timeout=timeout,
-            streaming_callback=chunks.put_nowait,
-        )
-        req.headers["Accept"] = "text/event-stream"
-        fetch = asyncio.ensure_future(self._client().fetch(req, raise_error=False))
-        fetch.add_done_callback(lambda _: chunks.put_nowait(None))
-        buffer, seen = "", b""
+        path = server_path(user, server) + "/progress"
         try:
-            while (chunk := await chunks.get()) is not None:
-                seen = (seen + chunk)[-2000:]
-                buffer += chunk.decode("utf-8", "replace")
-                events, buffer = parse_event_stream(buffer)
-                for event in events:
-                    yield event
-        finally:
-            if not fetch.done():
-                fetch.cancel()
-        resp = fetch.result()
-        if resp.code == 599:
-            raise HubError(0, f"the progress of {user}/{server} stopped: {resp.error}")
-        if resp.code >= 400:
-            raise HubError(resp.code, _message(seen, resp.reason))
+            async with self._http.stream("GET", path, timeout=timeout) as answer:
+                if answer.code >= 400:
+                    body = await answer.read(2000)
+                    raise HubError(answer.code, error_message(body, answer.reason, answer.code))
+                buffer = ""
+                async for text in answer.chunks():
+                    events, buffer = parse_event_stream(buffer + text)
+                    for event in events:
+                        yield event
+        except NoAnswer as e:
+            raise HubError(0, f"the progress of {user}/{server} stopped: {e}") from e
 
 
-def _message(body: bytes | None, reason: str | None) -> str:
-    try:
-        data = json.loads(body or b"")
-    except ValueError:
-        data = None
-    if isinstance(data, dict) and data.get("message"):
-        return str(data["message"])
-    return reason or "error"
+def _error(answer: Answer) -> HubError:
+    return HubError(answer.code, answer.message())

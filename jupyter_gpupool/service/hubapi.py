@@ -1,18 +1,18 @@
 """What the service asks JupyterHub: a user's groups, and to stop a server it reclaims.
 
 The service's own token (``JUPYTERHUB_API_TOKEN``) needs ``read:users:groups`` for the first
-and ``delete:servers`` for the second; ``docs/service.md`` has the role. Groups are cached for a short while: admission asks for them on every spawn.
+and ``delete:servers`` for the second; ``docs/service.md`` has the role. Groups are cached for a
+short while: admission asks for them on every spawn. Requests go through
+:mod:`jupyter_gpupool.http` (kept-alive connections; :meth:`HubAPI.close` when the service stops).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Callable
 from urllib.parse import quote
 
-import tornado.httpclient
-
+from ..http import Answer, HTTPSession
+from ..hubclient import server_path
 from . import clock
 from .errors import ApiError
 
@@ -28,30 +28,25 @@ class HubAPI:
         token: str,
         groups_ttl: float = 60.0,
         request_timeout: float = 20.0,
-        http: Callable[[], tornado.httpclient.AsyncHTTPClient] | None = None,
     ):
         self.api_url = api_url.rstrip("/")
         self.token = token
         self.groups_ttl = groups_ttl
         self.request_timeout = request_timeout
-        self._http = http or tornado.httpclient.AsyncHTTPClient
         self._groups: dict[str, tuple[float, tuple[str, ...]]] = {}
-
-    async def _fetch(self, method: str, path: str) -> tornado.httpclient.HTTPResponse:
-        req = tornado.httpclient.HTTPRequest(
-            f"{self.api_url}/{path}",
-            method=method,
-            headers={"Authorization": f"token {self.token}"},
-            request_timeout=self.request_timeout,
-            allow_nonstandard_methods=True,
+        # error answers are returned: each call says what a status means for it
+        self._http = HTTPSession(
+            self.api_url + "/", token, timeout=request_timeout, no_answer=self._no_answer
         )
-        try:
-            resp = await self._http().fetch(req, raise_error=False)
-        except (OSError, tornado.httpclient.HTTPClientError) as e:
-            raise ApiError(503, f"cannot reach JupyterHub at {self.api_url}: {e}") from e
-        if resp.code == 599:
-            raise ApiError(503, f"cannot reach JupyterHub at {self.api_url}: {resp.error}")
-        return resp
+
+    def _no_answer(self, why: str) -> ApiError:
+        return ApiError(503, f"cannot reach JupyterHub at {self.api_url}: {why}")
+
+    async def close(self) -> None:
+        await self._http.close()
+
+    async def _fetch(self, method: str, path: str) -> Answer:
+        return await self._http.request(method, path)
 
     async def user_groups(self, user: str) -> tuple[str, ...]:
         """The user's groups (cached for ``groups_ttl`` seconds); ``()`` for an unknown user."""
@@ -63,7 +58,7 @@ class HubAPI:
         if resp.code == 404:
             groups: tuple[str, ...] = ()
         elif resp.code == 200:
-            groups = tuple(json.loads(resp.body).get("groups") or ())
+            groups = tuple(resp.json().get("groups") or ())
         else:
             raise ApiError(
                 503,
@@ -75,11 +70,7 @@ class HubAPI:
 
     async def stop_server(self, user: str, server: str) -> int:
         """Ask the hub to stop a server; returns the hub's HTTP status (202/204 stopping, 404 none)."""
-        name = quote(user, safe="")
-        path = (
-            f"users/{name}/servers/{quote(server, safe='')}" if server else f"users/{name}/server"
-        )
-        resp = await self._fetch("DELETE", path)
+        resp = await self._fetch("DELETE", server_path(user, server))
         if resp.code >= 400 and resp.code != 404:
             log.warning(
                 "JupyterHub refused to stop %s/%s: %s %s", user, server, resp.code, resp.body

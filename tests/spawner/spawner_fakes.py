@@ -98,6 +98,16 @@ MAX_GPUS = 64
 FULL_REASON = "no node has 2 free GPUs"
 
 
+class CountingHTTPServer(tornado.httpserver.HTTPServer):
+    """Counts the TCP connections it accepts: the truth about keep-alive."""
+
+    accepted = 0
+
+    def handle_stream(self, stream: Any, address: Any) -> None:
+        self.accepted += 1
+        super().handle_stream(stream, address)
+
+
 class FakeService:
     """The gpupool API as far as the spawner uses it, answering as the service would.
 
@@ -115,7 +125,7 @@ class FakeService:
         self.down = False  # answer every request with a 503
         self.admissions_down = False  # answer admissions only with a 500
         self.url = ""
-        self._server: tornado.httpserver.HTTPServer | None = None
+        self._server: CountingHTTPServer | None = None
 
     def launch_options(self, user: str, groups: list[str]) -> dict[str, Any]:
         return real_answers.launch_options(self.state, user, groups, MAX_GPUS)
@@ -177,10 +187,15 @@ class FakeService:
             ]
         )
         sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
-        self._server = tornado.httpserver.HTTPServer(app)
+        self._server = CountingHTTPServer(app)
         self._server.add_sockets(sockets)
         self.url = f"http://127.0.0.1:{sockets[0].getsockname()[1]}/services/gpupool/"
         return self
+
+    @property
+    def connections(self) -> int:
+        """TCP connections accepted so far."""
+        return self._server.accepted if self._server is not None else 0
 
     async def stop(self) -> None:
         if self._server is not None:

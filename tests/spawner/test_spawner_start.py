@@ -133,6 +133,19 @@ async def test_an_unschedulable_pod_falls_back_to_the_next_pool(spawner, sim_clu
     )
 
 
+async def test_a_start_asks_over_one_connection_and_closes_it(spawner, sim_cluster, fake_service):
+    # launch options, an admission, its release on the fallback and the next admission
+    sim_cluster.cordon("gpu-node-1")
+    sim_cluster.cordon("gpu-node-2")
+    spawner.user_options = {"pools": ["training-pool", "inference-pool"], "gpus": 2}
+    await spawner.start()
+    assert len(fake_service.admissions) == 2 and fake_service.released == ["adm0"]
+    assert fake_service.connections == 1  # counted by the server
+    assert not spawner._service.open  # closed when the start was over
+    await spawner.stop()
+    assert not spawner._service.open
+
+
 async def test_a_pool_with_its_own_wait(make_spawner, sim_cluster, fake_service):
     sim_cluster.cordon("gpu-node-5")
     spawner = make_spawner(

@@ -1,0 +1,114 @@
+"""The spawner's questions to the gpupool service, and what their failures mean for a start.
+
+A spawner asks in bursts: the form's launch options, then at the start the launch options again,
+an admission, and on a fallback a release and the next admission. :class:`ServiceLink` keeps one
+:class:`~jupyter_gpupool.client.GPUPoolClient` (one kept-alive connection) for what runs at the
+same time, and closes it when the last of them is done: JupyterHub has no hook for "this spawner
+is forgotten", so a client kept between starts would be left unclosed (and its idle connection
+is closed by aiohttp after 15 s anyway, so nothing is lost by closing it).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from ..client import AdmissionForbidden, AdmissionRejected, GPUPoolClient, GPUPoolError
+from .errors import OptionsError, SpawnRefused
+from .messages import no_pool_message
+from .options import Catalog, SpawnOptions
+
+__all__ = ["ServiceLink", "ServiceUnavailable", "admit", "launch_catalog", "release"]
+
+
+class ServiceUnavailable(Exception):
+    """The gpupool service could not be asked (no answer, an error of its own, a bad token)."""
+
+
+class ServiceLink:
+    """One client of the service, shared by the questions in flight (a start, a stop, a form)
+    and closed when the last of them is done.
+
+    ``make`` builds the client, from the spawner's settings as they are then.
+    """
+
+    def __init__(self, make: Callable[[], GPUPoolClient]):
+        self._make = make
+        self._client: GPUPoolClient | None = None
+        self._users = 0
+
+    @property
+    def open(self) -> bool:
+        return self._client is not None
+
+    @asynccontextmanager
+    async def client(self) -> AsyncIterator[GPUPoolClient]:
+        if self._client is None:
+            self._client = self._make()
+        client = self._client
+        self._users += 1
+        try:
+            yield client
+        finally:
+            self._users -= 1
+            if self._users == 0 and self._client is client:
+                self._client = None
+                await client.close()
+
+
+async def launch_catalog(
+    link: ServiceLink, token: str, user: str, groups: Sequence[str]
+) -> Catalog:
+    """What this user may choose now; :class:`ServiceUnavailable` if the service can't say."""
+    if not token:
+        raise ServiceUnavailable("the hub has no token for it: set c.GPUPoolSpawner.service_token")
+    try:
+        async with link.client() as client:
+            answer = await client.launch_options(user=user, groups=groups)
+    except GPUPoolError as e:
+        raise ServiceUnavailable(e.message) from e
+    return Catalog.from_json(answer)
+
+
+async def admit(
+    link: ServiceLink,
+    *,
+    user: str,
+    groups: Sequence[str],
+    pools: list[str],
+    options: SpawnOptions,
+    server: str,
+) -> dict[str, Any]:
+    """An admission to the first of ``pools`` that takes it: :class:`SpawnRefused` when none
+    can (with each pool's reason), :class:`OptionsError` for options the service refuses,
+    :class:`ServiceUnavailable` when it cannot be asked."""
+    try:
+        async with link.client() as client:
+            return dict(
+                await client.admit(
+                    user=user,
+                    groups=groups,
+                    pools=pools,
+                    gpus=options.gpus,
+                    gpu_type=options.gpu_type,
+                    server=server,
+                )
+            )
+    except (AdmissionRejected, AdmissionForbidden) as e:
+        raise SpawnRefused(e.status, no_pool_message(e.message, e.skipped)) from e
+    except GPUPoolError as e:
+        if e.status == 400:
+            raise OptionsError(e.message) from e
+        raise ServiceUnavailable(e.message) from e
+
+
+async def release(link: ServiceLink, admission: Mapping[str, Any], log: logging.Logger) -> None:
+    """Give an admission's GPUs back; a failure is only logged (it expires on its own after the
+    service's ``reservation_ttl``)."""
+    try:
+        async with link.client() as client:
+            await client.release(str(admission["id"]))
+    except GPUPoolError as e:
+        log.warning("could not release admission %s: %s", admission.get("id"), e)
