@@ -2,8 +2,9 @@
 
 The reference is the text between the two marker lines below; everything else in the file is
 written by hand. Each setting of :class:`jupyter_gpupool.service.GPUPoolService` that is
-configurable becomes one section: its config name, type, default, command-line alias, and its
-``help`` (reStructuredText ``Example::`` blocks become Python code blocks). ::
+configurable (defined in ``jupyter_gpupool/service/settings.py``) becomes one section: its config
+name, type, default, command-line alias, and its ``help`` (reStructuredText ``Example::`` blocks
+become Python code blocks). ::
 
     python docs/gen_service_config.py           # rewrite the section in place
     python docs/gen_service_config.py --check   # exit 1 if the committed section is stale
@@ -72,6 +73,21 @@ def _type(trait: traitlets.TraitType) -> str:
     }.get(name, name)
 
 
+def service_traits(cls: type) -> list[tuple[str, traitlets.TraitType]]:
+    """The configurable traits gpupool's own classes define, base classes first.
+
+    The traits live in :class:`~jupyter_gpupool.service.settings.GPUPoolSettings`, a base class of
+    the service, and are configured as the service's (``c.GPUPoolService.NAME``); traitlets'
+    own (``log_level``...) are left out.
+    """
+    return [
+        item
+        for klass in reversed(cls.__mro__)
+        if klass.__module__.startswith("jupyter_gpupool.")
+        for item in configurable_traits(klass)
+    ]
+
+
 def reference(cls: type[GPUPoolService] = GPUPoolService) -> str:
     aliases = {
         target.split(".", 1)[1]: flag
@@ -84,8 +100,11 @@ def reference(cls: type[GPUPoolService] = GPUPoolService) -> str:
         f"`--{cls.__name__}.NAME=value` (or the short option shown). "
         "The log level is `--log-level` (`c.Application.log_level`)."
     ]
-    for name, trait in configurable_traits(cls):
-        default = default_text(cls, name, trait, "computed when the service starts (see below)")
+    for name, trait in service_traits(cls):
+        # the class that defines the trait also holds its @default (traitlets keeps them per class)
+        default = default_text(
+            trait.this_class, name, trait, "computed when the service starts (see below)"
+        )
         facts = [f"type: {_type(trait)}", f"default: {default}"]
         if name in aliases:
             facts.append(f"command line: `--{aliases[name]}`")

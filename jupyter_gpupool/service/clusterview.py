@@ -7,7 +7,8 @@ This is the one module of the core that does I/O. Per kind (nodes, pods) one tas
    (``timeoutSeconds``), watch again from the last resourceVersion seen (bookmarks included);
 3. on ``410 Gone`` (the resourceVersion is too old) list again: the index diffs itself against
    the new list, so nothing is double counted;
-4. on any other error, wait (exponential backoff with full jitter, capped) and resume.
+4. on any other error, wait (exponential backoff with full jitter, capped: :mod:`.retry`) and
+   resume.
 
 Objects are read as raw JSON dicts, never as kubernetes_asyncio model objects: the index reads a
 dozen fields per object, and building ``V1Pod`` models for every event costs far more than the
@@ -32,6 +33,7 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..core.usage import UsageIndex
+from .retry import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +42,6 @@ log = logging.getLogger(__name__)
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
 KINDS = ("nodes", "pods")
-
-
-def backoff_delay(attempt: int, base: float, cap: float, rng: Callable[[], float]) -> float:
-    """Full jitter: uniform in [0, min(cap, base * 2**attempt)]."""
-    return rng() * min(cap, base * (2 ** min(attempt, 32)))
 
 
 class ClusterView:
@@ -124,7 +121,7 @@ class ClusterView:
     # --- the loop --------------------------------------------------------------------------------
 
     async def _run(self, kind: str) -> None:
-        attempt = 0
+        backoff = Backoff(self.backoff_base, self.backoff_cap, rng=self._rng, sleep=self._sleep)
         # After stop() and start() the index still holds what it knew: resume, don't relist.
         rv = self.resource_versions[kind] if self._synced[kind].is_set() else None
         while True:
@@ -134,14 +131,13 @@ class ClusterView:
                     self._reset(kind, items)
                     self.resource_versions[kind] = rv
                     self._synced[kind].set()
-                    attempt = 0
+                    backoff.reset()
                 rv, progressed = await self._watch(kind, rv)
                 if progressed:
-                    attempt = 0
+                    backoff.reset()
                     continue
                 # The server closed a watch at once, without a single event: don't spin.
-                await self._backoff(kind, attempt, None)
-                attempt += 1
+                await self._backoff(kind, backoff, None)
             except asyncio.CancelledError:
                 raise
             except ApiException as e:
@@ -150,19 +146,17 @@ class ClusterView:
                     self.stats["relists_410"] += 1
                     rv = None
                     continue
-                await self._backoff(kind, attempt, e)
-                attempt += 1
+                await self._backoff(kind, backoff, e)
             except Exception as e:  # network errors, bad responses: retry, never die
-                await self._backoff(kind, attempt, e)
-                attempt += 1
+                await self._backoff(kind, backoff, e)
 
-    async def _backoff(self, kind: str, attempt: int, error: BaseException | None) -> None:
-        delay = backoff_delay(attempt, self.backoff_base, self.backoff_cap, self._rng)
+    async def _backoff(self, kind: str, backoff: Backoff, error: BaseException | None) -> None:
+        delay = backoff.next_delay()
         if error is not None:
             self.stats["errors"] += 1
             self.last_error = f"{kind}: {type(error).__name__}: {error}"
             log.warning("watching %s failed (%s); retrying in %.1fs", kind, error, delay)
-        await self._sleep(delay)
+        await backoff.sleep(delay)
 
     def _reset(self, kind: str, items: list[dict[str, Any]]) -> None:
         if kind == "nodes":

@@ -30,7 +30,7 @@ from .errors import ApiError
 from .nodetable import page_of, parse_query, select, whole_number
 
 if TYPE_CHECKING:
-    from .app import ServiceContext
+    from .context import ServiceContext
 
 log = logging.getLogger(__name__)
 

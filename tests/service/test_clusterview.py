@@ -13,7 +13,7 @@ import pytest_asyncio
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from jupyter_gpupool.core.usage import UsageIndex
-from jupyter_gpupool.service.clusterview import ClusterView, backoff_delay
+from jupyter_gpupool.service.clusterview import ClusterView
 from jupyter_gpupool.sim import SimCluster
 
 CLUSTER = Path(__file__).resolve().parents[2] / "examples" / "cluster.yaml"
@@ -157,12 +157,6 @@ async def test_backs_off_on_errors_and_recovers(cluster, api):
         assert index.node_count == 8
     finally:
         await view.stop()
-
-
-def test_backoff_has_full_jitter():
-    assert backoff_delay(3, 0.5, 30, lambda: 0.5) == 2.0
-    assert backoff_delay(100, 0.5, 30, lambda: 1.0) == 30
-    assert backoff_delay(0, 0.5, 30, lambda: 0.0) == 0.0
 
 
 # --- against a fake API, for what the simulator cannot easily stage -----------------------------

@@ -1,0 +1,60 @@
+"""What every handler and page reaches: the service's live state and the objects that change it.
+
+:class:`~jupyter_gpupool.service.app.GPUPoolService` builds one :class:`ServiceContext` when it
+starts and hands it to each handler (``initialize(ctx)``); tests reach it as ``app.ctx``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from jinja2 import Environment
+from jupyterhub.services.auth import HubOAuth
+
+from .admissions import AdmissionDesk
+from .changelog import ChangeLog
+from .clusterview import ClusterView
+from .errors import ApiError
+from .history import UsageHistory
+from .hubapi import HubAPI
+from .kube import Kube, KubeError
+from .metrics import Metrics
+from .poolchanges import PoolManager
+from .state import ServiceState
+from .templating import make_environment
+
+
+@dataclass
+class ServiceContext:
+    """What the handlers reach: the live state and the objects that change it."""
+
+    state: ServiceState
+    desk: AdmissionDesk
+    pools: PoolManager
+    metrics: Metrics
+    hub_auth: HubOAuth
+    hub: HubAPI | None
+    kube: Kube
+    view: ClusterView
+    base_url: str
+    max_body_size: int
+    max_gpus: int
+    # the pages: usage over time, who changed what, and the templates
+    history: UsageHistory = field(default_factory=UsageHistory)
+    changes: ChangeLog = field(default_factory=ChangeLog)
+    templates: Environment = field(default_factory=make_environment)
+
+    async def user_groups(self, user: str) -> tuple[str, ...]:
+        if self.hub is None:
+            return ()
+        return await self.hub.user_groups(user)
+
+    async def get_node(self, name: str) -> dict[str, Any]:
+        try:
+            node = await self.kube.get_node(name)
+        except KubeError as e:
+            raise ApiError(503, f"cannot read node {name}: {e.message}") from e
+        if node is None:
+            raise ApiError(404, f"node {name!r} not found")
+        return node

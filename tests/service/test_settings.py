@@ -1,0 +1,94 @@
+"""The service's settings (``service/settings.py``) are configured as ``GPUPoolService``'s.
+
+The traits live in a base class; what users write did not change: ``c.GPUPoolService.x`` in a
+config file, ``--GPUPoolService.x=`` and the short options on the command line, the hub's
+``JUPYTERHUB_*`` environment for defaults, and a message that names the bad value.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from traitlets import TraitError
+from traitlets.config import Config
+
+from jupyter_gpupool.service import GPUPoolService
+from jupyter_gpupool.service.settings import GPUPoolSettings
+
+
+@pytest.fixture(autouse=True)
+def _fresh_singleton():
+    """GPUPoolService is a singleton Application: each test gets its own instance."""
+    GPUPoolService.clear_instance()
+    yield
+    GPUPoolService.clear_instance()
+
+
+def test_the_settings_are_configured_as_the_services(tmp_path: Path):
+    config = tmp_path / "gpupool_service_config.py"
+    config.write_text(
+        "c.GPUPoolService.port = 10202\n"
+        "c.GPUPoolService.pools_dir = '/srv/pools'\n"
+        "c.GPUPoolService.reservation_ttl = 30\n"
+        "c.GPUPoolService.max_body_size = '4M'\n"
+    )
+    app = GPUPoolService()
+    app.initialize([f"--config={config}", "--reservation-ttl=45", "--GPUPoolService.max_gpus=8"])
+    assert app.port == 10202
+    assert app.pools_dir == "/srv/pools"
+    assert app.reservation_ttl == 45  # the command line wins over the file
+    assert app.max_gpus == 8
+    assert app.max_body_size == 4 * 1024 * 1024
+
+
+def test_one_config_section_for_the_user_to_write():
+    """The base class is plain traits: ``c.GPUPoolSettings`` is not a second place to look."""
+    c = Config()
+    c.GPUPoolSettings.port = 1
+    c.GPUPoolService.ip = "0.0.0.0"
+    app = GPUPoolService(config=c)
+    assert app.ip == "0.0.0.0"
+    assert app.port != 1
+    assert set(GPUPoolService.section_names()) == {
+        "Application",
+        "Configurable",
+        "GPUPoolService",
+        "LoggingConfigurable",
+        "SingletonConfigurable",
+    }
+
+
+def test_defaults_come_from_the_hubs_environment(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10303")
+    monkeypatch.setenv("JUPYTERHUB_SERVICE_PREFIX", "/hub-prefix/services/gpupool/")
+    monkeypatch.setenv("JUPYTERHUB_API_TOKEN", "secret-token")
+    app = GPUPoolService()
+    assert (app.port, app.base_url, app.api_token) == (
+        10303,
+        "/hub-prefix/services/gpupool/",
+        "secret-token",
+    )
+    assert app.service_name == "gpupool"
+    assert app.log_level == 20  # INFO: the Application's own default stays with it
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "words"),
+    [
+        ("port", 70000, "between 0 and 65535"),
+        ("pool_label", "not a label/", "not a valid Kubernetes label key"),
+        ("reservation_ttl", 0, "reservation_ttl must be more than 0"),
+        ("history_hours", -1, "history_hours must be more than 0"),
+    ],
+)
+def test_bad_values_are_refused_with_a_message(name: str, value: object, words: str):
+    app = GPUPoolService()
+    with pytest.raises(TraitError, match=words):
+        setattr(app, name, value)
+
+
+def test_every_setting_is_a_config_trait_of_the_service():
+    own = GPUPoolSettings.class_own_traits(config=True)
+    assert own.keys() <= GPUPoolService.class_traits(config=True).keys()
+    assert {"ip", "port", "pools_dir", "registry", "reclaim_wait", "template_paths"} <= own.keys()
