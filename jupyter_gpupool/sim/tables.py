@@ -6,33 +6,18 @@ columns computed here the way the real API server's printers compute them.
 
 from __future__ import annotations
 
-import calendar
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from ..core.formatting import age
 
 Obj = Mapping[str, Any]
 
 
 def _age(ts: str | None, now: float) -> str:
-    if not ts:
-        return "<unknown>"
-    try:
-        then = calendar.timegm(time.strptime(ts, "%Y-%m-%dT%H:%M:%SZ"))
-    except ValueError:
-        return "<unknown>"
-    s = max(0, int(now - then))
-    if s < 120:
-        return f"{s}s"
-    m = s // 60
-    if m < 10:
-        return f"{m}m{s % 60}s" if s % 60 else f"{m}m"
-    if m < 180:
-        return f"{m}m"
-    h = m // 60
-    if h < 48:
-        return f"{h}h"
-    return f"{h // 24}d"
+    # the API server's printers: HumanDuration since the time, "<unknown>" without one
+    return age(ts, now, unknown="<unknown>")
 
 
 def _col(name: str, priority: int = 0, fmt: str = "", typ: str = "string") -> dict[str, Any]:
