@@ -6,6 +6,14 @@ from needs import under_ci
 pytest_plugins = ["jupyter_gpupool.sim.pytest_plugin"]
 
 
+@pytest.fixture(scope="session")
+def realk8s_kubeconfig(tmp_path_factory: pytest.TempPathFactory):
+    """A real control plane for the whole run (tests/realk8s.py), started on first use."""
+    import realk8s
+
+    yield from realk8s.start(tmp_path_factory.mktemp("realk8s") / "cp")
+
+
 def _skipped(session: pytest.Session) -> list[pytest.TestReport]:
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     return list(reporter.stats.get("skipped", [])) if reporter is not None else []

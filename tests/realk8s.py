@@ -1,0 +1,74 @@
+"""The real control plane (``../shared/realk8s``: kube-apiserver, scheduler, controller-manager
+v1.25 and etcd) for tests that hold the simulator to what Kubernetes really does.
+
+``realk8s_kubeconfig`` (a session fixture in tests/conftest.py) starts it once per test run and
+stops it at the end; :func:`register_node` adds a Ready node with GPUs, as a kubelet would, since
+the control plane has no kubelet. Without ``../shared/realk8s`` (or ``$GPUPOOL_REALK8S``) the tests
+that need it skip, and fail under CI (tests/needs.py).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import subprocess
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from needs import need
+
+REALK8S = Path(
+    os.environ.get("GPUPOOL_REALK8S", Path(__file__).resolve().parents[1].parent / "shared/realk8s")
+)
+NOT_READY = "node.kubernetes.io/not-ready"
+
+
+def start(where: Path) -> Iterator[Path]:
+    """Start a control plane in ``where``; yield its kubeconfig; stop and wipe it."""
+    need((REALK8S / "up").exists(), f"a real control plane ({REALK8S}/up, see its README)")
+    started = subprocess.run(
+        [str(REALK8S / "up"), str(where)], capture_output=True, text=True, timeout=180
+    )
+    try:
+        need(started.returncode == 0, f"realk8s did not start: {started.stderr[-800:]}")
+        yield where / "kubeconfig"
+    finally:
+        subprocess.run([str(REALK8S / "down"), str(where), "--wipe"], timeout=60, check=False)
+
+
+def register_node(
+    core: Any,
+    name: str,
+    *,
+    gpus: int = 0,
+    labels: Mapping[str, str] | None = None,
+    taints: Sequence[Mapping[str, str]] = (),
+    cpu: str = "8",
+    memory: str = "32Gi",
+) -> None:
+    """A Ready node with ``gpus`` allocatable ``nvidia.com/gpu`` (sync ``CoreV1Api``), as a
+    kubelet registers one; the controller's ``not-ready`` taint is waited out."""
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    spec: dict[str, Any] = {"taints": [dict(t) for t in taints]} if taints else {}
+    core.create_node({"metadata": {"name": name, "labels": dict(labels or {})}, "spec": spec})
+    room = {"cpu": cpu, "memory": memory, "pods": "110"}
+    if gpus:
+        room["nvidia.com/gpu"] = str(gpus)
+    ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ready"}
+    ready |= {"lastHeartbeatTime": now, "lastTransitionTime": now}
+    core.patch_node_status(
+        name, {"status": {"capacity": room, "allocatable": room, "conditions": [ready]}}
+    )
+    wanted = [t["key"] for t in taints]
+    deadline = time.monotonic() + 20
+    while True:
+        have = [t.key for t in core.read_node(name).spec.taints or []]
+        if have == wanted:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"node {name} keeps taints {have}, wanted {wanted}")
+        # the node lifecycle controller adds not-ready until it sees the Ready condition
+        core.patch_node(name, {"spec": {"taints": [dict(t) for t in taints] or None}})
+        time.sleep(0.2)
