@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.yamldoc import DocumentError, Problem
-from ..poolfiles import FILE_SUFFIXES, expand_paths
+from ..poolfiles import FILE_SUFFIXES, expand_paths, read_files
 from .errors import ApiError
 from .kube import Kube, KubeError
 from .layout import Edit, Layout, load_layout
@@ -61,13 +61,9 @@ class FileStore(RegistryStore):
 
     def _read(self) -> Layout:
         self.directory.mkdir(parents=True, exist_ok=True)
-        texts: dict[str, str] = {}
         problems: list[Problem] = []
-        for name in self._files():
-            try:
-                texts[name] = Path(name).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as e:
-                problems.append(Problem(name, 1, "(file)", f"cannot read: {e}"))
+        # the size limit is checked before a file is read into memory, as for gpupool validate
+        texts = {name: text for text, name in read_files(self._files(), problems)}
         if problems:
             raise DocumentError(problems)
         return load_layout(texts)

@@ -160,3 +160,18 @@ async def test_changes_while_the_store_does_not_load_are_refused(service, pools_
     with pytest.raises(GPUPoolError) as e:
         await service.admin().put_quotas(QUOTA.replace("t4-pool", "dev-pool"))
     assert e.value.status == 409 and "zz.yaml:1: kind: unknown kind 'nonsense'" in e.value.message
+
+
+async def test_a_huge_file_in_the_pools_directory_is_refused_before_it_is_read(tmp_path):
+    from jupyter_gpupool.core.yamldoc import MAX_TEXT_BYTES
+    from jupyter_gpupool.service.registrystore import FileStore
+
+    huge = tmp_path / "huge.yaml"
+    with huge.open("wb") as f:  # sparse: no disk used, but far over the limit
+        f.truncate(MAX_TEXT_BYTES * 50)
+    with pytest.raises(DocumentError) as e:
+        await FileStore(tmp_path).read()
+    [problem] = e.value.problems
+    assert str(problem) == (
+        f"{huge}:1: (file): {MAX_TEXT_BYTES * 50} bytes is too large; at most {MAX_TEXT_BYTES}"
+    )
