@@ -21,6 +21,7 @@ from pathlib import Path
 
 import tornado.httpclient
 
+from ..poolfiles import FILE_SUFFIXES
 from ..sim import SimCluster
 from ..sim.spec import example_cluster_spec, load_cluster_file
 from . import ADMIN_TOKEN_FILE, DEFAULT_PORT, DEFAULT_STATE_DIR, URL_FILE
@@ -117,7 +118,7 @@ def demo_pools_dir(opts: DemoOptions) -> Path:
         target.mkdir(parents=True)
         if source is not None:
             for f in sorted(source.iterdir()):
-                if f.is_file() and f.suffix in (".yaml", ".yml", ".json"):
+                if f.is_file() and f.suffix in FILE_SUFFIXES:
                     shutil.copy2(f, target / f.name)
     return target
 
