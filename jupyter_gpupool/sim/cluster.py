@@ -36,6 +36,7 @@ from .scheduler import Scheduler
 from .server import make_app
 from .spec import CONDITION_TYPES, ClusterSpec, NodeSpec, load_cluster_file, node_spec_from_dict
 from .store import Store
+from .watches import WatchEvent
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
@@ -99,6 +100,149 @@ def node_object(spec: NodeSpec, now: float) -> dict[str, Any]:
     return node
 
 
+# The taints the node lifecycle controller (kube-controller-manager) manages, by what it reads:
+# ``(condition, status)`` for the NoSchedule taints of TaintNodesByCondition.
+CONDITION_TAINTS = {
+    ("Ready", "False"): "node.kubernetes.io/not-ready",
+    ("Ready", "Unknown"): "node.kubernetes.io/unreachable",
+    ("MemoryPressure", "True"): "node.kubernetes.io/memory-pressure",
+    ("DiskPressure", "True"): "node.kubernetes.io/disk-pressure",
+    ("PIDPressure", "True"): "node.kubernetes.io/pid-pressure",
+    ("NetworkUnavailable", "True"): "node.kubernetes.io/network-unavailable",
+}
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+_NO_EXECUTE = {"False": "node.kubernetes.io/not-ready", "Unknown": "node.kubernetes.io/unreachable"}
+_MANAGED = {(k, "NoSchedule") for k in (*CONDITION_TAINTS.values(), UNSCHEDULABLE_TAINT)} | {
+    (k, "NoExecute") for k in _NO_EXECUTE.values()
+}
+_ZONE_LABELS = ("topology.kubernetes.io/region", "topology.kubernetes.io/zone")
+# Zones of at most this many nodes stop evicting (no new NoExecute taint) when partly disrupted.
+_LARGE_CLUSTER = 50
+
+
+def _ready_status(node: Mapping[str, Any]) -> str:
+    for c in (node.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return str(c.get("status") or "Unknown")
+    return "Unknown"
+
+
+class NodeLifecycle:
+    """What kube-controller-manager's node lifecycle controller writes on nodes: taints.
+
+    - ``node.kubernetes.io/unschedulable:NoSchedule`` on a cordoned node;
+    - ``NoSchedule`` taints for bad conditions: ``not-ready`` (Ready False), ``unreachable``
+      (Ready Unknown), ``memory-pressure``, ``disk-pressure``, ``pid-pressure``,
+      ``network-unavailable``;
+    - ``not-ready:NoExecute`` / ``unreachable:NoExecute`` on a node whose Ready is False /
+      Unknown, except where the controller stops evicting: when every node of every zone is
+      not Ready ("master disruption mode": the taints are removed) or in a small zone more than
+      55 % (and more than 2) of whose nodes are not Ready (none added).
+
+    Each taint carries ``timeAdded``. As the real controller, it writes after the change it reacts
+    to (a second update: a cordon's PATCH answers without the taint), though at once (the real
+    one adds NoExecute taints on its next 5 s pass). It does not evict pods (no taint manager).
+    """
+
+    def __init__(self, store: Store):
+        self.store = store
+        self._dirty = False  # a node changed since the last pass
+        self._scheduled = False  # a pass is due on the event loop
+
+    def start(self) -> None:
+        if self._on_event not in self.store.listeners:
+            self.store.listeners.append(self._on_event)
+        self.reconcile()
+
+    def stop(self) -> None:
+        with contextlib.suppress(ValueError):
+            self.store.listeners.remove(self._on_event)
+
+    def _on_event(self, ev: WatchEvent) -> None:
+        if ev.resource != "nodes":
+            return
+        self._dirty = True
+        if not self._scheduled:
+            with contextlib.suppress(RuntimeError):  # no loop: settle() does it
+                asyncio.get_running_loop().call_soon(self.reconcile)
+                self._scheduled = True
+
+    def settle(self) -> None:
+        """Without an event loop (a cluster changed before it serves): the pass, now."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            if self._dirty:
+                self.reconcile()
+
+    def wanted(self, nodes: list[dict[str, Any]]) -> dict[str, list[tuple[str, str]]]:
+        """Each node's controller taints ``(key, effect)``, in the order the controller adds them."""
+        zones: dict[tuple[str, ...], list[str]] = {}
+        for n in nodes:
+            labels = n["metadata"].get("labels") or {}
+            zones.setdefault(tuple(labels.get(k, "") for k in _ZONE_LABELS), []).append(
+                _ready_status(n)
+            )
+
+        def evicting(zone: list[str]) -> bool:
+            bad = sum(s != "True" for s in zone)
+            partial = bad > 2 and bad / len(zone) >= 0.55 and bad < len(zone)
+            return not (partial and len(zone) <= _LARGE_CLUSTER)
+
+        all_down = all(all(s != "True" for s in z) for z in zones.values())
+        out = {}
+        for n in nodes:
+            spec = n.get("spec") or {}
+            conds = {
+                c.get("type"): c.get("status")
+                for c in (n.get("status") or {}).get("conditions") or []
+            }
+            conds.setdefault("Ready", "Unknown")
+            taints = [
+                (key, "NoSchedule") for (t, s), key in CONDITION_TAINTS.items() if conds.get(t) == s
+            ]
+            if spec.get("unschedulable"):
+                taints.append((UNSCHEDULABLE_TAINT, "NoSchedule"))
+            ready = conds["Ready"]
+            if ready != "True" and not all_down:
+                labels = n["metadata"].get("labels") or {}
+                zone = zones[tuple(labels.get(k, "") for k in _ZONE_LABELS)]
+                have = {(t.get("key"), t.get("effect")) for t in spec.get("taints") or []}
+                if evicting(zone) or (_NO_EXECUTE[ready], "NoExecute") in have:
+                    taints.append((_NO_EXECUTE[ready], "NoExecute"))
+            out[n["metadata"]["name"]] = taints
+        return out
+
+    def reconcile(self) -> None:
+        """Write the controller's taints on every node whose taints differ."""
+        self._dirty = self._scheduled = False
+        nodes = list(self.store.iter("nodes"))
+        wanted = self.wanted(nodes)
+        ts = now_iso(self.store.clock())
+        for n in nodes:
+            want = wanted[n["metadata"]["name"]]
+            have = list((n.get("spec") or {}).get("taints") or [])
+            keep = [
+                t
+                for t in have
+                if (t.get("key"), t.get("effect")) not in _MANAGED
+                or (t.get("key"), t.get("effect")) in want
+            ]
+            present = {(t.get("key"), t.get("effect")) for t in keep}
+            added = [
+                {"key": k, "effect": e, "timeAdded": ts} for k, e in want if (k, e) not in present
+            ]
+            if added or len(keep) != len(have):
+                new = copy.deepcopy(n)
+                new.setdefault("spec", {})
+                if keep or added:
+                    new["spec"]["taints"] = copy.deepcopy(keep) + added
+                else:
+                    new["spec"].pop("taints", None)
+                name = n["metadata"]["name"]
+                self.store.write_internal(RESOURCES["nodes"], ("", name), n, new)
+
+
 class SimCluster:
     """The simulated cluster, serving on 127.0.0.1 while inside ``async with``."""
 
@@ -121,6 +265,7 @@ class SimCluster:
         self.store = Store(history_size=history_size, **({"clock": clock} if clock else {}))
         self.scheduler = Scheduler(self.store)
         self.kubelet = Kubelet(self.store, run_processes=run_processes, start_delay=start_delay)
+        self.node_lifecycle = NodeLifecycle(self.store)
         self.faults = Faults(store=self.store)
         self._server: tornado.httpserver.HTTPServer | None = None
         self.url = ""
@@ -140,12 +285,15 @@ class SimCluster:
                 self.store.create("namespaces", None, {"metadata": {"name": ns}})
         for n in self.spec.nodes:
             self._create_node(n)
+        self.node_lifecycle.start()
         self.store.create("serviceaccounts", "default", {"metadata": {"name": "default"}})
 
     def _create_node(self, spec: NodeSpec) -> dict[str, Any]:
         body = node_object(spec, self.store.clock())
         # Status is written as the kubelet would: through the store directly, not the API.
-        return self.store.create("nodes", None, body)
+        node = self.store.create("nodes", None, body)
+        self.node_lifecycle.settle()
+        return node
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -158,6 +306,7 @@ class SimCluster:
             make_app(self), ssl_options=self.tls.server_context(), idle_connection_timeout=3600
         )
         self._server.add_sockets(sockets)
+        self.node_lifecycle.start()
         self.scheduler.start()
         self.kubelet.start()
         if self._kubeconfig_arg:
@@ -183,6 +332,7 @@ class SimCluster:
 
     async def stop(self) -> None:
         self.store.cut_watches()
+        self.node_lifecycle.stop()
         await self.kubelet.stop()
         await self.scheduler.stop()
         if self._server is not None:
@@ -216,27 +366,39 @@ class SimCluster:
                 with contextlib.suppress(ApiError):
                     self.store.delete("pods", md["namespace"], md["name"], grace_period=0)
         self.store.delete("nodes", None, name)
+        self.node_lifecycle.settle()
 
     def cordon(self, name: str, unschedulable: bool = True) -> dict[str, Any]:
         return self._update_node(
             name, lambda n: n["spec"].__setitem__("unschedulable", unschedulable)
         )
 
-    def set_condition(self, name: str, ctype: str, status: bool) -> dict[str, Any]:
+    def set_condition(self, name: str, ctype: str, status: bool | str) -> dict[str, Any]:
+        """Set a node condition, as its kubelet would (``"Unknown"``: as the node lifecycle
+        controller does when the kubelet stops posting status). The controller's taints follow
+        in a second update."""
         if ctype not in CONDITION_TYPES:
             raise ValueError(
                 f"unknown condition {ctype!r}; expected one of {', '.join(CONDITION_TYPES)}"
             )
+        if isinstance(status, str) and status not in ("True", "False", "Unknown"):
+            raise ValueError(f"condition status {status!r}: expected True, False or Unknown")
+        new = status if isinstance(status, str) else ("True" if status else "False")
 
         def change(n: dict[str, Any]) -> None:
             ts = now_iso(self.store.clock())
             for c in n["status"]["conditions"]:
                 if c["type"] == ctype:
-                    new = "True" if status else "False"
                     if c["status"] != new:
                         c["status"] = new
                         c["lastTransitionTime"] = ts
                         c["message"] = f"simulated: {ctype} is {new}"
+                        if ctype == "Ready":
+                            c["reason"] = {"True": "KubeletReady", "False": "KubeletNotReady"}.get(
+                                new, "NodeStatusUnknown"
+                            )
+                        if new == "Unknown":
+                            c["message"] = "Kubelet stopped posting node status."
                     c["lastHeartbeatTime"] = ts
 
         return self._update_node(name, change)
@@ -256,7 +418,9 @@ class SimCluster:
         new = copy.deepcopy(old)
         new.setdefault("spec", {})
         change(new)
-        return self.store.write_internal(RESOURCES["nodes"], ("", name), old, new)
+        node = self.store.write_internal(RESOURCES["nodes"], ("", name), old, new)
+        self.node_lifecycle.settle()
+        return node
 
     # ---- conveniences for tests ------------------------------------------------------------
 

@@ -15,6 +15,7 @@ class ControlHandler(BaseHandler):
     - ``DELETE /sim/v1/nodes/NAME`` removes one (its pods go with it)
     - ``PUT /sim/v1/nodes/NAME/cordon`` ``{"unschedulable": true}``
     - ``PUT /sim/v1/nodes/NAME/conditions`` ``{"Ready": false, "MemoryPressure": true}``
+      (``"Unknown"`` too); the node lifecycle controller's taints follow
     - ``PUT /sim/v1/faults`` ``{"error_rate": 0.2, "paths": ["/pods"], "seed": 1}``
     - ``POST /sim/v1/faults/cut-watches``, ``POST /sim/v1/faults/expire-history``
     """
@@ -57,7 +58,11 @@ class ControlHandler(BaseHandler):
             body = self._body()
             self._do(
                 lambda: (
-                    [c.set_condition(parts[1], k, bool(v)) for k, v in body.items()][-1:] and None
+                    [
+                        c.set_condition(parts[1], k, v if isinstance(v, str) else bool(v))
+                        for k, v in body.items()
+                    ][-1:]
+                    and None
                 )
             )
         else:

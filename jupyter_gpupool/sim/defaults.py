@@ -24,13 +24,22 @@ def apply_defaults(res: Resource, obj: Obj, rv: int, now: float) -> None:
         spec.setdefault("restartPolicy", "Always")
         spec.setdefault("terminationGracePeriodSeconds", 30)
         spec.setdefault("dnsPolicy", "ClusterFirst")
+        spec.setdefault("securityContext", {})
         spec.setdefault("schedulerName", "default-scheduler")
-        spec.setdefault("serviceAccountName", "default")
+        spec.setdefault("enableServiceLinks", True)
+        # The ServiceAccount admission plugin; the deprecated field mirrors the name.
+        spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
+        spec.setdefault("serviceAccount", spec["serviceAccountName"])
+        # The Priority admission plugin (no priorityClassName: the global default, none).
         spec.setdefault("priority", 0)
-        spec.setdefault("tolerations", [])
-        for c in spec.get("containers", []):
-            c.setdefault("imagePullPolicy", "IfNotPresent")
+        spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+        tolerations = spec.get("tolerations") or []
+        if isinstance(tolerations, list):
+            spec["tolerations"] = default_tolerations(tolerations)
+        for c in [*spec.get("initContainers", []), *spec.get("containers", [])]:
             c.setdefault("terminationMessagePath", "/dev/termination-log")
+            c.setdefault("terminationMessagePolicy", "File")
+            c.setdefault("imagePullPolicy", pull_policy(str(c.get("image") or "")))
             res_ = c.setdefault("resources", {})
             # Extended resources: requests default to limits (GPUs must set limits).
             lim = res_.get("limits") or {}
@@ -69,11 +78,51 @@ def apply_defaults(res: Resource, obj: Obj, rv: int, now: float) -> None:
             data[k] = base64.b64encode(str(v).encode()).decode()
         obj["data"] = data
     elif res.kind == "Event":
-        ts = now_iso(now)
-        obj.setdefault("firstTimestamp", ts)
-        obj.setdefault("lastTimestamp", obj["firstTimestamp"])
-        obj.setdefault("count", 1)
-        obj.setdefault("type", "Normal")
+        # Nothing is defaulted; these are what the API server writes for unset fields (a null
+        # time, an empty source and reporting fields), so clients find every key.
+        for key in ("firstTimestamp", "lastTimestamp", "eventTime"):
+            obj.setdefault(key, None)
+        obj.setdefault("source", {})
+        obj.setdefault("reportingComponent", "")
+        obj.setdefault("reportingInstance", "")
+
+
+#: The tolerations the DefaultTolerationSeconds admission plugin adds (v1.25: 300 s).
+NO_EXECUTE_DEFAULTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
+def default_tolerations(tolerations: list[Any]) -> list[Any]:
+    """``tolerations`` and, after them, a 300 s NoExecute toleration of each of the not-ready and
+    unreachable taints that none of them tolerates (an empty key or effect matches any)."""
+    out = list(tolerations)
+    for key in NO_EXECUTE_DEFAULTS:
+        if not any(
+            isinstance(t, dict)
+            and t.get("key", "") in ("", key)
+            and t.get("effect", "") in ("", "NoExecute")
+            for t in tolerations
+        ):
+            out.append(
+                {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+            )
+    return out
+
+
+def pull_policy(image: str) -> str:
+    """``imagePullPolicy``'s default: Always for ``:latest`` or no tag (no digest either),
+    otherwise IfNotPresent."""
+    if "@" in image:
+        return "IfNotPresent"
+    last = image.rsplit("/", 1)[-1]
+    tag = last.split(":", 1)[1] if ":" in last else "latest"
+    return "Always" if tag == "latest" else "IfNotPresent"
+
+
+def micro_iso(ts: float) -> str:
+    """A MicroTime as the API server writes it (``eventTime``: microseconds, UTC)."""
+    whole = int(ts)
+    micros = min(round((ts - whole) * 1_000_000), 999_999)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{micros:06d}Z"
 
 
 def qos_class(spec: Obj) -> str:

@@ -2,8 +2,9 @@
 
 By default a bound pod is marked Running with a pod IP and ready containers after
 ``start_delay`` seconds. With ``run_processes`` the first container's command runs as a local
-process with the pod's environment, so a real single-user server answers. Every pod gets its own
-loopback address (127.N.0.2, 127.N.0.3, … with N random per cluster): a pod has its own network namespace in Kubernetes, so
+process with the pod's environment, so a real single-user server answers (a container without
+command or args, which would run its image's default command, just keeps running). Every pod gets
+its own loopback address (127.N.0.2, 127.N.0.3, … with N random per cluster): a pod has its own network namespace in Kubernetes, so
 a server binding ``0.0.0.0:8888`` in two pods is fine there; here ``0.0.0.0`` in the command and
 environment is replaced by the pod's address, so several servers run side by side. The process's
 exit becomes the pod's phase (Succeeded for 0, Failed otherwise); its output is the pod's log.
@@ -177,8 +178,11 @@ class Kubelet:
         ip = self.ips.allocate()
         self._ips[uid] = ip
         started = now_iso(self.store.clock())
+        for c in _containers(pod):
+            self._image_events(pod, c)
+            self._event(pod, "Normal", "Created", f"Created container {c['name']}")
         proc = None
-        if self.run_processes:
+        if self.run_processes and _argv(_containers(pod)[0]):
             try:
                 proc = await self._start_process(pod, ip)
             except (OSError, ValueError) as e:
@@ -186,7 +190,8 @@ class Kubelet:
                 return
             self._procs[uid] = proc
         self._write_status(pod, self._running_status(pod, ip, started))
-        self._event(pod, "Normal", "Started", "Started container " + _containers(pod)[0]["name"])
+        for c in _containers(pod):
+            self._event(pod, "Normal", "Started", f"Started container {c['name']}")
         if proc is None:
             return
         code = await proc.wait()
@@ -291,10 +296,7 @@ class Kubelet:
 
     async def _start_process(self, pod: Mapping[str, Any], ip: str) -> asyncio.subprocess.Process:
         c = _containers(pod)[0]
-        argv = [*(c.get("command") or []), *(c.get("args") or [])]
-        if not argv:
-            raise ValueError(f"container {c['name']!r} has no command: the simulator has no images")
-        argv = [a.replace("0.0.0.0", ip) for a in argv]
+        argv = [a.replace("0.0.0.0", ip) for a in _argv(c)]
         poddir = self._workdir / pod["metadata"]["uid"]
         poddir.mkdir(parents=True, exist_ok=True)
         cwd = poddir / "home"
@@ -357,6 +359,18 @@ class Kubelet:
                         env[name] = _decode(plural, data[ref["key"]])
         return env
 
+    def _image_events(self, pod: dict[str, Any], container: Mapping[str, Any]) -> None:
+        """v1.25's image manager: ``Always`` pulls (instantly here), otherwise the image is
+        taken as present."""
+        image = str(container.get("image") or "")
+        if container.get("imagePullPolicy") == "Always":
+            self._event(pod, "Normal", "Pulling", f'Pulling image "{image}"')
+            self._event(pod, "Normal", "Pulled", f'Successfully pulled image "{image}" in 0s')
+        else:
+            self._event(
+                pod, "Normal", "Pulled", f'Container image "{image}" already present on machine'
+            )
+
     def _event(self, pod: dict[str, Any], etype: str, reason: str, message: str) -> None:
         host = pod["spec"].get("nodeName", "")
         self.store.record_pod_event(pod, etype, reason, message, "kubelet", host)
@@ -364,6 +378,13 @@ class Kubelet:
 
 def _containers(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
     return list((pod.get("spec") or {}).get("containers") or [])
+
+
+def _argv(c: Mapping[str, Any]) -> list[str]:
+    """The container's command line; empty when it runs its image's default command, which the
+    simulator has not (no images): such a container runs without a process, as without
+    ``run_processes``, until its pod is deleted."""
+    return [*(c.get("command") or []), *(c.get("args") or [])]
 
 
 def _decode(plural: str, value: str) -> str:

@@ -2,9 +2,12 @@
 
 :func:`find_node` is the pure part: given a pod and the nodes with what is already requested on
 them, it returns the chosen node or the reason message the real scheduler would record
-("0/8 nodes are available: 3 Insufficient nvidia.com/gpu, 5 node(s) didn't match Pod's node
-affinity/selector."). Filters run in the real scheduler's order and a node is reported under the
-first filter it fails, so the counts add up to the node count as in a real cluster.
+("0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node
+affinity/selector. preemption: 0/3 nodes are available: 1 No preemption victims found for
+incoming pod, 2 Preemption is not helpful for scheduling."). As in kube-scheduler v1.25, every
+filter runs on every node and each failure is counted, so the counts may add up to more than the
+node count; then the preemption pass says which nodes evicting pods could help (tests/sim/
+test_real_scheduling.py holds the words read from a real cluster).
 
 :class:`Scheduler` is the loop: whenever pods or nodes change it retries every pending pod, in
 priority then creation order, binding the ones that fit and marking the others Unschedulable.
@@ -112,7 +115,10 @@ class NodeInfo:
                 and not any(t.get("key") == key for t in taints)
             ):
                 taints.append({"key": key, "effect": "NoSchedule"})
-        if spec.get("unschedulable"):
+        # ... and a cordoned one with the unschedulable taint.
+        if spec.get("unschedulable") and not any(
+            t.get("key") == "node.kubernetes.io/unschedulable" for t in taints
+        ):
             taints.append({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
         return cls(
             name=node["metadata"]["name"],
@@ -135,31 +141,40 @@ class FitResult:
     feasible: int = 0
 
 
-def _failures(pod: Mapping[str, Any], req: Requests, n: NodeInfo) -> list[str]:
-    """Why ``n`` can't take the pod, from the first failing filter (empty if it fits)."""
+# What the preemption pass says of a node it would not look at: one that fails a filter no
+# eviction can fix (a taint, the selector, a cordon).
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+# ... and of a node short of resources: nothing of lower priority runs there (the simulator
+# never preempts, see docs/sim.md).
+NO_VICTIMS = "No preemption victims found for incoming pod"
+
+
+def _failures(pod: Mapping[str, Any], req: Requests, n: NodeInfo) -> tuple[list[str], bool]:
+    """Why ``n`` can't take the pod (empty if it fits), from every filter, as kube-scheduler
+    v1.25 runs them all; and whether only resources are short (preemption might help)."""
     spec = pod.get("spec") or {}
     tolerations = spec.get("tolerations") or []
+    out = []
     # NodeUnschedulable: a cordoned node, unless the pod tolerates the unschedulable taint.
     if n.unschedulable and not tolerates(
         tolerations, "node.kubernetes.io/unschedulable", "", "NoSchedule"
     ):
-        return ["node(s) were unschedulable"]
-    # TaintToleration: NoSchedule and NoExecute taints must be tolerated.
+        out.append("node(s) were unschedulable")
+    # TaintToleration: the first NoSchedule or NoExecute taint not tolerated.
     for t in n.taints:
         if t.get("effect") not in ("NoSchedule", "NoExecute"):
             continue
-        if t.get("key") == "node.kubernetes.io/unschedulable":
-            continue
         if not tolerates_taint(tolerations, t):
             value = t.get("value", "")
-            return [f"node(s) had untolerated taint {{{t.get('key')}: {value}}}"]
+            out.append(f"node(s) had untolerated taint {{{t.get('key')}: {value}}}")
+            break
     # NodeAffinity: nodeSelector and required node affinity.
     if not node_selector_matches(spec.get("nodeSelector"), n.labels) or not (
         required_affinity_matches(spec.get("affinity"), n.labels, n.name)
     ):
-        return ["node(s) didn't match Pod's node affinity/selector"]
+        out.append("node(s) didn't match Pod's node affinity/selector")
+    unresolvable = bool(out)
     # NodeResourcesFit: every short resource is reported.
-    out = []
     if n.requested.pods + 1 > n.allocatable.pods:
         out.append("Too many pods")
     if req.cpu_m and n.requested.cpu_m + req.cpu_m > n.allocatable.cpu_m:
@@ -168,7 +183,13 @@ def _failures(pod: Mapping[str, Any], req: Requests, n: NodeInfo) -> list[str]:
         out.append("Insufficient memory")
     if req.gpu and n.requested.gpu + req.gpu > n.allocatable.gpu:
         out.append(f"Insufficient {GPU}")
-    return out
+    return out, not unresolvable
+
+
+def _histogram(nodes: int, reasons: Counter[str]) -> str:
+    """``0/N nodes are available: 1 a, 2 b.``: "count reason" strings sorted as strings."""
+    parts = sorted(f"{count} {reason}" for reason, count in reasons.items())
+    return f"0/{nodes} nodes are available: {', '.join(parts)}."
 
 
 def _score(pod: Mapping[str, Any], req: Requests, n: NodeInfo) -> float:
@@ -187,12 +208,14 @@ def find_node(pod: Mapping[str, Any], nodes: list[NodeInfo]) -> FitResult:
     """Choose a node for ``pod`` or say why none fits, in the real scheduler's words."""
     req = pod_requests(pod)
     reasons: Counter[str] = Counter()
+    preemption: Counter[str] = Counter()
     best: tuple[float, str] | None = None
     feasible = 0
     for n in nodes:
-        fails = _failures(pod, req, n)
+        fails, resolvable = _failures(pod, req, n)
         if fails:
             reasons.update(fails)
+            preemption[NO_VICTIMS if resolvable else NOT_HELPFUL] += 1
             continue
         feasible += 1
         score = _score(pod, req, n)
@@ -203,9 +226,12 @@ def find_node(pod: Mapping[str, Any], nodes: list[NodeInfo]) -> FitResult:
         return FitResult(best[1], feasible=feasible)
     if not nodes:
         return FitResult(None, "no nodes available to schedule pods")
-    parts = sorted(f"{count} {reason}" for reason, count in reasons.items())
-    msg = f"0/{len(nodes)} nodes are available: {', '.join(parts)}."
-    return FitResult(None, msg)
+    # The preemption pass (PostFilter) adds its own sentence.
+    if (pod.get("spec") or {}).get("preemptionPolicy") == "Never":
+        after = "not eligible due to preemptionPolicy=Never."
+    else:
+        after = _histogram(len(nodes), preemption)
+    return FitResult(None, f"{_histogram(len(nodes), reasons)} preemption: {after}")
 
 
 def _is_pending_unbound(pod: Mapping[str, Any]) -> bool:

@@ -20,6 +20,7 @@ import base64
 import copy
 import json
 import secrets
+import socket
 import time
 import uuid
 from collections import deque
@@ -28,7 +29,7 @@ from typing import Any
 
 from ..core.kube.fieldselectors import FieldSelector, parse_field_selector
 from ..core.kube.labelselectors import LabelSelector, SelectorError, parse_label_selector
-from .defaults import apply_defaults, now_iso
+from .defaults import apply_defaults, micro_iso, now_iso
 from .errors import ApiError, conflict, invalid, not_found
 from .patch import PatchError, apply_patch
 from .resources import RESOURCES, Resource
@@ -39,11 +40,18 @@ Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
 
 
+#: Components that record through ``events.k8s.io/v1`` and the ``action`` of each reason.
+EVENTS_API_ACTIONS: dict[str, dict[str, str]] = {
+    "default-scheduler": {"Scheduled": "Binding", "FailedScheduling": "Scheduling"},
+}
+
+
 class Store:
     """All objects of the simulated cluster, their history, and their watchers."""
 
     def __init__(self, history_size: int = 10000, clock: Callable[[], float] = time.time):
         self.clock = clock
+        self._last_event_stamp = 0  # events' names: unique even within one clock tick
         self.rv = 0
         self.objects: dict[str, dict[Key, Obj]] = {name: {} for name in RESOURCES}
         self.history: deque[WatchEvent] = deque(maxlen=history_size)
@@ -158,8 +166,6 @@ class Store:
         md["creationTimestamp"] = now_iso(self.clock())
         md.pop("deletionTimestamp", None)
         md.pop("resourceVersion", None)
-        if res.kind in ("Pod",):
-            md["generation"] = 1
         apply_defaults(res, obj, self.rv, self.clock())
         validate(res, obj)
         md["resourceVersion"] = self._next_rv()
@@ -351,8 +357,14 @@ class Store:
         new = copy.deepcopy(old)
         new["spec"]["nodeName"] = node
         conds = [c for c in new["status"].get("conditions", []) if c.get("type") != "PodScheduled"]
+        now = now_iso(self.clock())
         conds.append(
-            {"type": "PodScheduled", "status": "True", "lastTransitionTime": now_iso(self.clock())}
+            {
+                "type": "PodScheduled",
+                "status": "True",
+                "lastProbeTime": None,
+                "lastTransitionTime": now,
+            }
         )
         new["status"]["conditions"] = conds
         return self.write_internal(res, key, old, new)
@@ -386,30 +398,46 @@ class Store:
         component: str,
         host: str | None = None,
     ) -> Obj | None:
-        """Create a core/v1 Event about ``pod``, as a cluster component reports one."""
+        """Create a core/v1 Event about ``pod``, as a cluster component reports one.
+
+        Two shapes, as v1.25 writes them: kube-scheduler records through ``events.k8s.io/v1``
+        (``eventTime`` in microseconds, ``action``, ``reportingComponent``/``reportingInstance``;
+        no ``source``, null ``firstTimestamp``/``lastTimestamp``, no ``count``); the kubelet, on
+        client-go's legacy recorder, writes ``source``, ``firstTimestamp``/``lastTimestamp`` and
+        ``count`` 1, with a null ``eventTime`` and empty reporting fields."""
         md = pod["metadata"]
-        source = {"component": component, **({"host": host} if host else {})}
+        now = self.clock()
+        stamp = max(int(now * 1e9), self._last_event_stamp + 1)
+        self._last_event_stamp = stamp
+        event: Obj = {
+            # "<pod>.<hex nanoseconds>", as both recorders name events
+            "metadata": {"name": f"{md['name']}.{stamp:x}"},
+            "involvedObject": {
+                "kind": "Pod",
+                "namespace": md["namespace"],
+                "name": md["name"],
+                "uid": md["uid"],
+                "apiVersion": "v1",
+                "resourceVersion": md.get("resourceVersion", ""),
+            },
+            "reason": reason,
+            "message": message,
+            "type": etype,
+        }
+        actions = EVENTS_API_ACTIONS.get(component)
+        if actions is not None:
+            event |= {
+                "eventTime": micro_iso(now),
+                "action": actions.get(reason, reason),
+                "reportingComponent": component,
+                "reportingInstance": f"{component}-{socket.gethostname()}",
+            }
+        else:
+            ts = now_iso(now)
+            source = {"component": component, **({"host": host} if host else {})}
+            event |= {"source": source, "firstTimestamp": ts, "lastTimestamp": ts, "count": 1}
         try:
-            return self.create(
-                "events",
-                md["namespace"],
-                {
-                    "metadata": {"generateName": f"{md['name']}."},
-                    "involvedObject": {
-                        "kind": "Pod",
-                        "namespace": md["namespace"],
-                        "name": md["name"],
-                        "uid": md["uid"],
-                        "apiVersion": "v1",
-                        "resourceVersion": md.get("resourceVersion", ""),
-                    },
-                    "reason": reason,
-                    "message": message,
-                    "type": etype,
-                    "source": source,
-                    "reportingComponent": component,
-                },
-            )
+            return self.create("events", md["namespace"], event)
         except ApiError:  # e.g. the namespace is being deleted
             return None
 

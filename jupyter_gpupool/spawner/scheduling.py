@@ -10,6 +10,7 @@ refusals of an earlier attempt's pod do not count against this one.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,13 +29,28 @@ class Scheduling:
         return self.node is not None
 
 
-def _event_time(event: Mapping[str, Any]) -> str:
-    return str(
-        event.get("lastTimestamp")
-        or event.get("eventTime")
-        or (event.get("metadata") or {}).get("creationTimestamp")
-        or ""
-    )
+def event_time(event: Mapping[str, Any]) -> datetime.datetime:
+    """When ``event`` last happened, in either shape Kubernetes writes: a legacy recorder's
+    (the kubelet's: ``lastTimestamp``, whole seconds) or the events API's (kube-scheduler's:
+    ``eventTime`` in microseconds, ``series.lastObservedTime`` once repeated, and null
+    ``lastTimestamp``); the creation time when neither is there. Unknown: the epoch."""
+    series = event.get("series") or {}
+    for text in (
+        series.get("lastObservedTime") if isinstance(series, Mapping) else None,
+        event.get("lastTimestamp"),
+        event.get("eventTime"),
+        (event.get("metadata") or {}).get("creationTimestamp"),
+    ):
+        if text:
+            try:
+                when = datetime.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+            except ValueError:
+                continue
+            return when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc)
+    return _EPOCH
+
+
+_EPOCH = datetime.datetime.fromtimestamp(0, datetime.timezone.utc)
 
 
 def scheduling(pod: Mapping[str, Any] | None, events: Iterable[Mapping[str, Any]]) -> Scheduling:
@@ -63,7 +79,7 @@ def scheduling(pod: Mapping[str, Any] | None, events: Iterable[Mapping[str, Any]
         and (e.get("involvedObject") or {}).get("uid") == uid
     ]
     if failed:
-        latest = max(failed, key=_event_time)
+        latest = max(failed, key=event_time)
         return Scheduling(unschedulable=True, message=str(latest.get("message") or ""))
     return Scheduling()
 

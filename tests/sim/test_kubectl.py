@@ -107,8 +107,10 @@ def test_gpu_pods_run_in_their_pool_or_stay_pending_with_a_reason(sim):
     status = sim("get", "pod", "sixteen", "-o", "jsonpath={.status.phase}").stdout
     assert status == "Pending"
     assert (
-        "0/8 nodes are available: 2 Insufficient nvidia.com/gpu, "
-        "6 node(s) didn't match Pod's node affinity/selector." in described
+        "0/8 nodes are available: 6 node(s) didn't match Pod's node affinity/selector, "
+        "8 Insufficient nvidia.com/gpu. preemption: 0/8 nodes are available: "
+        "2 No preemption victims found for incoming pod, "
+        "6 Preemption is not helpful for scheduling." in described
     )
     events = sim("get", "events", "--field-selector", "reason=FailedScheduling").stdout
     assert "pod/sixteen" in events

@@ -48,8 +48,10 @@ def test_message_matches_the_real_scheduler():
     result = find_node(gpu_pod(16, {"pool": "train"}), infos(EXAMPLE_LIKE))
     assert result.node is None
     assert result.message == (
-        "0/8 nodes are available: 2 Insufficient nvidia.com/gpu, "
-        "6 node(s) didn't match Pod's node affinity/selector."
+        "0/8 nodes are available: 6 node(s) didn't match Pod's node affinity/selector, "
+        "8 Insufficient nvidia.com/gpu. preemption: 0/8 nodes are available: "
+        "2 No preemption victims found for incoming pod, "
+        "6 Preemption is not helpful for scheduling."
     )
 
 
@@ -61,7 +63,8 @@ def test_gpu_already_requested_counts():
     assert find_node(gpu_pod(2, {"pool": "infer"}), nodes).node in ("i1", "i2")
     result = find_node(gpu_pod(3, {"pool": "infer"}), nodes)
     assert result.node is None
-    assert "2 Insufficient nvidia.com/gpu" in result.message
+    # i1 and i2, and the CPU nodes c1 and c2
+    assert "4 Insufficient nvidia.com/gpu" in result.message
 
 
 def test_cordoned_notready_and_tainted_nodes_are_skipped_with_reasons():
@@ -80,7 +83,9 @@ nodes:
         "0/4 nodes are available: 1 node(s) had untolerated taint {dedicated: ml}, "
         "1 node(s) had untolerated taint {node.kubernetes.io/memory-pressure: }, "
         "1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, "
-        "1 node(s) were unschedulable."
+        "1 node(s) had untolerated taint {node.kubernetes.io/unschedulable: }, "
+        "1 node(s) were unschedulable. "
+        "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
     )
     tolerant = gpu_pod(1, tolerations=[{"key": "dedicated", "operator": "Equal", "value": "ml"}])
     assert find_node(tolerant, nodes).node == "c"
@@ -112,8 +117,10 @@ def test_required_node_affinity_and_preferred_weights():
     assert find_node(gpu_pod(1, affinity=affinity), nodes).node == "d1"
     result = find_node(gpu_pod(5, affinity=affinity), nodes)
     assert result.message == (
-        "0/8 nodes are available: 3 Insufficient nvidia.com/gpu, "
-        "5 node(s) didn't match Pod's node affinity/selector."
+        "0/8 nodes are available: 5 node(s) didn't match Pod's node affinity/selector, "
+        "6 Insufficient nvidia.com/gpu. preemption: 0/8 nodes are available: "
+        "3 No preemption victims found for incoming pod, "
+        "5 Preemption is not helpful for scheduling."
     )
 
 
@@ -121,7 +128,10 @@ def test_cpu_and_memory_requests_count():
     nodes = infos("nodes:\n  - {name: small, cpu: '4', memory: 8Gi}\n")
     assert find_node(gpu_pod(0, cpu="3"), nodes).node == "small"
     result = find_node(gpu_pod(0, cpu="5"), nodes)
-    assert result.message == "0/1 nodes are available: 1 Insufficient cpu."
+    assert result.message == (
+        "0/1 nodes are available: 1 Insufficient cpu. preemption: "
+        "0/1 nodes are available: 1 No preemption victims found for incoming pod."
+    )
 
 
 def test_requests_sum_containers_and_take_the_largest_init_container():
@@ -160,7 +170,10 @@ async def test_pending_pod_is_retried_when_capacity_frees():
             if c["type"] == "PodScheduled"
         )
         assert (cond["status"], cond["reason"]) == ("False", "Unschedulable")
-        assert cond["message"] == "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+        assert cond["message"] == (
+            "0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: "
+            "0/1 nodes are available: 1 No preemption victims found for incoming pod."
+        )
         store.delete("pods", "default", "first")
         await cluster.wait_for(
             lambda: cluster.pod("default", "second")["spec"].get("nodeName") == "g"
@@ -182,3 +195,14 @@ async def test_pending_pod_is_retried_when_a_node_is_added_or_uncordoned():
         await cluster.wait_for(lambda: cluster.events_for("default", "big"))
         cluster.add_node({"name": "h", "gpu": {"count": 8}})
         await cluster.wait_for(lambda: cluster.pod("default", "big")["spec"].get("nodeName") == "h")
+
+
+def test_a_pod_that_may_not_preempt_says_so():
+    # kube-scheduler v1.25's words for a pod of a PriorityClass with preemptionPolicy: Never
+    pod = gpu_pod(1)
+    pod["spec"]["preemptionPolicy"] = "Never"
+    result = find_node(pod, infos("nodes:\n  - {name: c}\n"))
+    assert result.message == (
+        "0/1 nodes are available: 1 Insufficient nvidia.com/gpu. "
+        "preemption: not eligible due to preemptionPolicy=Never."
+    )

@@ -115,7 +115,13 @@ nodes:
         "NetworkUnavailable": "False",
     }
     assert node["spec"]["unschedulable"] is True
-    assert node["spec"]["taints"] == [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]
+    # the node's own taint, then the node lifecycle controller's for its conditions and cordon
+    assert [(t["key"], t.get("value"), t["effect"]) for t in node["spec"]["taints"]] == [
+        ("dedicated", "ml", "NoSchedule"),
+        ("node.kubernetes.io/not-ready", None, "NoSchedule"),
+        ("node.kubernetes.io/disk-pressure", None, "NoSchedule"),
+        ("node.kubernetes.io/unschedulable", None, "NoSchedule"),
+    ]
     # GPU Feature Discovery labels are there, but without a device plugin no GPU is allocatable.
     assert node["metadata"]["labels"]["nvidia.com/gpu.product"] == "Tesla-T4"
     assert "nvidia.com/gpu" not in node["status"]["allocatable"]

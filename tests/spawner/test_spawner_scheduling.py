@@ -128,3 +128,59 @@ async def test_progress_stops_cleanly_when_the_reader_goes_away():
     stream = merge_progress(log, forever(), lambda: False)
     assert (await anext(stream))["message"] == "one"
     await stream.aclose()  # the browser closed the progress page: nothing left running
+
+
+def scheduler_event(uid, message, when, series_last=None):
+    """kube-scheduler's shape (events.k8s.io/v1 read as core/v1): eventTime, null timestamps."""
+    e = {
+        "reason": "FailedScheduling",
+        "message": message,
+        "eventTime": when,
+        "firstTimestamp": None,
+        "lastTimestamp": None,
+        "action": "Scheduling",
+        "reportingComponent": "default-scheduler",
+        "involvedObject": {"kind": "Pod", "name": "jupyter-alice", "uid": uid},
+    }
+    if series_last:
+        e["series"] = {"count": 2, "lastObservedTime": series_last}
+    return e
+
+
+def test_failed_scheduling_events_with_only_last_timestamps_pick_the_latest():
+    events = [
+        event("u2", WORDS, "2025-01-01T00:00:05Z"),
+        event("u2", "older", "2025-01-01T00:00:04Z"),
+    ]
+    for e in events:
+        e |= {"eventTime": None, "firstTimestamp": e["lastTimestamp"], "count": 1}
+    assert scheduling(pod("u2"), events) == Scheduling(unschedulable=True, message=WORDS)
+
+
+def test_failed_scheduling_events_with_only_event_time_or_series_pick_the_latest():
+    events = [
+        scheduler_event("u2", "older", "2025-01-01T00:00:04.900000Z"),
+        scheduler_event("u2", WORDS, "2025-01-01T00:00:05.100000Z"),
+    ]
+    assert scheduling(pod("u2"), events) == Scheduling(unschedulable=True, message=WORDS)
+    # repeated: the series' last observation counts, not the first eventTime
+    events.append(
+        scheduler_event(
+            "u2", "repeated", "2025-01-01T00:00:01.000000Z", "2025-01-01T00:09:00.000000Z"
+        )
+    )
+    assert scheduling(pod("u2"), events).message == "repeated"
+
+
+def test_both_shapes_compare_by_time_not_by_text():
+    # "…:05.5Z" < "…:05Z" as text; as times the scheduler's event (half a second later) is latest
+    events = [
+        event("u2", "kubelet-style", "2025-01-01T00:00:05Z"),
+        scheduler_event("u2", WORDS, "2025-01-01T00:00:05.500000Z"),
+    ]
+    assert scheduling(pod("u2"), events).message == WORDS
+    events = [
+        event("u2", WORDS, "2025-01-01T00:00:06Z"),
+        scheduler_event("u2", "earlier", "2025-01-01T00:00:05.500000Z"),
+    ]
+    assert scheduling(pod("u2"), events).message == WORDS

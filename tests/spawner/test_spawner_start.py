@@ -12,6 +12,7 @@ from kubernetes_asyncio import client, config
 from spawner_fakes import FakeUser, Group
 from test_spawner_form import submitted
 
+from jupyter_gpupool.sim.defaults import default_tolerations
 from jupyter_gpupool.spawner.errors import OptionsError, SpawnRefused
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -46,7 +47,7 @@ async def test_a_server_starts_in_its_first_pool_with_labels_and_gpus(
     ]
     assert pod["spec"]["nodeName"] in ("gpu-node-1", "gpu-node-2")
     assert pod["spec"]["nodeSelector"] == {"runwhere.ai/pool": "training-pool"}
-    assert pod["spec"]["tolerations"] == [GPU_TOLERATION]
+    assert pod["spec"]["tolerations"] == default_tolerations([GPU_TOLERATION])  # + API server's
     container = pod["spec"]["containers"][0]
     assert container["resources"] == {
         "requests": {"nvidia.com/gpu": "2"},
@@ -122,14 +123,16 @@ async def test_an_unschedulable_pod_falls_back_to_the_next_pool(spawner, sim_clu
     assert messages[0] == "admitted to training-pool within quota (2 A100-80G GPUs)"
     assert messages[1].startswith(
         'falling back from training-pool to inference-pool because "0/8 nodes are available: '
-        "2 node(s) were unschedulable"
+        "2 Insufficient nvidia.com/gpu, "  # the CPU nodes
+        "2 node(s) had untolerated taint {node.kubernetes.io/unschedulable: }, "
+        "2 node(s) were unschedulable, "
     )
     assert messages[2] == "admitted to inference-pool within quota (2 A10-24G GPUs)"
     assert spawner.get_state()["gpupool"]["pool"] == "inference-pool"
     # the steps after it are shown with the new decision, which says why not training-pool
     assert spawner._progress.decision.summary.startswith(
         "Admitted to inference-pool within quota (2 A10-24G GPUs); training-pool could not "
-        'schedule it ("0/8 nodes are available: 2 node(s) were unschedulable'
+        'schedule it ("0/8 nodes are available: 2 Insufficient nvidia.com/gpu, '
     )
 
 
@@ -255,7 +258,7 @@ async def test_nothing_leaks_from_one_start_to_the_next(spawner, sim_cluster, fa
     pod = pod_of(sim_cluster, spawner)
     assert pod["spec"]["nodeName"] in ("cpu-node-1", "cpu-node-2")
     assert pod["spec"]["nodeSelector"] == {"runwhere.ai/pool": "compute-pool"}
-    assert "tolerations" not in pod["spec"] or pod["spec"]["tolerations"] in (None, [])
+    assert pod["spec"]["tolerations"] == default_tolerations([])  # only the API server's
     container = pod["spec"]["containers"][0]
     assert "nvidia.com/gpu" not in str(container.get("resources"))
     env = {e["name"]: e.get("value") for e in container["env"]}
