@@ -171,9 +171,11 @@ def real_core(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         subprocess.run([str(REALK8S / "down"), str(where), "--wipe"], timeout=60, check=False)
 
 
+@pytest.mark.realk8s
 def test_kube_apiserver_refuses_what_the_tables_say(real_core):
     assert validation_mismatches(real_core) == []
 
 
+@pytest.mark.realk8s
 def test_kube_scheduler_tolerates_what_the_tables_say(real_core):
     assert matching_mismatches(real_core) == []

@@ -110,7 +110,7 @@ def sim_cluster_spec() -> ClusterSpec:
     return ClusterSpec()
 
 
-@pytest.fixture(params=["sim", "real"])
+@pytest.fixture(params=["sim", pytest.param("real", marks=pytest.mark.realk8s)])
 def cluster(request: pytest.FixtureRequest) -> Iterator[tuple[Any, Callable[..., Any]]]:
     """``(core, run)``: a sync ``CoreV1Api`` and how to call a scenario with it (in a thread for
     the simulator, which serves from the test's event loop)."""

@@ -82,7 +82,7 @@ def sim_cluster_spec() -> ClusterSpec:
     return parse_cluster(f"nodes:\n  - {{name: {NODE}, gpu: {{count: 1}}}}\n")
 
 
-@pytest.fixture(params=["sim", "real"])
+@pytest.fixture(params=["sim", pytest.param("real", marks=pytest.mark.realk8s)])
 def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     if request.param == "sim":
         sim = request.getfixturevalue("sim_cluster")

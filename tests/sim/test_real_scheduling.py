@@ -176,7 +176,7 @@ def real_scheduling_core(tmp_path_factory: pytest.TempPathFactory) -> Iterator[A
         api.close()
 
 
-@pytest.fixture(params=["sim", "real"])
+@pytest.fixture(params=["sim", pytest.param("real", marks=pytest.mark.realk8s)])
 def cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
     """A sync ``CoreV1Api`` on the simulator or on the real control plane."""
     if request.param == "real":
