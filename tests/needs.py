@@ -19,12 +19,13 @@ def under_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
 
-def need(ok: object, what: str) -> None:
-    """Skip the calling module (fail it under CI) unless ``ok``; ``what`` says what is missing."""
+def need(ok: object, what: str, where: str = "scripts/test.sh installs it") -> None:
+    """Skip the calling module (fail it under CI) unless ``ok``; ``what`` says what is missing,
+    ``where`` where CI gets it."""
     if ok:
         return
     if under_ci():
-        pytest.fail(f"{what} (required under CI: scripts/test.sh installs it)", pytrace=False)
+        pytest.fail(f"{what} (required under CI: {where})", pytrace=False)
     pytest.skip(what, allow_module_level=True)
 
 

@@ -27,12 +27,13 @@ NOT_READY = "node.kubernetes.io/not-ready"
 
 def start(where: Path) -> Iterator[Path]:
     """Start a control plane in ``where``; yield its kubeconfig; stop and wipe it."""
-    need((REALK8S / "up").exists(), f"a real control plane ({REALK8S}/up, see its README)")
+    beside = "CI has ../shared beside the checkout"
+    need((REALK8S / "up").exists(), f"a real control plane ({REALK8S}/up, see its README)", beside)
     started = subprocess.run(
         [str(REALK8S / "up"), str(where)], capture_output=True, text=True, timeout=180
     )
     try:
-        need(started.returncode == 0, f"realk8s did not start: {started.stderr[-800:]}")
+        need(started.returncode == 0, f"realk8s did not start: {started.stderr[-800:]}", beside)
         yield where / "kubeconfig"
     finally:
         subprocess.run([str(REALK8S / "down"), str(where), "--wipe"], timeout=60, check=False)

@@ -9,17 +9,14 @@ a 422 Invalid with its causes (validation), bound to the tainted node or not (ma
 from __future__ import annotations
 
 import asyncio
-import datetime
 import json
-import os
-import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import kubernetes
 import pytest
+import realk8s
 from kube_cases import (
     GPU_TAINT,
     LABEL_KEYS,
@@ -29,13 +26,9 @@ from kube_cases import (
     pod,
 )
 from kubernetes.client.exceptions import ApiException
-from needs import need
 
 from jupyter_gpupool.sim import ClusterSpec, parse_cluster
 
-REALK8S = Path(
-    os.environ.get("GPUPOOL_REALK8S", Path(__file__).resolve().parents[2].parent / "shared/realk8s")
-)
 NODE = "gpu-1"
 
 Answer = tuple[int, list[tuple[str, str]]]
@@ -135,40 +128,14 @@ async def test_a_pod_with_an_unknown_toleration_operator_is_422_invalid(sim_core
 # --- the real control plane ----------------------------------------------------------------------
 
 
-def _register_tainted_node(core: Any) -> None:
-    """A Ready node with the GPU taint and nothing else (the controller's not-ready taint goes)."""
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    core.create_node({"metadata": {"name": NODE}, "spec": {"taints": [GPU_TAINT]}})
-    room = {"cpu": "8", "memory": "32Gi", "pods": "110"}
-    ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ready"}
-    ready |= {"lastHeartbeatTime": now, "lastTransitionTime": now}
-    core.patch_node_status(
-        NODE, {"status": {"capacity": room, "allocatable": room, "conditions": [ready]}}
-    )
-    for _ in range(20):
-        taints = core.read_node(NODE).spec.taints or []
-        if [t.key for t in taints] == [GPU_TAINT["key"]]:
-            return
-        core.patch_node(NODE, {"spec": {"taints": [GPU_TAINT]}})
-        time.sleep(0.2)
-
-
 @pytest.fixture(scope="module")
 def real_core(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    need((REALK8S / "up").exists(), f"a real control plane ({REALK8S}/up, see its README)")
-    where = tmp_path_factory.mktemp("realk8s") / "cp"
-    started = subprocess.run(
-        [str(REALK8S / "up"), str(where)], capture_output=True, text=True, timeout=120
-    )
-    try:
-        need(started.returncode == 0, f"realk8s did not start: {started.stderr[-500:]}")
-        api = kubernetes.config.new_client_from_config(config_file=str(where / "kubeconfig"))
-        core = kubernetes.client.CoreV1Api(api)
-        _register_tainted_node(core)
-        yield core
+    # a control plane of its own: the matching checks need the tainted node to be the only one
+    for kubeconfig in realk8s.start(tmp_path_factory.mktemp("realk8s") / "cp"):
+        api = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
+        realk8s.register_node(kubernetes.client.CoreV1Api(api), NODE, taints=[GPU_TAINT])
+        yield kubernetes.client.CoreV1Api(api)
         api.close()
-    finally:
-        subprocess.run([str(REALK8S / "down"), str(where), "--wipe"], timeout=60, check=False)
 
 
 @pytest.mark.realk8s

@@ -7,6 +7,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from needs import need
 
 from jupyter_gpupool.core.launchoptions import (
     Catalog,
@@ -178,8 +179,7 @@ def test_the_form_is_styled_by_the_hubs_bootstrap_5():
     from jupyterhub._data import DATA_FILES_PATH
 
     css_file = Path(DATA_FILES_PATH) / "static" / "css" / "style.min.css"
-    if not css_file.exists():
-        pytest.skip(f"no {css_file}")
+    need(css_file.exists(), f"JupyterHub's stylesheet {css_file}")
     defined = set(re.findall(r"\.(-?[_a-zA-Z][\w-]*)", css_file.read_text()))
     parsed = Classes()
     parsed.feed(render_form(form_context(CATALOG, SpawnOptions(("training-pool",)))))
