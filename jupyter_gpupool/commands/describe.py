@@ -8,10 +8,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..client import GPUPoolClient
+from ..core.formatting import cell
 from ..core.reports import quota_rows
 from .connection import add_connection_options, run, write
 from .get import NODE_COLUMNS, QUOTA_COLUMNS, add_output_option, job_columns
-from .output import Column, cell, indent, render
+from .output import Column, indent, render
 
 TAKEN_OUT_COLUMNS = (Column("NODE NAME", "name"), Column("NOW IN POOL", "pool"))
 

@@ -18,9 +18,10 @@ import time
 from typing import Any
 
 from ..client import GPUPoolClient
+from ..core.formatting import age
 from ..core.reports import quota_rows
 from .connection import CommandError, add_connection_options, run, write
-from .output import OUTPUTS, Column, age, render
+from .output import OUTPUTS, Column, render
 
 POOL_COLUMNS = (
     Column("POOL NAME", "name"),

@@ -16,9 +16,9 @@ from typing import Any
 
 import yaml
 
-from ..core.formatting import age, cell, csv_text, format_table
+from ..core.formatting import csv_text, format_table
 
-__all__ = ["OUTPUTS", "Column", "age", "cell", "format_table", "render"]
+__all__ = ["OUTPUTS", "Column", "render"]
 
 #: What ``-o`` accepts on every ``get`` (``describe`` takes the last three and ``table``).
 OUTPUTS = ("table", "wide", "json", "yaml", "csv")

@@ -1,9 +1,9 @@
 """The pool model: pools, their quotas and extensions, and the registry that holds them all.
 
-These are plain immutable values. :mod:`jupyter_gpupool.core.poolfile` builds them from gpuctl-compatible
-YAML and turns them back into documents; admission and the service only read them. A registry is
-replaced whole when files change, never edited in place, so a decision always sees one consistent
-configuration.
+These are plain immutable values. :mod:`jupyter_gpupool.core.poolfile` builds them from
+gpuctl-compatible YAML and :mod:`jupyter_gpupool.core.poolwrite` turns them back into documents;
+admission and the service only read them. A registry is replaced whole when files change, never
+edited in place, so a decision always sees one consistent configuration.
 
 How gpuctl's ``kind: quota`` documents map onto JupyterHub (see ``docs/pools.md``): gpuctl caps a
 Kubernetes *namespace*, which it gives to a team or a user. JupyterHub has no namespaces per team, it

@@ -1,8 +1,9 @@
 """The HTTP API (``api/v1/...``) and ``metrics``: thin handlers over the state and the desks.
 
 Every handler authenticates in :meth:`APIHandler.prepare` (401 without an identity, 403 without
-access to the service or without the route's scope), parses its input with :mod:`.bodies`, calls one method of the state, the
-admission desk or the pool manager, and writes what :mod:`.views` returns. Errors are JSON
+access to the service or without the route's scope), parses its input with :mod:`.bodies`, calls
+one method of the state, the admission desk or the pool manager, and writes what :mod:`.views`
+returns. Errors are JSON
 ``{"status", "message", ...}``; bodies are streamed so an oversized one is refused with a 400
 before it is read.
 """
@@ -292,7 +293,8 @@ class QuotasHandler(APIHandler):
     scopes = {"GET": USE_SCOPE, "PUT": ADMIN_SCOPE}
 
     async def get(self) -> None:
-        """``?rows=1`` adds ``rows``: the quotas page's table (:func:`~jupyter_gpupool.core.reports.quota_rows`)."""
+        """``?rows=1`` adds ``rows``: the quotas page's table
+        (:func:`~jupyter_gpupool.core.reports.quota_rows`)."""
         user, groups = await self.view_of()
         state = self.ctx.state
         answer = views.quotas(state.registry, state.index, state.reservations, user, groups)

@@ -27,7 +27,8 @@ from jupyter_gpupool.commands.describe import format_pool
 from jupyter_gpupool.commands.documents import Chunk, build_request, split_documents, wanted
 from jupyter_gpupool.commands.get import NODE_COLUMNS, POOL_COLUMNS, job_columns
 from jupyter_gpupool.commands.label import outside_prefix, parse_labels
-from jupyter_gpupool.commands.output import age, format_table, render
+from jupyter_gpupool.commands.output import render
+from jupyter_gpupool.core.formatting import age, format_table
 from jupyter_gpupool.core.reports import ALL_POOLS, EACH_USER, quota_rows
 
 POOLS = [

@@ -21,8 +21,8 @@
   const every = 1000 * Number(root.dataset.refresh || 5);
   const BADGES = {
     active: "text-bg-success", degraded: "text-bg-warning", unavailable: "text-bg-danger",
-    empty: "text-bg-secondary", unlabeled: "text-bg-warning", running: "text-bg-success", starting: "text-bg-info",
-    pending: "text-bg-warning", terminating: "text-bg-secondary",
+    empty: "text-bg-secondary", unlabeled: "text-bg-warning", running: "text-bg-success",
+    starting: "text-bg-info", pending: "text-bg-warning", terminating: "text-bg-secondary",
   };
 
   function get(url, type) {
