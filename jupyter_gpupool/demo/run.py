@@ -58,6 +58,9 @@ class DemoOptions:
     extra_env: dict[str, str] = field(default_factory=dict)
     #: A JupyterHub config file loaded after the demo's own (e.g. shorter timeouts in tests).
     extra_config: Path | None = None
+    #: A cluster already running (its kubeconfig): the demo then starts no simulated cluster and
+    #: keeps no node labels across runs; the hub and service use that cluster as it is.
+    kubeconfig: Path | None = None
     #: On stop, how long each child (the hub, its proxy and services) may take to exit after
     #: SIGTERM before it is killed with SIGKILL.
     stop_grace: float = field(default_factory=_stop_grace)
@@ -170,6 +173,7 @@ class Demo:
         self.opts = opts
         self.state = opts.state_dir.resolve()
         self.cluster: SimCluster | None = None
+        self.kubeconfig = ""
         self.labels: NodeLabelKeeper | None = None
         self.hub: subprocess.Popen[bytes] | None = None
         self.url = f"http://127.0.0.1:{opts.port}"
@@ -186,12 +190,18 @@ class Demo:
         )
         self.admin_token = read_or_create_token(self.state / ADMIN_TOKEN_FILE)
         spawner_token = read_or_create_token(self.state / "spawner-token")
-        self.cluster = SimCluster(spec, kubeconfig=self.state / "kubeconfig", run_processes=True)
-        # the node labels of the last run (an admin's pool changes), before anyone can see them
-        self.labels = NodeLabelKeeper(self.cluster, self.state / NODE_LABELS_FILE)
-        self.labels.restore()
-        self.labels.start()
-        await self.cluster.start()
+        if self.opts.kubeconfig is not None:
+            self.kubeconfig = str(self.opts.kubeconfig.resolve())
+        else:
+            self.cluster = SimCluster(
+                spec, kubeconfig=self.state / "kubeconfig", run_processes=True
+            )
+            # the node labels of the last run (an admin's pool changes), before anyone sees them
+            self.labels = NodeLabelKeeper(self.cluster, self.state / NODE_LABELS_FILE)
+            self.labels.restore()
+            self.labels.start()
+            await self.cluster.start()
+            self.kubeconfig = self.cluster.kubeconfig
         self.hub_port, self.service_port = free_port(), free_port()
         self.proxy_api = f"http://127.0.0.1:{free_port()}"
         # the proxy's API token, which JupyterHub takes from its environment: the demo reads the
@@ -200,7 +210,7 @@ class Demo:
         env = {
             **os.environ,
             **self.opts.extra_env,
-            "KUBECONFIG": self.cluster.kubeconfig,
+            "KUBECONFIG": self.kubeconfig,
             "GPUPOOL_DEMO_STATE_DIR": str(self.state),
             "GPUPOOL_DEMO_PORT": str(self.opts.port),
             "GPUPOOL_DEMO_HUB_PORT": str(self.hub_port),
@@ -213,7 +223,7 @@ class Demo:
         }
         if self.opts.extra_config is not None:
             env["GPUPOOL_DEMO_EXTRA_CONFIG"] = str(self.opts.extra_config.resolve())
-        cmd = service_command(self.opts, self.service_port, self.cluster.kubeconfig)
+        cmd = service_command(self.opts, self.service_port, self.kubeconfig)
         if cmd:
             # JSON: an environment variable cannot hold the NUL bytes that would separate args
             env["GPUPOOL_DEMO_SERVICE_COMMAND"] = json.dumps(cmd)
@@ -356,7 +366,7 @@ async def run_demo(opts: DemoOptions) -> int:
         f"JupyterHub: {demo.url}  (log in as alice, bob, carol, dave or admin; any password)\n"
         f"state:      {demo.state} (hub log: jupyterhub.log; API token for scripts: admin-token)\n"
         f"CLI:        gpupool get pools --state-dir {demo.state}\n"
-        f"kubeconfig: {demo.cluster.kubeconfig if demo.cluster else ''}",
+        f"kubeconfig: {demo.kubeconfig}",
         flush=True,
     )
     print(f"ready {demo.url}", flush=True)

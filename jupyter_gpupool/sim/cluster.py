@@ -175,7 +175,8 @@ class NodeLifecycle:
             if self._dirty:
                 self.reconcile()
 
-    def wanted(self, nodes: list[dict[str, Any]]) -> dict[str, list[tuple[str, str]]]:
+    @staticmethod
+    def wanted(nodes: list[dict[str, Any]]) -> dict[str, list[tuple[str, str]]]:
         """Each node's controller taints ``(key, effect)``, in the order the controller adds them."""
         zones: dict[tuple[str, ...], list[str]] = {}
         for n in nodes:

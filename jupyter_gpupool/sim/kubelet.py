@@ -8,6 +8,10 @@ its own loopback address (127.N.0.2, 127.N.0.3, … with N random per cluster): 
 a server binding ``0.0.0.0:8888`` in two pods is fine there; here ``0.0.0.0`` in the command and
 environment is replaced by the pod's address, so several servers run side by side. The process's
 exit becomes the pod's phase (Succeeded for 0, Failed otherwise); its output is the pod's log.
+
+The kubelet reads and writes pods through a :class:`PodHost`: the simulator's store in this
+process (:class:`StoreHost`), or a real API server (:mod:`.remote`), so that the same kubelet runs
+the single-user servers a real control plane schedules.
 """
 
 from __future__ import annotations
@@ -22,9 +26,9 @@ import os
 import random
 import signal
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .defaults import now_iso
 from .resources import RESOURCES
@@ -65,16 +69,104 @@ class IPAllocator:
         self._free.sort()
 
 
+#: What the kubelet is told of a pod: ``(type, pod)``, type ADDED, MODIFIED or DELETED.
+PodListener = Callable[[str, dict[str, Any]], None]
+
+
+class PodHost(Protocol):
+    """Where the kubelet finds its pods and reports what it does with them."""
+
+    def clock(self) -> float: ...
+
+    def pods(self) -> Iterable[dict[str, Any]]:
+        """The pods known now."""
+
+    def current(self, pod: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The pod as known now, or None when it is gone (or replaced: another uid)."""
+
+    def listen(self, listener: PodListener) -> None: ...
+
+    def unlisten(self, listener: PodListener) -> None: ...
+
+    async def lookup(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """A secret or config map the pod's environment refers to."""
+
+    async def write_status(self, pod: Mapping[str, Any], status: dict[str, Any]) -> None: ...
+
+    async def record_event(
+        self, pod: Mapping[str, Any], etype: str, reason: str, message: str, host: str
+    ) -> None: ...
+
+    async def finish_deletion(self, pod: Mapping[str, Any]) -> None:
+        """The pod's containers have stopped: its object goes away."""
+
+
+class StoreHost:
+    """The simulator's store, in this process: every write is done when the call returns."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self._listeners: dict[PodListener, Callable[[WatchEvent], None]] = {}
+
+    def clock(self) -> float:
+        return self.store.clock()
+
+    def pods(self) -> Iterable[dict[str, Any]]:
+        return list(self.store.iter("pods"))
+
+    def current(self, pod: Mapping[str, Any]) -> dict[str, Any] | None:
+        md = pod["metadata"]
+        cur = self.store.find("pods", md["namespace"], md["name"])
+        if cur is None or cur["metadata"]["uid"] != md["uid"]:
+            return None
+        return cur
+
+    def listen(self, listener: PodListener) -> None:
+        def on_event(ev: WatchEvent) -> None:
+            if ev.resource == "pods":
+                listener(ev.type, ev.obj)
+
+        self._listeners[listener] = on_event
+        self.store.listeners.append(on_event)
+
+    def unlisten(self, listener: PodListener) -> None:
+        on_event = self._listeners.pop(listener, None)
+        with contextlib.suppress(ValueError):
+            self.store.listeners.remove(on_event)  # type: ignore[arg-type]
+
+    async def lookup(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.store.find(plural, namespace, name)
+
+    async def write_status(self, pod: Mapping[str, Any], status: dict[str, Any]) -> None:
+        cur = self.current(pod)
+        if cur is None:
+            return
+        new = copy.deepcopy(cur)
+        new["status"] = status
+        md = cur["metadata"]
+        self.store.write_internal(RESOURCES["pods"], (md["namespace"], md["name"]), cur, new)
+
+    async def record_event(
+        self, pod: Mapping[str, Any], etype: str, reason: str, message: str, host: str
+    ) -> None:
+        self.store.record_pod_event(dict(pod), etype, reason, message, "kubelet", host)
+
+    async def finish_deletion(self, pod: Mapping[str, Any]) -> None:
+        if self.current(pod) is not None:
+            md = pod["metadata"]
+            self.store.finish_pod_deletion(md["namespace"], md["name"])
+
+
 class Kubelet:
     def __init__(
         self,
-        store: Store,
+        host: Store | PodHost,
         *,
         run_processes: bool = False,
         start_delay: float = 0.0,
         workdir: str | None = None,
     ):
-        self.store = store
+        self.host: PodHost = StoreHost(host) if isinstance(host, Store) else host
         self.run_processes = run_processes
         self.start_delay = start_delay
         self.ips = IPAllocator()
@@ -85,13 +177,12 @@ class Kubelet:
         self._stopping: set[str] = set()
 
     def start(self) -> None:
-        self.store.listeners.append(self._on_event)
-        for pod in list(self.store.iter("pods")):
+        self.host.listen(self._on_event)
+        for pod in list(self.host.pods()):
             self._consider(pod)
 
     async def stop(self) -> None:
-        with contextlib.suppress(ValueError):
-            self.store.listeners.remove(self._on_event)
+        self.host.unlisten(self._on_event)
         for proc in list(self._procs.values()):
             with contextlib.suppress(ProcessLookupError):
                 proc.terminate()
@@ -118,11 +209,11 @@ class Kubelet:
 
     # ---- reacting to the store -------------------------------------------------------------
 
-    def _on_event(self, ev: WatchEvent) -> None:
-        if ev.resource == "pods" and ev.type != "DELETED":
-            self._consider(ev.obj)
-        elif ev.resource == "pods":
-            ip = self._ips.pop(ev.obj["metadata"]["uid"], None)
+    def _on_event(self, etype: str, pod: dict[str, Any]) -> None:
+        if etype != "DELETED":
+            self._consider(pod)
+        else:
+            ip = self._ips.pop(pod["metadata"]["uid"], None)
             if ip:
                 self.ips.release(ip)
 
@@ -151,20 +242,7 @@ class Kubelet:
             log.error("kubelet task %s failed", task.get_name(), exc_info=task.exception())
 
     def _current(self, pod: Mapping[str, Any]) -> dict[str, Any] | None:
-        md = pod["metadata"]
-        cur = self.store.find("pods", md["namespace"], md["name"])
-        if cur is None or cur["metadata"]["uid"] != md["uid"]:
-            return None
-        return cur
-
-    def _write_status(self, pod: Mapping[str, Any], status: dict[str, Any]) -> None:
-        cur = self._current(pod)
-        if cur is None:
-            return
-        new = copy.deepcopy(cur)
-        new["status"] = status
-        md = cur["metadata"]
-        self.store.write_internal(RESOURCES["pods"], (md["namespace"], md["name"]), cur, new)
+        return self.host.current(pod)
 
     # ---- running a pod ---------------------------------------------------------------------
 
@@ -177,32 +255,32 @@ class Kubelet:
         uid = pod["metadata"]["uid"]
         ip = self.ips.allocate()
         self._ips[uid] = ip
-        started = now_iso(self.store.clock())
+        started = now_iso(self.host.clock())
         for c in _containers(pod):
-            self._image_events(pod, c)
-            self._event(pod, "Normal", "Created", f"Created container {c['name']}")
+            await self._image_events(pod, c)
+            await self._event(pod, "Normal", "Created", f"Created container {c['name']}")
         proc = None
         if self.run_processes and _argv(_containers(pod)[0]):
             try:
                 proc = await self._start_process(pod, ip)
             except (OSError, ValueError) as e:
-                self._finish(pod, 128, f"StartError: {e}", started, ip)
+                await self._finish(pod, 128, f"StartError: {e}", started, ip)
                 return
             self._procs[uid] = proc
-        self._write_status(pod, self._running_status(pod, ip, started))
+        await self.host.write_status(pod, self._running_status(pod, ip, started))
         for c in _containers(pod):
-            self._event(pod, "Normal", "Started", f"Started container {c['name']}")
+            await self._event(pod, "Normal", "Started", f"Started container {c['name']}")
         if proc is None:
             return
         code = await proc.wait()
         self._procs.pop(uid, None)
         if uid in self._stopping:
             return  # deletion in progress: the object goes away instead
-        self._finish(pod, code, "Completed" if code == 0 else "Error", started, ip)
+        await self._finish(pod, code, "Completed" if code == 0 else "Error", started, ip)
 
     def _running_status(self, pod: Mapping[str, Any], ip: str, started: str) -> dict[str, Any]:
         status = copy.deepcopy(pod.get("status") or {})
-        ts = now_iso(self.store.clock())
+        ts = now_iso(self.host.clock())
         conds = {c["type"]: c for c in status.get("conditions") or []}
         for ctype in ("Initialized", "Ready", "ContainersReady", "PodScheduled"):
             conds[ctype] = {"type": ctype, "status": "True", "lastTransitionTime": ts}
@@ -229,14 +307,14 @@ class Kubelet:
         )
         return status
 
-    def _finish(
+    async def _finish(
         self, pod: Mapping[str, Any], code: int, reason: str, started: str, ip: str
     ) -> None:
         cur = self._current(pod)
         if cur is None:
             return
         status = copy.deepcopy(cur.get("status") or {})
-        ts = now_iso(self.store.clock())
+        ts = now_iso(self.host.clock())
         status["phase"] = "Succeeded" if code == 0 else "Failed"
         status.setdefault("podIP", ip)
         status.setdefault("startTime", started)
@@ -269,7 +347,7 @@ class Kubelet:
             }
             for c in _containers(cur)
         ]
-        self._write_status(cur, status)
+        await self.host.write_status(cur, status)
 
     async def _terminate(self, pod: Mapping[str, Any]) -> None:
         uid = pod["metadata"]["uid"]
@@ -289,10 +367,7 @@ class Kubelet:
             task.cancel()
         self._tasks.pop(uid, None)
         self._stopping.discard(uid)
-        md = pod["metadata"]
-        cur = self._current(pod)
-        if cur is not None:
-            self.store.finish_pod_deletion(md["namespace"], md["name"])
+        await self.host.finish_deletion(pod)
 
     async def _start_process(self, pod: Mapping[str, Any], ip: str) -> asyncio.subprocess.Process:
         c = _containers(pod)[0]
@@ -305,7 +380,8 @@ class Kubelet:
         # home of its own, as a container would, so servers don't share runtime files.
         env = {k: v for k, v in os.environ.items() if not k.startswith(_DROP_ENV_PREFIXES)}
         env["HOME"] = str(cwd)
-        env.update({k: v.replace("0.0.0.0", ip) for k, v in self.pod_env(pod, c, ip).items()})
+        pod_env = await self.pod_env(pod, c, ip)
+        env.update({k: v.replace("0.0.0.0", ip) for k, v in pod_env.items()})
         # A local file opened once per pod start; handed to the child as its stdout.
         logf = open(self.log_path(pod), "ab")  # noqa: SIM115, ASYNC230
         try:
@@ -321,7 +397,9 @@ class Kubelet:
         finally:
             logf.close()
 
-    def pod_env(self, pod: Mapping[str, Any], c: Mapping[str, Any], ip: str) -> dict[str, str]:
+    async def pod_env(
+        self, pod: Mapping[str, Any], c: Mapping[str, Any], ip: str
+    ) -> dict[str, str]:
         """The container's environment: envFrom, then env, with valueFrom resolved."""
         ns = pod["metadata"]["namespace"]
         env: dict[str, str] = {}
@@ -330,7 +408,7 @@ class Kubelet:
             for kind, plural in (("secretRef", "secrets"), ("configMapRef", "configmaps")):
                 ref = src.get(kind)
                 if ref:
-                    obj = self.store.find(plural, ns, ref.get("name", ""))
+                    obj = await self.host.lookup(plural, ns, ref.get("name", ""))
                     for k, v in ((obj or {}).get("data") or {}).items():
                         env[prefix + k] = _decode(plural, v)
         for item in c.get("env") or []:
@@ -353,27 +431,26 @@ class Kubelet:
             for kind, plural in (("secretKeyRef", "secrets"), ("configMapKeyRef", "configmaps")):
                 ref = vf.get(kind)
                 if ref:
-                    obj = self.store.find(plural, ns, ref.get("name", ""))
+                    obj = await self.host.lookup(plural, ns, ref.get("name", ""))
                     data = (obj or {}).get("data") or {}
                     if ref.get("key") in data:
                         env[name] = _decode(plural, data[ref["key"]])
         return env
 
-    def _image_events(self, pod: dict[str, Any], container: Mapping[str, Any]) -> None:
+    async def _image_events(self, pod: dict[str, Any], container: Mapping[str, Any]) -> None:
         """v1.25's image manager: ``Always`` pulls (instantly here), otherwise the image is
         taken as present."""
         image = str(container.get("image") or "")
         if container.get("imagePullPolicy") == "Always":
-            self._event(pod, "Normal", "Pulling", f'Pulling image "{image}"')
-            self._event(pod, "Normal", "Pulled", f'Successfully pulled image "{image}" in 0s')
+            await self._event(pod, "Normal", "Pulling", f'Pulling image "{image}"')
+            await self._event(pod, "Normal", "Pulled", f'Successfully pulled image "{image}" in 0s')
         else:
-            self._event(
+            await self._event(
                 pod, "Normal", "Pulled", f'Container image "{image}" already present on machine'
             )
 
-    def _event(self, pod: dict[str, Any], etype: str, reason: str, message: str) -> None:
-        host = pod["spec"].get("nodeName", "")
-        self.store.record_pod_event(pod, etype, reason, message, "kubelet", host)
+    async def _event(self, pod: dict[str, Any], etype: str, reason: str, message: str) -> None:
+        await self.host.record_event(pod, etype, reason, message, pod["spec"].get("nodeName", ""))
 
 
 def _containers(pod: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -46,6 +46,49 @@ EVENTS_API_ACTIONS: dict[str, dict[str, str]] = {
 }
 
 
+def pod_event(
+    pod: Obj,
+    etype: str,
+    reason: str,
+    message: str,
+    component: str,
+    host: str | None,
+    now: float,
+    stamp: int,
+) -> Obj:
+    """The core/v1 Event ``component`` writes about ``pod`` at ``now`` (``stamp``: nanoseconds
+    naming it), in the shape of its recorder (see :meth:`Store.record_pod_event`)."""
+    md = pod["metadata"]
+    event: Obj = {
+        # "<pod>.<hex nanoseconds>", as both recorders name events
+        "metadata": {"name": f"{md['name']}.{stamp:x}"},
+        "involvedObject": {
+            "kind": "Pod",
+            "namespace": md["namespace"],
+            "name": md["name"],
+            "uid": md["uid"],
+            "apiVersion": "v1",
+            "resourceVersion": md.get("resourceVersion", ""),
+        },
+        "reason": reason,
+        "message": message,
+        "type": etype,
+    }
+    actions = EVENTS_API_ACTIONS.get(component)
+    if actions is not None:
+        event |= {
+            "eventTime": micro_iso(now),
+            "action": actions.get(reason, reason),
+            "reportingComponent": component,
+            "reportingInstance": f"{component}-{socket.gethostname()}",
+        }
+    else:
+        ts = now_iso(now)
+        source = {"component": component, **({"host": host} if host else {})}
+        event |= {"source": source, "firstTimestamp": ts, "lastTimestamp": ts, "count": 1}
+    return event
+
+
 class Store:
     """All objects of the simulated cluster, their history, and their watchers."""
 
@@ -409,33 +452,7 @@ class Store:
         now = self.clock()
         stamp = max(int(now * 1e9), self._last_event_stamp + 1)
         self._last_event_stamp = stamp
-        event: Obj = {
-            # "<pod>.<hex nanoseconds>", as both recorders name events
-            "metadata": {"name": f"{md['name']}.{stamp:x}"},
-            "involvedObject": {
-                "kind": "Pod",
-                "namespace": md["namespace"],
-                "name": md["name"],
-                "uid": md["uid"],
-                "apiVersion": "v1",
-                "resourceVersion": md.get("resourceVersion", ""),
-            },
-            "reason": reason,
-            "message": message,
-            "type": etype,
-        }
-        actions = EVENTS_API_ACTIONS.get(component)
-        if actions is not None:
-            event |= {
-                "eventTime": micro_iso(now),
-                "action": actions.get(reason, reason),
-                "reportingComponent": component,
-                "reportingInstance": f"{component}-{socket.gethostname()}",
-            }
-        else:
-            ts = now_iso(now)
-            source = {"component": component, **({"host": host} if host else {})}
-            event |= {"source": source, "firstTimestamp": ts, "lastTimestamp": ts, "count": 1}
+        event = pod_event(pod, etype, reason, message, component, host, now, stamp)
         try:
             return self.create("events", md["namespace"], event)
         except ApiError:  # e.g. the namespace is being deleted
