@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import pytest
+import pytest_asyncio
+from clusters import CLUSTERS, open_cluster
 from needs import under_ci
 
 pytest_plugins = ["jupyter_gpupool.sim.pytest_plugin"]
@@ -12,6 +14,28 @@ def realk8s_kubeconfig(tmp_path_factory: pytest.TempPathFactory):
     import realk8s
 
     yield from realk8s.start(tmp_path_factory.mktemp("realk8s") / "cp")
+
+
+@pytest.fixture(scope="session")
+def realk8s_rbac_kubeconfig(tmp_path_factory: pytest.TempPathFactory):
+    """A second real control plane, with ``AUTHZ=Node,RBAC``: only what RBAC allows is allowed."""
+    import realk8s
+
+    yield from realk8s.start(tmp_path_factory.mktemp("realk8s-rbac") / "cp", authz="Node,RBAC")
+
+
+@pytest.fixture(params=CLUSTERS)
+def cluster_kind(request: pytest.FixtureRequest) -> str:
+    """``simulated`` or ``real`` (tests/clusters.py): a test taking it runs on both."""
+    return str(request.param)
+
+
+@pytest_asyncio.fixture
+async def cluster(cluster_kind: str, request: pytest.FixtureRequest):
+    """The example cluster (examples/cluster.yaml's nodes), simulated or real, for one test."""
+    real = request.getfixturevalue("realk8s_kubeconfig") if cluster_kind == "real" else None
+    async with open_cluster(cluster_kind, realk8s_kubeconfig=real) as c:
+        yield c
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -25,18 +25,40 @@ REALK8S = Path(
 NOT_READY = "node.kubernetes.io/not-ready"
 
 
-def start(where: Path) -> Iterator[Path]:
-    """Start a control plane in ``where``; yield its kubeconfig; stop and wipe it."""
+def _env(authz: str) -> dict[str, str]:
+    return {**os.environ, "AUTHZ": authz} if authz else dict(os.environ)
+
+
+def start(where: Path, authz: str = "") -> Iterator[Path]:
+    """Start a control plane in ``where`` (``authz``: its authorization modes, e.g.
+    ``Node,RBAC``; AlwaysAllow by default); yield its kubeconfig; stop and wipe it."""
     beside = "CI has ../shared beside the checkout"
     need((REALK8S / "up").exists(), f"a real control plane ({REALK8S}/up, see its README)", beside)
     started = subprocess.run(
-        [str(REALK8S / "up"), str(where)], capture_output=True, text=True, timeout=180
+        [str(REALK8S / "up"), str(where)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=_env(authz),
     )
     try:
         need(started.returncode == 0, f"realk8s did not start: {started.stderr[-800:]}", beside)
         yield where / "kubeconfig"
     finally:
         subprocess.run([str(REALK8S / "down"), str(where), "--wipe"], timeout=60, check=False)
+
+
+def restart_apiserver(where: Path, authz: str = "") -> None:
+    """Stop and start the API server of the control plane in ``where`` (same etcd, same data)."""
+    done = subprocess.run(
+        [str(REALK8S / "up"), str(where), "restart-apiserver"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(authz),
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"the API server did not restart: {done.stderr[-800:]}")
 
 
 def register_node(

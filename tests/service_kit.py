@@ -10,12 +10,18 @@ import json
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import tornado.httpserver
 import tornado.netutil
 import tornado.web
+from traitlets.config import Config
+from waiting import async_wait_for
 
+from jupyter_gpupool.client import GPUPoolClient
+from jupyter_gpupool.core.usage import UsageIndex
+from jupyter_gpupool.service import GPUPoolService
 from jupyter_gpupool.service.auth import ADMIN_SCOPE, USE_SCOPE
 from jupyter_gpupool.sim import SimCluster
 
@@ -165,3 +171,82 @@ async def start_pod(
 async def delete_pod(cluster: SimCluster, name: str) -> None:
     cluster.store.delete("pods", "default", name, grace_period=0)
     await cluster.wait_for(lambda: cluster.pod("default", name) is None)
+
+
+def picture(index: UsageIndex) -> dict[str, Any]:
+    """Everything usage-related an index reports, in comparable form."""
+    return {
+        "pools": index.pools(),
+        "nodes": index.nodes(),
+        "users": index.usage_by_user(),
+        "subjects": index.usage_by_subject(),
+        "servers": sorted((s.namespace, s.name, s.node, s.gpus, s.state) for s in index.servers()),
+    }
+
+
+class Running:
+    """A service started in this process, and ways to talk to it. ``truth()`` builds a usage
+    index from a fresh list of the cluster's nodes and pods: what the cluster says."""
+
+    def __init__(
+        self,
+        app: GPUPoolService,
+        hub: HubStub,
+        cluster: Any,
+        truth: Callable[[], Awaitable[UsageIndex]],
+    ):
+        self.app = app
+        self.hub = hub
+        self.cluster = cluster
+        self._truth = truth
+        self.url = f"http://127.0.0.1:{app.port}{app.base_url}"
+        self._clients: list[GPUPoolClient] = []
+
+    @property
+    def ctx(self) -> Any:
+        return self.app.ctx
+
+    async def settled(self, timeout: float = 10) -> dict[str, Any]:
+        """Wait until the service's usage index says what a fresh list of the cluster says;
+        return that picture."""
+
+        async def same() -> dict[str, Any] | None:
+            fresh = picture(await self._truth())
+            return fresh if picture(self.ctx.state.index) == fresh else None
+
+        return await async_wait_for(
+            same, what="the service's usage to equal a fresh list", timeout=timeout
+        )
+
+    def client(self, token: str, **kw: Any) -> GPUPoolClient:
+        c = GPUPoolClient(self.url, token, **kw)
+        self._clients.append(c)
+        return c
+
+    def admin(self) -> GPUPoolClient:
+        return self.client(self.hub.admin())
+
+    def user(self, name: str, groups: list[str] = ()) -> GPUPoolClient:
+        return self.client(self.hub.user(name, list(groups)))
+
+    async def stop(self) -> None:
+        for c in self._clients:
+            await c.close()
+        await self.app.stop_service()
+
+
+def service_config(kubeconfig: str, hub: HubStub, pools_dir: Path, **traits: Any) -> Config:
+    c = Config()
+    c.GPUPoolService.ip = "127.0.0.1"
+    c.GPUPoolService.port = 0
+    c.GPUPoolService.base_url = "/services/gpupool/"
+    c.GPUPoolService.pools_dir = str(pools_dir)
+    c.GPUPoolService.kubeconfig = kubeconfig
+    c.GPUPoolService.hub_api_url = hub.url + "/hub/api"
+    c.GPUPoolService.api_token = hub.SERVICE_TOKEN
+    c.GPUPoolService.reload_interval = 0
+    c.GPUPoolService.summary_cache_seconds = 0
+    c.GPUPoolService.log_level = "WARN"
+    for name, value in traits.items():
+        setattr(c.GPUPoolService, name, value)
+    return c

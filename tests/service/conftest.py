@@ -15,10 +15,16 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from service_kit import HubStub, delete_pod, pod_for, start_pod  # noqa: F401 - fixtures' and tests' helpers
-from traitlets.config import Config
+from service_kit import (  # noqa: F401 - fixtures' and tests' helpers
+    HubStub,
+    Running,
+    delete_pod,
+    picture,
+    pod_for,
+    service_config,
+    start_pod,
+)
 
-from jupyter_gpupool.client import GPUPoolClient
 from jupyter_gpupool.core.usage import UsageIndex
 from jupyter_gpupool.service import GPUPoolService
 from jupyter_gpupool.sim import SimCluster
@@ -42,23 +48,6 @@ def pools_dir(tmp_path: Path) -> Path:
     return target
 
 
-def service_config(cluster: SimCluster, hub: HubStub, pools_dir: Path, **traits: Any) -> Config:
-    c = Config()
-    c.GPUPoolService.ip = "127.0.0.1"
-    c.GPUPoolService.port = 0
-    c.GPUPoolService.base_url = "/services/gpupool/"
-    c.GPUPoolService.pools_dir = str(pools_dir)
-    c.GPUPoolService.kubeconfig = cluster.kubeconfig
-    c.GPUPoolService.hub_api_url = hub.url + "/hub/api"
-    c.GPUPoolService.api_token = hub.SERVICE_TOKEN
-    c.GPUPoolService.reload_interval = 0
-    c.GPUPoolService.summary_cache_seconds = 0
-    c.GPUPoolService.log_level = "WARN"
-    for name, value in traits.items():
-        setattr(c.GPUPoolService, name, value)
-    return c
-
-
 def truth(cluster: SimCluster) -> UsageIndex:
     """A fresh index from a fresh list: what the cluster says."""
     index = UsageIndex()
@@ -67,54 +56,6 @@ def truth(cluster: SimCluster) -> UsageIndex:
         pods=cluster.store.list("pods", None)[0],
     )
     return index
-
-
-def picture(index: UsageIndex) -> dict[str, Any]:
-    """Everything usage-related an index reports, in comparable form."""
-    return {
-        "pools": index.pools(),
-        "nodes": index.nodes(),
-        "users": index.usage_by_user(),
-        "subjects": index.usage_by_subject(),
-        "servers": [(s.namespace, s.name, s.node, s.gpus, s.state) for s in index.servers()],
-    }
-
-
-class Running:
-    """A service started in this process, and ways to talk to it."""
-
-    def __init__(self, app: GPUPoolService, hub: HubStub, cluster: SimCluster):
-        self.app = app
-        self.hub = hub
-        self.cluster = cluster
-        self.url = f"http://127.0.0.1:{app.port}{app.base_url}"
-        self._clients: list[GPUPoolClient] = []
-
-    @property
-    def ctx(self) -> Any:
-        return self.app.ctx
-
-    async def settled(self, timeout: float = 10) -> None:
-        """Wait until the service's usage index says what a fresh list of the cluster says."""
-        await self.cluster.wait_for(
-            lambda: picture(self.ctx.state.index) == picture(truth(self.cluster)), timeout
-        )
-
-    def client(self, token: str, **kw: Any) -> GPUPoolClient:
-        c = GPUPoolClient(self.url, token, **kw)
-        self._clients.append(c)
-        return c
-
-    def admin(self) -> GPUPoolClient:
-        return self.client(self.hub.admin())
-
-    def user(self, name: str, groups: list[str] = ()) -> GPUPoolClient:
-        return self.client(self.hub.user(name, list(groups)))
-
-    async def stop(self) -> None:
-        for c in self._clients:
-            await c.close()
-        await self.app.stop_service()
 
 
 ServiceFactory = Callable[..., Awaitable[Running]]
@@ -129,10 +70,14 @@ async def start_service(
 
     async def start(cluster: SimCluster | None = None, **traits: Any) -> Running:
         cluster = cluster or sim_cluster
-        app = GPUPoolService(config=service_config(cluster, hub, pools_dir, **traits))
+        app = GPUPoolService(config=service_config(cluster.kubeconfig, hub, pools_dir, **traits))
         app.initialize([])
         await app.start_service()
-        r = Running(app, hub, cluster)
+
+        async def fresh() -> UsageIndex:
+            return truth(cluster)
+
+        r = Running(app, hub, cluster, fresh)
         running.append(r)
         return r
 
