@@ -1,6 +1,7 @@
 """GPUPoolSpawner in the demo: a real JupyterHub (a child process) with the gpupool service, on
-the simulated cluster, which runs in this test process so the tests can fill pools and taint
-nodes. Servers are real single-user servers answering through the proxy.
+each cluster of tests/clusters.py (the simulated one and the real v1.25 control plane, whose
+kube-scheduler places the pods). The tests fill pools and taint nodes through the Kubernetes API,
+the same calls on both. Servers are real single-user servers answering through the proxy.
 
 Users: alice and bob are in ml-research, carol in ml-ops; others are in no group (the demo's
 examples/pools/quotas.yaml: user-default limit of 4 GPUs, default order dev-pool, compute-pool).
@@ -20,35 +21,62 @@ from urllib.parse import urlencode
 import pytest
 import pytest_asyncio
 import tornado.httpclient
+from clusters import CLUSTERS, Cluster, open_demo
 from test_spawner_form import submitted
 from waiting import WaitTimeout, async_wait_for
 
-from jupyter_gpupool.demo.run import Demo, DemoOptions, free_port
+from jupyter_gpupool.demo.run import Demo
 from jupyter_gpupool.hubclient import HubClient
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-#: Short waits, so that the fallback test does not wait 30 s.
-EXTRA_CONFIG = """
+#: The user whose starts give up after WRAP_START_TIMEOUT seconds (the wrap-around test).
+WRAP_USER = "kim"
+WRAP_START_TIMEOUT = 10
+#: Short waits, so that the fallback test does not wait 30 s; one user's short start_timeout
+#: (JupyterHub's pre_spawn_hook: the hub reads start_timeout after it).
+EXTRA_CONFIG = f"""
 c.GPUPoolSpawner.pool_schedule_timeout = 1
 c.KubeSpawner.start_timeout = 60
+
+
+def _short_start(spawner):
+    if spawner.user.name == {WRAP_USER!r}:
+        spawner.start_timeout = {WRAP_START_TIMEOUT}
+
+
+c.Spawner.pre_spawn_hook = _short_start
 """
 #: A taint the service does not judge (it leaves node.kubernetes.io/ taints to the node's
 #: conditions) but the scheduler does.
 INVISIBLE_TAINT = {"key": "node.kubernetes.io/out-of-service", "effect": "NoExecute"}
+#: What kube-scheduler v1.25 says (a FailedScheduling event, the PodScheduled condition) of a
+#: 1-GPU server pod of POOL when N nodes carry INVISIBLE_TAINT, keyed by (POOL, N): its reasons
+#: sorted as text; the two CPU nodes count as lacking GPUs. The simulated scheduler says the same.
+REFUSED = {
+    ("dev-pool", 1): "0/8 nodes are available: "
+    "1 node(s) had untolerated taint {node.kubernetes.io/out-of-service: }, "
+    "2 Insufficient nvidia.com/gpu, 7 node(s) didn't match Pod's node affinity/selector. "
+    "preemption: 0/8 nodes are available: 8 Preemption is not helpful for scheduling.",
+    ("dev-pool", 3): "0/8 nodes are available: 2 Insufficient nvidia.com/gpu, "
+    "3 node(s) had untolerated taint {node.kubernetes.io/out-of-service: }, "
+    "7 node(s) didn't match Pod's node affinity/selector. "
+    "preemption: 0/8 nodes are available: 8 Preemption is not helpful for scheduling.",
+    ("inference-pool", 3): "0/8 nodes are available: 2 Insufficient nvidia.com/gpu, "
+    "3 node(s) had untolerated taint {node.kubernetes.io/out-of-service: }, "
+    "6 node(s) didn't match Pod's node affinity/selector. "
+    "preemption: 0/8 nodes are available: 8 Preemption is not helpful for scheduling.",
+}
 
 
 class Hub:
     """The demo hub, asked with the admin token (API) or as a logged-in browser (pages)."""
 
-    def __init__(self, demo: Demo):
+    def __init__(self, cluster: Cluster, demo: Demo):
+        self.cluster = cluster
         self.demo = demo
         self.url = demo.url
         self.http = tornado.httpclient.AsyncHTTPClient(force_instance=True)
-
-    @property
-    def cluster(self) -> Any:
-        return self.demo.cluster
 
     async def api(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         resp = await self.http.fetch(
@@ -87,8 +115,7 @@ class Hub:
 
     async def stop(self, name: str) -> None:
         await self.api("DELETE", f"/hub/api/users/{name}/server")
-        pod = f"jupyter-{name}"
-        await self.cluster.wait_for(lambda: self.cluster.pod("default", pod) is None, 30)
+        await self.cluster.wait_gone("default", f"jupyter-{name}", 30)
 
         async def gone() -> bool:
             return not await self.server(name)
@@ -111,8 +138,12 @@ class Hub:
             interval=0.2,
         )
 
-    def pod(self, name: str) -> dict[str, Any] | None:
-        return self.cluster.pod("default", f"jupyter-{name}")
+    async def pod(self, name: str) -> dict[str, Any] | None:
+        """The user's server pod, from the API (None: there is none)."""
+        return await self.cluster.pod("default", f"jupyter-{name}")
+
+    def client(self) -> HubClient:
+        return HubClient(self.url + "/hub/api", self.demo.admin_token)
 
 
 class Browser:
@@ -157,54 +188,59 @@ class Browser:
         return await self.request("POST", f"/hub/spawn?_xsrf={xsrf}", {**fields, "_xsrf": xsrf})
 
 
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def hub(tmp_path_factory) -> AsyncIterator[Hub]:
-    state = tmp_path_factory.mktemp("gpupool-demo")
-    extra = state / "extra_config.py"
-    extra.write_text(EXTRA_CONFIG)
-    demo = Demo(DemoOptions(port=free_port(), state_dir=state, extra_config=extra))
-    try:
-        await demo.start()
-    except BaseException:
-        await demo.stop()
-        raise
-    hub = Hub(demo)
-    yield hub
-    hub.http.close()
-    await demo.stop()
+@pytest_asyncio.fixture(loop_scope="module", scope="module", params=CLUSTERS)
+async def hub(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Hub]:
+    """The demo on the cluster of this param, for every test of the module."""
+    kind = str(request.param)
+    real = request.getfixturevalue("realk8s_kubeconfig") if kind == "real" else None
+    state = tmp_path_factory.mktemp(f"gpupool-demo-{kind}")
+    async with open_demo(kind, state, realk8s_kubeconfig=real, extra_config=EXTRA_CONFIG) as (
+        cluster,
+        demo,
+    ):
+        hub = Hub(cluster, demo)
+        try:
+            yield hub
+        finally:
+            hub.http.close()
+
+
+def filler(node: str) -> dict[str, Any]:
+    """A pod that is not a server and takes all 8 GPUs of ``node``: the scheduler binds it there
+    (a nodeSelector on the hostname label), the kubelet runs its command."""
+    return {
+        "metadata": {"name": f"filler-{node}"},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "x",
+                    "command": ["sleep", "3600"],
+                    "resources": {"limits": {"nvidia.com/gpu": "8"}},
+                }
+            ],
+        },
+    }
 
 
 async def fill(hub: Hub, pool: str, nodes: list[str]) -> list[str]:
     """Take every GPU of ``nodes`` with pods that are not servers (the service counts them)."""
     names = []
     for node in nodes:
-        name = f"filler-{node}"
-        hub.cluster.store.create(
-            "pods",
-            "default",
-            {
-                "metadata": {"name": name},
-                "spec": {
-                    "nodeName": node,
-                    "containers": [
-                        {
-                            "name": "c",
-                            "image": "x",
-                            "command": ["sleep", "3600"],  # the kubelet runs it
-                            "resources": {"limits": {"nvidia.com/gpu": "8"}},
-                        }
-                    ],
-                },
-            },
-        )
-        names.append(name)
+        pod = await hub.cluster.create_pod("default", filler(node))
+        names.append(pod["metadata"]["name"])
     await wait_pool_free(hub, pool, 0)
     return names
 
 
 async def unfill(hub: Hub, pool: str, names: list[str], free: int) -> None:
     for name in names:
-        hub.cluster.store.delete("pods", "default", name, grace_period=0)
+        await hub.cluster.delete_pod("default", name, grace=0)
+    for name in names:
+        await hub.cluster.wait_gone("default", name)
     await wait_pool_free(hub, pool, free)
 
 
@@ -224,10 +260,14 @@ async def wait_pool_free(hub: Hub, pool: str, free: int, timeout: float = 10) ->
         raise WaitTimeout(f"{e}; its last row: {rows[-1] if rows else None}") from None
 
 
-def taint(hub: Hub, node: str, taints: list[dict[str, str]]) -> None:
-    hub.cluster.store.patch(
-        "nodes", None, node, {"spec": {"taints": taints}}, "application/merge-patch+json"
-    )
+async def taint(hub: Hub, nodes: list[str]) -> None:
+    for node in nodes:
+        await hub.cluster.add_taint(node, INVISIBLE_TAINT)
+
+
+async def untaint(hub: Hub, nodes: list[str]) -> None:
+    for node in nodes:
+        await hub.cluster.remove_taint(node, INVISIBLE_TAINT["key"])
 
 
 def gpus_of(pod: dict[str, Any]) -> str | None:
@@ -264,7 +304,7 @@ async def test_spawn_through_the_form(hub):
         }
         assert server["state"]["gpupool"]["pool"] == "dev-pool"
         assert server["state"]["gpupool"]["node"] == "gpu-node-5"
-        pod = hub.pod("alice")
+        pod = await hub.pod("alice")
         assert pod["metadata"]["labels"]["runwhere.ai/pool"] == "dev-pool"
         assert pod["metadata"]["labels"]["runwhere.ai/job-type"] == "notebook"  # for gpuctl
         assert gpus_of(pod) == "1"
@@ -289,14 +329,16 @@ async def test_spawn_through_the_rest_api_when_the_first_pool_is_full(hub):
                 {"user_options": {"pools": ["training-pool", "inference-pool"], "gpus": 2}},
             )
         )
-        await hub.cluster.wait_for(lambda: hub.pod("bob"), 10, interval=0.005)
+        await async_wait_for(
+            lambda: hub.pod("bob"), what="bob's pod to exist", timeout=10, interval=0.005
+        )
         to_pod = time.monotonic() - started
         code, _ = await request
         assert code in (201, 202)
         assert to_pod < 1.5, f"{to_pod:.2f} s from the request to the pod"
         server = await hub.wait_ready("bob")
         assert server["user_options"]["pool"] == "inference-pool"
-        pod = hub.pod("bob")
+        pod = await hub.pod("bob")
         assert pod["spec"]["nodeSelector"] == {"runwhere.ai/pool": "inference-pool"}
         assert pod["spec"]["nodeName"] in ("gpu-node-3", "gpu-node-4") and gpus_of(pod) == "2"
     finally:
@@ -304,31 +346,87 @@ async def test_spawn_through_the_rest_api_when_the_first_pool_is_full(hub):
         await unfill(hub, "training-pool", fillers, 16)
 
 
+async def scheduler_said(hub: Hub, pod: str) -> list[str]:
+    """The messages of the FailedScheduling events the cluster holds for ``pod`` (every pod of
+    that name so far), from the API."""
+    events = await hub.cluster.events_for("default", pod)
+    return [str(e.get("message")) for e in events if e.get("reason") == "FailedScheduling"]
+
+
 async def test_falls_back_when_the_scheduler_refuses_what_the_service_admitted(hub):
-    taint(hub, "gpu-node-5", [INVISIBLE_TAINT])
+    """dev-pool's node carries a taint the service does not judge: the scheduler refuses the
+    pod there, and after pool_schedule_timeout the server starts in the next pool, the user
+    reading the scheduler's own words."""
+    await taint(hub, ["gpu-node-5"])
+    refused = REFUSED["dev-pool", 1]
+    client = hub.client()
     try:
         await hub.user("erin")
         started = time.monotonic()
-        code, _ = await hub.api(
-            "POST",
-            "/hub/api/users/erin/server",
-            {"user_options": {"pools": ["dev-pool", "inference-pool"], "gpus": 1}},
-        )
-        assert code in (201, 202)
-        server = await hub.wait_ready("erin")
+        options = {"pools": ["dev-pool", "inference-pool"], "gpus": 1}
+        events = [e async for e in client.start_and_follow("erin", "", options, timeout=60)]
+        assert events[-1].get("ready"), events
         assert time.monotonic() - started >= 1  # it waited pool_schedule_timeout in dev-pool
+        assert refused in await scheduler_said(hub, "jupyter-erin")
+        messages = [e.get("message") for e in events]
+        assert f'falling back from dev-pool to inference-pool because "{refused}"' in messages
+        assert events[-1]["message"].endswith(f'; dev-pool could not schedule it ("{refused}")')
+        server = await hub.wait_ready("erin")
         assert server["user_options"]["pool"] == "inference-pool"
-        pod = hub.pod("erin")
+        pod = await hub.pod("erin")
         assert pod["spec"]["nodeSelector"] == {"runwhere.ai/pool": "inference-pool"}
         labels = pod["metadata"]["labels"]
         assert labels["gpupool.jupyter.org/over-quota"] == "true"  # erin borrows (no group)
         assert labels["gpupool.jupyter.org/admission"] == server["state"]["gpupool"]["admission"]
         # dev-pool's admission was given back: nothing is held any more
         code, held = await hub.api("GET", "/services/gpupool/api/v1/admissions")
-        assert held["admissions"] == []
+        assert code == 200 and held["admissions"] == [], held
     finally:
-        taint(hub, "gpu-node-5", [])
+        await client.close()
+        await untaint(hub, ["gpu-node-5"])
         await hub.stop("erin")
+
+
+async def test_wraps_around_the_pools_until_start_timeout(hub):
+    """Every node of both pools the user lists carries the taint: the spawner tries dev-pool,
+    inference-pool, dev-pool again... until start_timeout, then fails saying what the scheduler
+    said in each pool, and leaves no pod and no admission behind."""
+    nodes = ["gpu-node-3", "gpu-node-4", "gpu-node-5"]
+    refused = {pool: REFUSED[pool, 3] for pool in ("dev-pool", "inference-pool")}
+    await taint(hub, nodes)
+    client = hub.client()
+    try:
+        await hub.user(WRAP_USER)
+        started = time.monotonic()
+        options = {"pools": ["dev-pool", "inference-pool"], "gpus": 1}
+        events = [e async for e in client.start_and_follow(WRAP_USER, "", options, timeout=60)]
+        took = time.monotonic() - started
+        failed = events[-1]
+        assert failed.get("failed"), events
+        within = f"within {WRAP_START_TIMEOUT} seconds"
+        head = f"Spawn failed: No pool could schedule your server {within}. "
+        assert failed["message"].startswith(head), failed
+        tried = failed["message"][len(head) :].split("; ")
+        # the pools in the user's order, wrapping around, each with the scheduler's words
+        order = ["dev-pool", "inference-pool"]
+        assert len(tried) >= 3, tried
+        assert tried == [f"{order[i % 2]}: {refused[order[i % 2]]}" for i in range(len(tried))]
+        wrapped = (
+            f'falling back from inference-pool to dev-pool because "{refused["inference-pool"]}"'
+        )
+        assert wrapped in [e.get("message") for e in events]
+        said = await scheduler_said(hub, f"jupyter-{WRAP_USER}")
+        assert set(refused.values()) <= set(said), said
+        # it gave up on its own just before JupyterHub's start_timeout would have
+        assert WRAP_START_TIMEOUT - 1 <= took < WRAP_START_TIMEOUT + 5, took
+        await hub.cluster.wait_gone("default", f"jupyter-{WRAP_USER}", 30)
+        assert await hub.server(WRAP_USER) == {}
+        code, held = await hub.api("GET", "/services/gpupool/api/v1/admissions")
+        assert code == 200 and held["admissions"] == [], held
+    finally:
+        await client.close()
+        await untaint(hub, nodes)
+        await hub.stop(WRAP_USER)
 
 
 async def test_all_pools_full_is_a_clear_error_within_two_seconds(hub):
@@ -347,7 +445,7 @@ async def test_all_pools_full_is_a_clear_error_within_two_seconds(hub):
             "No pool can take your server now. "
             "training-pool: no node has 4 free GPUs (largest free block: 0)"
         )
-        assert hub.pod("frank") is None
+        assert await hub.pod("frank") is None
     finally:
         await unfill(hub, "training-pool", fillers, 16)
 
@@ -363,7 +461,7 @@ async def test_quota_exceeded_is_said_on_the_form(hub):
         "No pool can take your server now. training-pool: you use 0 of your limit of 4 GPUs "
         "in this pool (you asked for 8)"
     ) in resp.body.decode()
-    assert hub.pod("dave") is None
+    assert await hub.pod("dave") is None
     # the form under the message is the one dave sent
     fields = submitted(resp.body.decode()).fields
     assert fields["priority.training-pool"] == ["1"] and fields["gpus"] == ["8"]
@@ -381,7 +479,7 @@ async def test_a_cpu_only_server_in_compute_pool(hub):
     try:
         server = await hub.wait_ready("carol")
         assert server["user_options"]["pool"] == "compute-pool"
-        pod = hub.pod("carol")
+        pod = await hub.pod("carol")
         assert pod["spec"]["nodeName"] in ("cpu-node-1", "cpu-node-2")
         assert gpus_of(pod) is None
         env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
@@ -405,7 +503,7 @@ async def test_invalid_options_are_a_400_from_the_rest_api(hub, options, message
     await hub.user("grace")
     code, body = await hub.api("POST", "/hub/api/users/grace/server", {"user_options": options})
     assert code == 400 and body["message"].startswith(message), body
-    assert hub.pod("grace") is None
+    assert await hub.pod("grace") is None
     assert await hub.server("grace") == {}
 
 
@@ -423,7 +521,7 @@ async def test_invalid_form_input_is_said_on_the_form(hub):
     assert resp.code == 400
     page = resp.body.decode()
     assert "the priority of dev-pool must be a whole number from 1" in page
-    assert hub.pod("heidi") is None
+    assert await hub.pod("heidi") is None
     # the form comes back as heidi left it: both pools chosen, in her order, and 2 GPUs
     fields = submitted(page).fields
     chosen = sorted((v[0], k) for k, v in fields.items() if k.startswith("priority.") and v[0])
@@ -460,7 +558,7 @@ async def test_the_progress_stream_shows_the_pool_decision_until_ready(hub):
         await hub.user("ivan")
         options = {"pools": ["training-pool", "dev-pool"], "gpus": 1}
         events = [e async for e in client.start_and_follow("ivan", "", options, timeout=60)]
-        pod = hub.pod("ivan")
+        pod = await hub.pod("ivan")
         assert pod is not None, events
         ready = events[-1]
         assert ready.get("ready"), events
