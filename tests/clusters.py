@@ -8,23 +8,30 @@ everything through the Kubernetes API with :class:`Cluster`'s helpers, the same 
 only starting the cluster and restarting its API server differ. The real control plane is started
 once per test run and emptied between tests (:meth:`RemoteNodes.reset`).
 
-    CLUSTERS  # pytest params: "simulated", and "real" marked realk8s
+- ``CLUSTERS``: the pytest params, "simulated" and "real" (marked ``realk8s``);
+- ``open_cluster(kind, ...)``: the cluster, its kubelet running pods as local processes or not;
+- ``open_demo(kind, state, ...)``: ``gpupool demo`` (hub, proxy, service) on it;
+- ``demo_on(kind, state, ...)``: the same for synchronous tests, held on a thread's event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import threading
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from kubernetes_asyncio import client, config
 
 from jupyter_gpupool.core.usage import UsageIndex
 from jupyter_gpupool.demo.run import Demo, DemoOptions, free_port
+from jupyter_gpupool.demo.testing import DemoProcess
 from jupyter_gpupool.sim import SimCluster
 from jupyter_gpupool.sim.remote import MERGE_PATCH, RemoteError, RemoteNodes, api_json
 from jupyter_gpupool.sim.spec import ClusterSpec, example_cluster_spec
@@ -218,3 +225,64 @@ async def open_demo(
             yield cluster, demo
         finally:
             await demo.stop()
+
+
+# --- the demo for synchronous tests ----------------------------------------------------------------
+# A synchronous test (the CLI runs an event loop of its own, so does a kernel client) holds the
+# demo and its cluster (the simulated one in this process, or the real one's kubelet) on an event
+# loop in a thread of their own; DemoOn.run runs a Cluster call there.
+
+T = TypeVar("T")
+
+
+@dataclass(repr=False)
+class DemoOn(DemoProcess):
+    """The demo (``api``, ``start_server``, ``url``, ``state``, ``token`` as DemoProcess) on the
+    cluster ``kind``, whose Kubernetes API ``cluster`` reads and changes."""
+
+    kind: str
+    cluster: Cluster
+    loop: asyncio.AbstractEventLoop
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 60) -> T:
+        """Run ``coro`` (e.g. a :class:`Cluster` call) on the demo's event loop; its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def __repr__(self) -> str:
+        return f"<demo on the {self.kind} cluster, {self.url}>"
+
+
+def demo_on(kind: str, state: Path, realk8s_kubeconfig: Path | None) -> Iterator[DemoOn]:
+    """``open_demo(kind, state)`` held open on an event loop in a thread of its own."""
+    opened: concurrent.futures.Future[tuple[DemoOn, asyncio.Event]] = concurrent.futures.Future()
+    failed: list[BaseException] = []
+
+    async def hold() -> None:
+        stop = asyncio.Event()
+        async with open_demo(kind, state, realk8s_kubeconfig=realk8s_kubeconfig) as (c, d):
+            assert d.hub is not None
+            loop = asyncio.get_running_loop()
+            on = DemoOn(d.hub, d.url, d.state, d.admin_token, kind, c, loop)
+            opened.set_result((on, stop))
+            await stop.wait()
+
+    def serve() -> None:
+        try:
+            asyncio.run(hold())
+        except BaseException as e:
+            if opened.done():
+                failed.append(e)  # on the way out: raised at teardown
+            else:
+                opened.set_exception(e)  # on the way in: raised at setup
+
+    thread = threading.Thread(target=serve, name=f"demo-{kind}", daemon=True)
+    thread.start()
+    on, stop = opened.result(timeout=240)
+    try:
+        yield on
+    finally:
+        on.loop.call_soon_threadsafe(stop.set)
+        thread.join(timeout=120)
+    assert not thread.is_alive(), f"the {kind} demo did not stop within 120 s"
+    if failed:
+        raise failed[0]

@@ -1,4 +1,7 @@
-"""``gpupool`` verbs against a running ``gpupool demo`` (one for the module), as an admin types them."""
+"""``gpupool`` verbs against a running ``gpupool demo`` (one for the module), as an admin types
+them, on both clusters of tests/clusters.py: the simulated one and a real control plane. What
+the tables say about nodes, GPUs and pools is held to a fresh list from the Kubernetes API, and a
+label the CLI moves is read back from the API server."""
 
 from __future__ import annotations
 
@@ -7,21 +10,30 @@ import re
 import shlex
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
+from clusters import CLUSTERS, DemoOn, demo_on
+from waiting import WaitTimeout, wait_for
 
 from jupyter_gpupool.cli import main
 from jupyter_gpupool.demo.run import free_port
-from jupyter_gpupool.demo.testing import DemoProcess
 
 GPUCTL_HEADER = ["POOL NAME", "STATUS", "GPU TOTAL", "GPU USED", "GPU FREE", "NODE COUNT"]
+POOL_KEY = "runwhere.ai/pool"
+TYPE_KEY = "runwhere.ai/gpu-type"
+GPU = "nvidia.com/gpu"
+#: A test about the CLI alone (arguments, connection options): a second cluster adds nothing.
+ONE_CLUSTER = pytest.mark.parametrize("demo", ["simulated"], indirect=True)
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    with DemoProcess.start(tmp_path_factory.mktemp("cli-demo")) as demo:
-        yield demo
+@pytest.fixture(scope="module", params=CLUSTERS)
+def demo(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """``gpupool demo`` on the simulated or the real cluster, for the module."""
+    kind = str(request.param)
+    real = request.getfixturevalue("realk8s_kubeconfig") if kind == "real" else None
+    yield from demo_on(kind, tmp_path_factory.mktemp(f"cli-demo-{kind}"), real)
 
 
 @pytest.fixture
@@ -41,7 +53,114 @@ def table(text):
     return [re.split(r"\s{2,}", line.strip()) for line in text.splitlines()]
 
 
-def test_get_pools_prints_gpuctls_columns_and_every_pool(gpupool):
+# --- what the Kubernetes API says, read fresh -----------------------------------------------------
+
+
+def labels_of(demo: DemoOn, node: str) -> dict[str, str]:
+    """A node's labels, read from the API server now."""
+    return dict(demo.run(demo.cluster.node(node))["metadata"].get("labels") or {})
+
+
+def _gpus(pod: dict[str, Any]) -> int:
+    """The GPUs a pod's containers ask for (limits, else requests)."""
+    total = 0
+    for c in pod["spec"].get("containers") or []:
+        res = c.get("resources") or {}
+        total += int(
+            (res.get("limits") or {}).get(GPU) or (res.get("requests") or {}).get(GPU) or 0
+        )
+    return total
+
+
+def api_nodes(demo: DemoOn) -> dict[str, dict[str, Any]]:
+    """Per node, from a fresh list of nodes and pods: its pool (label, else ``default``), GPU
+    type (label, ``-`` for none), allocatable GPUs, and GPUs of the pods bound to it that have
+    not finished."""
+    nodes = demo.run(demo.cluster.list_nodes())
+    pods = demo.run(demo.cluster.list_pods())
+    used: dict[str, int] = {}
+    for pod in pods:
+        node = pod["spec"].get("nodeName")
+        if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            used[node] = used.get(node, 0) + _gpus(pod)
+    out = {}
+    for n in nodes:
+        name, labels = n["metadata"]["name"], n["metadata"].get("labels") or {}
+        total = int((n["status"].get("allocatable") or {}).get(GPU) or 0)
+        out[name] = {
+            "pool": labels.get(POOL_KEY) or "default",
+            "gpu_type": labels.get(TYPE_KEY) or "-",
+            "total": total,
+            "used": used.get(name, 0),
+        }
+    return out
+
+
+def expected_node_rows(demo: DemoOn, pool: str | None = None) -> list[list[str]]:
+    """``get nodes``' NODE NAME, GPU TOTAL, GPU USED, GPU FREE, GPU TYPE and POOL, from the API."""
+    return [
+        [
+            name,
+            str(n["total"]),
+            str(n["used"]),
+            str(n["total"] - n["used"]),
+            n["gpu_type"],
+            n["pool"],
+        ]
+        for name, n in sorted(api_nodes(demo).items())
+        if pool is None or n["pool"] == pool
+    ]
+
+
+def node_rows(out: str) -> list[list[str]]:
+    """The same columns of a ``get nodes`` table."""
+    rows = table(out)
+    header = ["NODE NAME", "STATUS", "GPU TOTAL", "GPU USED", "GPU FREE", "GPU TYPE", "POOL"]
+    assert rows[0][:7] == header
+    return sorted([r[0], *r[2:7]] for r in rows[1:])
+
+
+def expected_pool_numbers(demo: DemoOn, pools: list[str]) -> dict[str, list[str]]:
+    """``get pools``' GPU TOTAL, GPU USED, GPU FREE and NODE COUNT of ``pools``, from the API."""
+    sums = {p: [0, 0, 0] for p in pools}  # total, used, nodes
+    for n in api_nodes(demo).values():
+        s = sums.setdefault(n["pool"], [0, 0, 0])
+        s[0] += n["total"]
+        s[1] += n["used"]
+        s[2] += 1
+    return {p: [str(t), str(u), str(t - u), str(c)] for p, (t, u, c) in sums.items()}
+
+
+def cli_and_api(gpupool, demo: DemoOn, args: tuple[str, ...]) -> tuple[Any, Any]:
+    """``gpupool get nodes|pools ARGS``' GPU and pool columns, and the same from the API."""
+    status, out, err = gpupool("get", *args)
+    assert status == 0, err
+    if args[0] == "nodes":
+        pool = args[args.index("--pool") + 1] if "--pool" in args else None
+        return node_rows(out), expected_node_rows(demo, pool)
+    rows = {r[0]: r[2:6] for r in table(out)[1:]}
+    return rows, expected_pool_numbers(demo, list(rows))
+
+
+def the_same_as_the_api(gpupool, demo: DemoOn, *args: str) -> Any:
+    """``gpupool get nodes|pools ARGS``' GPU and pool columns, once they equal a fresh API list
+    (the service follows the cluster with a watch); fails showing both if they never do."""
+    seen: list[tuple[Any, Any]] = []
+
+    def same() -> bool:
+        seen.append(cli_and_api(gpupool, demo, args))
+        return bool(seen[-1][0] == seen[-1][1])
+
+    what = f"`gpupool get {' '.join(args)}` to match the API"
+    try:
+        wait_for(same, what=what, timeout=15, interval=0.3)
+    except WaitTimeout as e:
+        raise AssertionError(f"{e}\nCLI: {seen[-1][0]}\nAPI: {seen[-1][1]}") from None
+    return seen[-1][0]
+
+
+def test_get_pools_prints_gpuctls_columns_and_every_pool(gpupool, demo):
+    """Every pool, in gpuctl's columns, with the GPUs and nodes a fresh API list gives it."""
     status, out, _ = gpupool("get", "pools")
     rows = table(out)
     assert status == 0 and rows[0] == GPUCTL_HEADER
@@ -50,8 +169,10 @@ def test_get_pools_prints_gpuctls_columns_and_every_pool(gpupool):
     assert pools["training-pool"][1:] == ["active", "16", "0", "16", "2"]
     assert pools["default"][2] == "4"  # node-6 is in no pool
     assert rows[-1][0] == "default"
+    the_same_as_the_api(gpupool, demo, "pools")
 
 
+@ONE_CLUSTER
 @pytest.mark.parametrize("resource", [["pools"], ["jobs"], ["nodes"], ["quotas"]])
 def test_every_get_prints_json_yaml_and_csv(gpupool, resource):
     status, out, _ = gpupool("get", *resource, "-o", "json")
@@ -65,30 +186,40 @@ def test_every_get_prints_json_yaml_and_csv(gpupool, resource):
     assert status == 0 and out.splitlines()
 
 
-def test_get_nodes_of_a_pool_and_a_nodes_labels(gpupool):
-    status, out, _ = gpupool("get", "nodes", "--pool", "training-pool")
-    rows = table(out)
-    assert status == 0 and rows[0][:3] == ["NODE NAME", "STATUS", "GPU TOTAL"]
-    assert [r[0] for r in rows[1:]] == ["gpu-node-1", "gpu-node-2"]
+def test_get_nodes_of_a_pool_and_a_nodes_labels(gpupool, demo):
+    """``get nodes`` (all, and a pool's) says what a fresh API list says of each node's GPUs,
+    GPU type and pool; ``get labels`` what the node's labels are."""
+    shown = the_same_as_the_api(gpupool, demo, "nodes")
+    assert len(shown) == 8 and ["gpu-node-3", "4", "0", "4", "A10-24G", "inference-pool"] in shown
+    shown = the_same_as_the_api(gpupool, demo, "nodes", "--pool", "training-pool")
+    assert [r[0] for r in shown] == ["gpu-node-1", "gpu-node-2"]
     status, out, _ = gpupool("get", "labels", "gpu-node-3", "--key=runwhere.ai/pool")
+    assert labels_of(demo, "gpu-node-3")[POOL_KEY] == "inference-pool"
     assert (status, out) == (0, "gpu-node-3 runwhere.ai/pool: inference-pool\n")
+    status, out, _ = gpupool("get", "labels", "gpu-node-3", "-o", "json")
+    assert status == 0 and json.loads(out)["labels"] == labels_of(demo, "gpu-node-3")
     status, _, err = gpupool("get", "labels", "gpu-node-3", "--key=runwhere.ai/nothing")
     assert status == 1 and "has no label runwhere.ai/nothing" in err
 
 
 def test_get_jobs_lists_the_servers_of_a_pool(demo, gpupool):
+    """A server started through the hub is listed in the pool and on the node its pod is on."""
     demo.start_server("carol")
     try:
         status, out, _ = gpupool("get", "jobs", "-o", "json")
         mine = [s for s in json.loads(out) if s["user"] == "carol"]
         assert status == 0 and len(mine) == 1 and mine[0]["state"] == "running"
+        pod = demo.run(demo.cluster.pod(mine[0]["namespace"], mine[0]["name"]))
+        assert pod is not None and mine[0]["node"] == pod["spec"]["nodeName"]
         pool = mine[0]["pool"]
+        assert labels_of(demo, pod["spec"]["nodeName"]).get(POOL_KEY, "default") == pool
         status, out, _ = gpupool("get", "jobs", "--pool", pool)
         rows = table(out)
         assert rows[0][:4] == ["USER", "SERVER", "POOL", "NODE"]
-        assert ["carol", "-", pool, mine[0]["node"]] in [r[:4] for r in rows[1:]]
+        assert ["carol", "-", pool, pod["spec"]["nodeName"]] in [r[:4] for r in rows[1:]]
         status, out, _ = gpupool("describe", "pool", pool)
         assert status == 0 and "\nServers:\n  USER" in out and "carol" in out
+        the_same_as_the_api(gpupool, demo, "nodes")  # her GPUs counted on her node
     finally:
         demo.api("DELETE", "/hub/api/users/carol/server")
 
@@ -100,7 +231,8 @@ def test_get_quotas(gpupool):
     assert ["training-pool", "group:ml-research", "8", "16", "0"] in [r[:5] for r in rows]
 
 
-def test_create_describe_and_delete_a_pool_from_a_gpuctl_file(gpupool, tmp_path):
+def test_create_describe_and_delete_a_pool_from_a_gpuctl_file(gpupool, demo, tmp_path):
+    """A gpuctl pool file labels its node on the cluster; deleting the pool takes the label off."""
     f = tmp_path / "t4-pool.yaml"
     f.write_text(
         textwrap.dedent(
@@ -120,8 +252,10 @@ def test_create_describe_and_delete_a_pool_from_a_gpuctl_file(gpupool, tmp_path)
     assert status == 0, err
     assert out == "pool t4-pool created\nnodes labelled: node-6\n"
     try:
+        assert labels_of(demo, "node-6")[POOL_KEY] == "t4-pool"
         rows = {r[0]: r for r in table(gpupool("get", "pools")[1])}
         assert rows["t4-pool"][2] == "4" and rows["default"][1] == "empty"
+        the_same_as_the_api(gpupool, demo, "pools")
         status, out, _ = gpupool("describe", "pool", "t4-pool")
         assert status == 0 and "Description:        Inference on T4s" in out
         assert re.search(r"\n  node-6 +Ready +4 ", out)
@@ -131,6 +265,7 @@ def test_create_describe_and_delete_a_pool_from_a_gpuctl_file(gpupool, tmp_path)
     finally:
         status, out, _ = gpupool("delete", "-f", str(f))
     assert status == 0 and out.startswith("pool t4-pool deleted\nnodes back in default: node-6")
+    assert POOL_KEY not in labels_of(demo, "node-6")
     status, _, err = gpupool("delete", "pool", "t4-pool")
     assert status == 1 and err == "error: no pool named 't4-pool'\n"
 
@@ -149,25 +284,40 @@ def test_a_bad_file_is_reported_at_its_line_and_nothing_changes(gpupool, tmp_pat
     assert "fine-pool" not in gpupool("get", "pools")[1]
 
 
-def test_label_node_as_gpuctl_does(gpupool):
+def test_label_node_as_gpuctl_does(gpupool, demo):
+    """``label node`` refuses what gpuctl refuses and moves a node between pools; the API server
+    has each change, read back fresh, and ``get nodes`` shows it."""
+    before = {n: labels_of(demo, n) for n in ("node-6", "gpu-node-5")}
     status, _, err = gpupool("label", "node", "node-6", "team=ml")
     assert status == 1 and "error: label key team is not under runwhere.ai/" in err
     status, _, err = gpupool("label", "node", "gpu-node-5", "runwhere.ai/pool=training-pool")
     assert status == 1 and "--overwrite" in err
+    assert {n: labels_of(demo, n) for n in before} == before  # refused: nothing changed
     # move a node to another pool, and back
     status, out, _ = gpupool(
         "label", "node", "node-6", "runwhere.ai/pool=dev-pool", "runwhere.ai/gpu-type=T4-16G"
     )
     assert status == 0 and out == "node/node-6 labeled runwhere.ai/pool=dev-pool\n"
     try:
-        nodes = [r[0] for r in table(gpupool("get", "nodes", "--pool", "dev-pool")[1])[1:]]
-        assert nodes == ["gpu-node-5", "node-6"]
+        labels = labels_of(demo, "node-6")
+        assert (labels[POOL_KEY], labels[TYPE_KEY]) == ("dev-pool", "T4-16G")
+        shown = the_same_as_the_api(gpupool, demo, "nodes", "--pool", "dev-pool")
+        assert [r[0] for r in shown] == ["gpu-node-5", "node-6"]
+        the_same_as_the_api(gpupool, demo, "pools")
     finally:
         assert gpupool("label", "node", "node-6", "runwhere.ai/pool-")[0] == 0
+    assert POOL_KEY not in labels_of(demo, "node-6")
+    assert [r[0] for r in the_same_as_the_api(gpupool, demo, "nodes", "--pool", "dev-pool")] == [
+        "gpu-node-5"
+    ]
+    # any key, with gpuctl's prefix check turned off
     status, out, _ = gpupool("label", "node", "node-6", "example.org/team=ml", "--label-prefix=")
-    assert status == 0 and gpupool("label", "node", "node-6", "example.org/team-", "--label-prefix=")[0] == 0  # fmt: skip
+    assert status == 0 and labels_of(demo, "node-6")["example.org/team"] == "ml"
+    assert gpupool("label", "node", "node-6", "example.org/team-", "--label-prefix=")[0] == 0
+    assert "example.org/team" not in labels_of(demo, "node-6")
 
 
+@ONE_CLUSTER
 def test_exit_statuses(demo, gpupool):
     url = f"http://127.0.0.1:{free_port()}"
     status, _, err = gpupool("get", "pools", "--url", url, "--token", "x", connect=False)
@@ -208,6 +358,7 @@ def nowhere(tmp_path, monkeypatch):
     return tmp_path
 
 
+@ONE_CLUSTER
 def test_without_a_url_the_running_demo_is_found_where_the_tour_looks(
     demo, gpupool, nowhere, monkeypatch
 ):
@@ -257,10 +408,13 @@ def test_the_readmes_cli_at_a_glance_works_word_for_word(demo, gpupool, nowhere)
                 assert expected.split() in rows, f"`{command}` does not print {expected!r}"
         status, out, _ = gpupool("get", "labels", "node-6", "--key=runwhere.ai/pool")
         assert out == "node-6 runwhere.ai/pool: inference-pool\n"
+        assert labels_of(demo, "node-6")[POOL_KEY] == "inference-pool"
     finally:
         assert gpupool("label", "node", "node-6", "runwhere.ai/pool-")[0] == 0
+    assert POOL_KEY not in labels_of(demo, "node-6")
 
 
+@ONE_CLUSTER
 def test_connection_options_and_json_before_the_verb(demo, gpupool, tmp_path):
     token_file = tmp_path / "token"
     token_file.write_text(demo.token)
