@@ -19,7 +19,7 @@ import math
 import re
 from decimal import ROUND_CEILING, Context, Decimal, InvalidOperation
 
-__all__ = ["cpu_millis", "format_memory", "memory_bytes", "parse_quantity"]
+__all__ = ["canonical_quantity", "cpu_millis", "format_memory", "memory_bytes", "parse_quantity"]
 
 # Enough digits for any realistic quantity ("123.456789Ei" needs ~30) to stay exact.
 _CTX = Context(prec=80, Emax=10_000, Emin=-10_000)
@@ -83,6 +83,49 @@ def parse_quantity(value: str | int | float | Decimal) -> Decimal:
         return number.scaleb(_DECIMAL[suffix], _CTX)
     except (ArithmeticError, InvalidOperation):
         raise ValueError(f"invalid quantity {value!r}") from None
+
+
+_DECIMAL_SUFFIX = {
+    -9: "n",
+    -6: "u",
+    -3: "m",
+    0: "",
+    3: "k",
+    6: "M",
+    9: "G",
+    12: "T",
+    15: "P",
+    18: "E",
+}
+_BINARY_SUFFIX = {bits: suffix for suffix, bits in _BINARY.items()}
+
+
+def canonical_quantity(value: str | int | float | Decimal) -> str:
+    """A quantity as the API server stores and returns it (``Quantity.CanonicalizeBytes``):
+    ``1024Gi`` is ``1Ti``, ``1000m`` is ``1``, ``0.5`` is ``500m``, ``1.5Gi`` is ``1536Mi``.
+
+    The format of the input is kept (binary suffixes, decimal suffixes, or ``e`` exponents),
+    except that a binary quantity below 1024 or not a whole number is written in decimal; the
+    value is rounded up to nano units, and the number is the smallest whole one the format's
+    suffixes allow."""
+    amount = parse_quantity(value)
+    m = _QUANTITY_RE.fullmatch(value) if isinstance(value, str) else None
+    binary = m is not None and m["suffix"] in _BINARY
+    exponent_form = m is not None and m["exponent"] is not None
+    nanos = _ceil(_CTX.multiply(amount, Decimal(10**9)))  # rounded up to nano units
+    if nanos == 0:
+        return "0"
+    if binary and abs(nanos) >= 1024 * 10**9 and nanos % 10**9 == 0:
+        whole, power = nanos // 10**9, 0
+        while power < 60 and whole % 1024 == 0:
+            whole, power = whole // 1024, power + 10
+        return f"{whole}{_BINARY_SUFFIX.get(power, '')}"
+    number, exp = nanos, -9
+    while exp < 18 and number % 1000 == 0:
+        number, exp = number // 1000, exp + 3
+    if exponent_form:
+        return f"{number}e{exp}" if exp else str(number)
+    return f"{number}{_DECIMAL_SUFFIX[exp]}"
 
 
 def _ceil(value: Decimal) -> int:

@@ -6,6 +6,7 @@ import base64
 import time
 from typing import Any
 
+from ..core.quantities import canonical_quantity
 from .resources import Resource
 
 Obj = dict[str, Any]
@@ -14,6 +15,32 @@ Obj = dict[str, Any]
 def now_iso(ts: float | None = None) -> str:
     """A timestamp as the API server writes it (RFC 3339, seconds, UTC)."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if ts is None else ts))
+
+
+def canonical_quantities(res: Resource, obj: Obj) -> None:
+    """Write the resource quantities of pods, nodes and claims as the API server stores them
+    (``1024Gi`` becomes ``1Ti``, ``1000m`` becomes ``1``). After validation: they parse."""
+
+    def fix(amounts: Any) -> None:
+        if isinstance(amounts, dict):
+            for k, v in amounts.items():
+                if isinstance(v, (str, int, float)) and not isinstance(v, bool):
+                    amounts[k] = canonical_quantity(v)
+
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    if res.kind == "Pod":
+        for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+            resources = c.get("resources") or {}
+            fix(resources.get("requests"))
+            fix(resources.get("limits"))
+        fix(spec.get("overhead"))
+    elif res.kind == "Node":
+        fix(status.get("capacity"))
+        fix(status.get("allocatable"))
+    elif res.kind == "PersistentVolumeClaim":
+        fix((spec.get("resources") or {}).get("requests"))
+        fix(status.get("capacity"))
 
 
 def apply_defaults(res: Resource, obj: Obj, rv: int, now: float) -> None:

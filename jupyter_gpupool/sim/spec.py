@@ -83,6 +83,9 @@ class NodeSpec:
             "kubernetes.io/hostname": self.name,
             "kubernetes.io/os": "linux",
             "kubernetes.io/arch": "amd64",
+            # still set in v1.25 (the node lifecycle controller adds them where missing)
+            "beta.kubernetes.io/os": "linux",
+            "beta.kubernetes.io/arch": "amd64",
         }
         if self.gpu.type:
             labels["runwhere.ai/gpu-type"] = self.gpu.type

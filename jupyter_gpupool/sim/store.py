@@ -29,7 +29,7 @@ from typing import Any
 
 from ..core.kube.fieldselectors import FieldSelector, parse_field_selector
 from ..core.kube.labelselectors import LabelSelector, SelectorError, parse_label_selector
-from .defaults import apply_defaults, micro_iso, now_iso
+from .defaults import apply_defaults, canonical_quantities, micro_iso, now_iso
 from .errors import ApiError, conflict, invalid, not_found
 from .patch import PatchError, apply_patch
 from .resources import RESOURCES, Resource
@@ -211,6 +211,7 @@ class Store:
         md.pop("resourceVersion", None)
         apply_defaults(res, obj, self.rv, self.clock())
         validate(res, obj)
+        canonical_quantities(res, obj)
         md["resourceVersion"] = self._next_rv()
         self.objects[plural][key] = obj
         if md.get("ownerReferences"):
@@ -312,6 +313,7 @@ class Store:
             for k, v in string_data.items():
                 data[k] = base64.b64encode(str(v).encode()).decode()
         validate(res, new)
+        canonical_quantities(res, new)
         if _without_rv(new) == _without_rv(old):
             return old  # no-op writes don't bump resourceVersion (as the real server)
         md["resourceVersion"] = self._next_rv()

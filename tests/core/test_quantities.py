@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jupyter_gpupool.core.quantities import cpu_millis, format_bytes, memory_bytes, parse_quantity
+from jupyter_gpupool.core.quantities import (
+    canonical_quantity,
+    cpu_millis,
+    format_bytes,
+    memory_bytes,
+    parse_quantity,
+)
 
 
 @pytest.mark.parametrize(
@@ -180,3 +186,28 @@ def test_exact_format_bytes_parses_back(n: int) -> None:
 def test_cpu_millis_of_plain_decimals(d: Decimal) -> None:
     assert cpu_millis(str(d)) == int(d * 1000)
     assert cpu_millis(f"{int(d * 1000)}m") == int(d * 1000)
+
+
+@pytest.mark.parametrize(
+    "written, stored",
+    [
+        ("1024Gi", "1Ti"),
+        ("256Gi", "256Gi"),
+        ("1.5Gi", "1536Mi"),
+        ("1023Ki", "1023Ki"),
+        ("1000m", "1"),
+        ("500m", "500m"),
+        ("0.5", "500m"),
+        ("1024Mi", "1Gi"),
+        ("2048", "2048"),
+        ("128974848", "128974848"),
+        ("12e6", "12e6"),
+        ("1e3", "1e3"),
+        ("0", "0"),
+        (4, "4"),
+        (0.5, "500m"),
+    ],
+)
+def test_canonical_quantity_is_what_the_api_server_stores(written, stored):
+    # tests/both/test_same_objects.py holds the simulator, which uses this, to a real API server
+    assert canonical_quantity(written) == stored
