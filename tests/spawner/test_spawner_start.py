@@ -357,7 +357,8 @@ async def test_kubespawner_profiles_sit_beside_the_pools(make_spawner, sim_clust
     await spawner.start()
     pod = pod_of(sim_cluster, spawner)
     assert pod["spec"]["nodeSelector"] == {"disk": "ssd", "runwhere.ai/pool": "compute-pool"}
-    assert pod["spec"]["containers"][0]["resources"]["limits"]["memory"] == 8 * 2**30
+    # KubeSpawner sends 8G as a number of bytes; the API server stores quantities as text
+    assert pod["spec"]["containers"][0]["resources"]["limits"]["memory"] == str(8 * 2**30)
 
 
 async def test_a_user_name_with_braces_is_written_as_it_is(make_spawner, sim_cluster, fake_service):
