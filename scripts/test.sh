@@ -7,16 +7,19 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 
 # System packages: kubectl (the tests drive the simulated cluster with it), chromium (the browser
-# tests of the pages; `playwright install` cannot download browsers everywhere) and npm (the lab
-# extension's jest tests). As root they are installed; under CI (CI=true) or as root a tool that is
-# still missing is an error, since the tests that need it would not run. Elsewhere it is a warning
-# and those tests are skipped, with the reason (pytest -rs).
+# tests of the pages; `playwright install` cannot download browsers everywhere), npm (the lab
+# extension's jest tests) and postgresql (the database tests start a throwaway server with its
+# initdb and pg_ctl, tests/pg.py). As root they are installed; under CI (CI=true) or as root a tool
+# that is still missing is an error, since the tests that need it would not run. Elsewhere it is a
+# warning and those tests are skipped, with the reason (pytest -rs).
 strict=0
 if [ "${CI:-}" = true ] || [ "${CI:-}" = 1 ] || [ "$(id -u)" = 0 ]; then strict=1; fi
 need=()
 command -v kubectl >/dev/null 2>&1 || need+=(kubernetes-client)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v npm >/dev/null 2>&1 || need+=(nodejs npm)
+has_postgres() { compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; }
+has_postgres || need+=(postgresql)
 if [ ${#need[@]} -gt 0 ] && [ "$(id -u)" = 0 ]; then
   echo "== apt-get install ${need[*]}"
   apt-get update -qq
@@ -26,6 +29,7 @@ missing=()
 for tool in kubectl chromium npm; do
   command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
+has_postgres || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$strict" = 1 ]; then
     echo "error: ${missing[*]} missing (apt-get install failed?); the tests need them" >&2

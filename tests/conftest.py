@@ -38,6 +38,35 @@ async def cluster(cluster_kind: str, request: pytest.FixtureRequest):
         yield c
 
 
+@pytest.fixture(scope="session")
+def postgresql_url():
+    """A throwaway PostgreSQL server for the whole run (tests/pg.py), started on first use: the
+    SQLAlchemy URL of its database, ``postgresql+psycopg://gpupool@127.0.0.1:PORT/gpupool``."""
+    import pg
+
+    with pg.running() as server:
+        yield server.url
+
+
+@pytest.fixture
+def fresh_postgresql_url(postgresql_url: str):
+    """A new empty database on the ``postgresql_url`` server for one test (dropped after): its URL."""
+    import pg
+
+    url = pg.create_database(postgresql_url)
+    yield url
+    pg.drop_database(url, postgresql_url)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path) -> str:
+    """A new empty database for the service: an SQLite file, or a database on the throwaway
+    PostgreSQL server (a test taking it runs on both)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'gpupool.sqlite'}"
+    return str(request.getfixturevalue("fresh_postgresql_url"))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Without ../shared/realk8s (and not under CI, where that is an error: the tests fail in
     tests/needs.py) the real-cluster tier is left out, said in one line at the end."""
