@@ -65,6 +65,7 @@ def start_service(
             f"--port={port}",
             f"--kubeconfig={kubeconfig}",
             f"--pools={pools_dir}",
+            f"--db-url=sqlite:///{Path(pools_dir).parent / 'gpupool.sqlite'}",
             "--log-level=WARN",
             *extra_args,
         ],

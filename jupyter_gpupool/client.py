@@ -269,6 +269,15 @@ class GPUPoolClient:
     async def usage(self) -> dict[str, Any]:
         return await self._json("GET", "api/v1/usage")
 
+    async def usage_history(
+        self, range_: str | None = None, pool: str | None = None
+    ) -> dict[str, Any]:
+        """GPUs per pool over the last ``range_`` (6h, 24h, 7d, 30d), from the service's
+        database: ``{"columns", "pools": {name: [[time, used, total, over_quota, pending]]}}``.
+        """
+        params = {"range": range_, "pool": pool}
+        return await self._json("GET", "api/v1/usage/history", params=params)
+
     async def launch_options(
         self, *, user: str | None = None, groups: Iterable[str] | None = None
     ) -> dict[str, Any]:

@@ -247,6 +247,7 @@ def service_config(kubeconfig: str, hub: HubStub, pools_dir: Path, **traits: Any
     c.GPUPoolService.reload_interval = 0
     c.GPUPoolService.summary_cache_seconds = 0
     c.GPUPoolService.log_level = "WARN"
+    c.GPUPoolService.db_url = f"sqlite:///{pools_dir.parent / 'gpupool.sqlite'}"
     for name, value in traits.items():
         setattr(c.GPUPoolService, name, value)
     return c

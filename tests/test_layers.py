@@ -6,6 +6,7 @@
 - The notebook side and the hub side do not lean on each other: ``service/``, ``spawner/`` and
   ``commands/`` do not import ``notebook/``, and ``notebook/`` imports neither ``service/`` nor
   ``commands/`` (both sides talk through the shared clients and the core).
+- ``db/`` (the service's database) uses the core and SQLAlchemy, never its users.
 
 Imports are resolved to absolute module names (relative ones included, and those inside
 functions or under ``TYPE_CHECKING``), so a late import cannot slip past.
@@ -194,6 +195,16 @@ NOTEBOOK = "jupyter_gpupool.notebook"
         ("spawner", (NOTEBOOK,)),
         ("commands", (NOTEBOOK,)),
         ("notebook", ("jupyter_gpupool.service", "jupyter_gpupool.commands")),
+        # the database is the service's store: it knows the core, not who uses it
+        (
+            "db",
+            (
+                NOTEBOOK,
+                "jupyter_gpupool.service",
+                "jupyter_gpupool.commands",
+                "jupyter_gpupool.spawner",
+            ),
+        ),
     ],
 )
 def test_hub_side_and_notebook_side_stay_apart(folder: str, forbidden: tuple[str, ...]):

@@ -546,7 +546,13 @@ class UsageIndex:
             admission=p.admission,
             platform=p.platform,
             created=p.created,
+            uid=p.uid,
         )
+
+    def server(self, namespace: str, name: str) -> ServerUsage | None:
+        """The server pod ``namespace/name``, if it is one the index counts."""
+        p = self._pods.get(f"{namespace}/{name}")
+        return self._server(p) if p is not None and p.user is not None else None
 
     def servers(self, pool: str | None = None, user: str | None = None) -> list[ServerUsage]:
         """Server pods (ours, or KubeSpawner's), by pool and/or user, oldest first."""

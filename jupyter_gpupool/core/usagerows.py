@@ -58,3 +58,4 @@ class ServerUsage:
     admission: str | None
     platform: str | None
     created: str
+    uid: str = ""

@@ -143,6 +143,9 @@ def service_command(opts: DemoOptions, port: int, kubeconfig: str) -> list[str] 
         f"--port={port}",
         f"--kubeconfig={kubeconfig}",
         f"--pools={demo_pools_dir(opts)}",
+        # the demo's memory (usage history, GPU-hours, changes) lives with the rest of its state
+        f"--db-url=sqlite:///{opts.state_dir.resolve() / 'gpupool.sqlite'}",
+        "--GPUPoolService.history_interval=10",
     ]
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from ..core.admission import AdmissionRequest, Decision, ReclaimPlan, decide, user_subject
@@ -76,6 +76,8 @@ class AdmissionDesk:
         self.kube = kube
         self.reclaim_wait = reclaim_wait
         self.lock = asyncio.Lock()
+        #: Told of each server stopped to reclaim GPUs (the ledger notes how it ended).
+        self.on_reclaim: Callable[[ServerUsage], None] | None = None
 
     # --- checks before deciding ------------------------------------------------------------------
 
@@ -191,6 +193,8 @@ class AdmissionDesk:
 
     async def _stop(self, victim: ServerUsage) -> None:
         """Stop through the hub (so it knows the server is gone); delete the pod if it can't."""
+        if self.on_reclaim is not None:
+            self.on_reclaim(victim)
         if self.hub is not None and victim.user:
             try:
                 status = await self.hub.stop_server(victim.user, victim.server)

@@ -35,6 +35,7 @@ from traitlets.config import Application, catch_config_error
 from .. import __version__
 from ..core.labels import is_label_value
 from ..core.yamldoc import DocumentError
+from ..db.store import Database
 from . import adminpages, clock, handlers, pages, viewpages
 from .admissions import AdmissionDesk
 from .clusterview import ClusterView
@@ -45,6 +46,7 @@ from .hubapi import HubAPI
 from .kube import Kube, default_namespace, make_api_client
 from .metrics import Metrics
 from .poolchanges import PoolManager
+from .records import Records, StartupRefused
 from .registrystore import ConfigMapStore, FileStore, RegistryStore
 from .settings import GPUPoolSettings
 from .state import ServiceState
@@ -80,6 +82,7 @@ class GPUPoolService(Application, GPUPoolSettings):
         "configmap-namespace": "GPUPoolService.configmap_namespace",
         "configmap-name": "GPUPoolService.configmap_name",
         "kubeconfig": "GPUPoolService.kubeconfig",
+        "db-url": "GPUPoolService.db_url",
         "pool-label": "GPUPoolService.pool_label",
         "reservation-ttl": "GPUPoolService.reservation_ttl",
         "config": "GPUPoolService.config_file",
@@ -163,11 +166,13 @@ class GPUPoolService(Application, GPUPoolSettings):
         try:
             ctx = await self._build(api, kube)
             await self._sync(ctx)
+            await self._remember(ctx)
             self._ctx = ctx
             self._listen(ctx)
         except BaseException:
             if ctx is not None:
                 await ctx.view.stop()
+                ctx.records.close()
             self._ctx = None
             await self._close_clients(kube)
             raise
@@ -229,6 +234,11 @@ class GPUPoolService(Application, GPUPoolSettings):
             max_body_size=int(self.max_body_size),
             max_gpus=self.max_gpus,
             history=UsageHistory(self.history_interval, self.history_hours),
+            records=Records(
+                Database(self.db_url) if self.db_url else None,
+                raw_days=self.history_raw_days,
+                keep_days=self.history_days,
+            ),
             templates=make_environment(self.template_paths),
         )
 
@@ -246,6 +256,22 @@ class GPUPoolService(Application, GPUPoolSettings):
             ctx.state.index.node_count,
             len(ctx.state.index),
         )
+
+    async def _remember(self, ctx: ServiceContext) -> None:
+        """Open the database: the ledger takes up the sessions that were open, the change log
+        what it had, and both follow the cluster and the admins from now on."""
+        records = ctx.records
+        try:
+            await records.open(ctx.state.index, ctx.kube.get_pod)
+        except StartupRefused as e:
+            raise StartupError(str(e)) from None
+        if records.ledger is None or records.db is None:
+            return
+        ctx.changes.load(await asyncio.to_thread(records.db.changes, 200))
+        ctx.changes.sink = records.change
+        ctx.view.on_pod = records.on_pod
+        ctx.view.on_pods_reset = records.ledger.tick
+        ctx.desk.on_reclaim = records.ledger.reclaiming
 
     def _listen(self, ctx: ServiceContext) -> None:
         # A spawn storm opens hundreds of connections at once; tornado's default backlog (128)
@@ -265,8 +291,10 @@ class GPUPoolService(Application, GPUPoolSettings):
         self.ctx.desk.sweep()
 
     def _sample(self) -> None:
-        """One sample of the GPUs in use per pool, for the pools page's chart."""
-        self.ctx.history.sample(clock.now(), self.ctx.state.pool_summaries())
+        """One sample of the GPUs per pool, for the chart and the database."""
+        now, summaries = clock.now(), self.ctx.state.pool_summaries()
+        self.ctx.history.sample(now, summaries)
+        self.ctx.records.sample(now, summaries, self.ctx.state.index)
 
     async def _sample_soon(self) -> None:
         self._sample()
@@ -299,6 +327,7 @@ class GPUPoolService(Application, GPUPoolSettings):
             self._server = None
         if self._ctx is not None:
             await self._ctx.view.stop()
+            await asyncio.to_thread(self._ctx.records.close)  # what is queued is written
             await self._close_clients(self._ctx.kube)
             if self._ctx.hub is not None:
                 await self._ctx.hub.close()  # its kept-alive connections (jupyter_gpupool.http)

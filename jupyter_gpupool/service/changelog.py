@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,11 +29,20 @@ class Change:
 class ChangeLog:
     def __init__(self, keep: int = 200):
         self._changes: deque[Change] = deque(maxlen=keep)
+        #: Also told of each change: the database (``Records.change``), when there is one.
+        self.sink: Callable[[float, str, str, str], None] | None = None
+
+    def load(self, changes: Iterable[Mapping[str, Any]]) -> None:
+        """Changes kept from before (the database's, newest first): the page shows them too."""
+        for c in reversed(list(changes)):
+            self._changes.append(Change(c["time"], c["who"], c["what"], c["via"]))
 
     def record(self, kind: str, name: str, what: str, via: str = "API") -> Change:
         change = Change(clock.now(), f"{kind} {name}", what, via)
         self._changes.append(change)
         log.info("CHANGE by %s (%s): %s", change.who, via, what)
+        if self.sink is not None:
+            self.sink(change.time, change.who, change.what, change.via)
         return change
 
     def latest(self, n: int = 50) -> list[Change]:

@@ -80,6 +80,10 @@ class ClusterView:
         self._tasks: list[asyncio.Task[None]] = []
         #: Counters for /metrics and debugging.
         self.stats = {"events": 0, "lists": 0, "relists_410": 0, "errors": 0, "watches": 0}
+        #: Told of each pod event after the index applied it, and of each new list of pods
+        #: (the service's ledger of server sessions follows pods this way).
+        self.on_pod: Callable[[str, dict[str, Any]], None] | None = None
+        self.on_pods_reset: Callable[[], None] | None = None
         self.last_error: str | None = None
         self.resource_versions: dict[str, str | None] = dict.fromkeys(KINDS)
 
@@ -163,12 +167,16 @@ class ClusterView:
             self.index.reset(nodes=items)
         else:
             self.index.reset(pods=items)
+            if self.on_pods_reset is not None:
+                self.on_pods_reset()
 
     def _apply(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
         if kind == "nodes":
             self.index.apply_node(event_type, obj)
         else:
             self.index.apply_pod(event_type, obj)
+            if self.on_pod is not None:
+                self.on_pod(event_type, obj)
 
     # --- API calls -------------------------------------------------------------------------------
 

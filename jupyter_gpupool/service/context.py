@@ -21,6 +21,7 @@ from .hubapi import HubAPI
 from .kube import Kube, KubeError
 from .metrics import Metrics
 from .poolchanges import PoolManager
+from .records import Records
 from .state import ServiceState
 from .templating import make_environment
 
@@ -43,6 +44,7 @@ class ServiceContext:
     # the pages: usage over time, who changed what, and the templates
     history: UsageHistory = field(default_factory=UsageHistory)
     changes: ChangeLog = field(default_factory=ChangeLog)
+    records: Records = field(default_factory=lambda: Records(None))
     templates: Environment = field(default_factory=make_environment)
 
     async def user_groups(self, user: str) -> tuple[str, ...]:

@@ -324,12 +324,15 @@ class UsageHandler(APIHandler):
 
 
 class UsageHistoryHandler(APIHandler):
-    """``GET api/v1/usage/history``: GPUs in use per pool, sampled over the last hours."""
+    """``GET api/v1/usage/history?range=6h|24h|7d|30d[&pool=NAME]``: the GPUs of each pool
+    (in use, total, over quota, pending) over the range, from the database."""
 
     scopes = {"GET": ADMIN_SCOPE}
 
     async def get(self) -> None:
-        self.write_json(self.ctx.history.to_json())
+        pool = self.get_query_argument("pool", None)
+        answer = await self.ctx.records.history(self.get_query_argument("range", None), pool)
+        self.write_json({**answer, "interval": self.ctx.history.interval})
 
 
 # --- launch options ------------------------------------------------------------------------------

@@ -161,6 +161,14 @@ class Kube:
 
     # --- pods ------------------------------------------------------------------------------------
 
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.call(self.v1.read_namespaced_pod, name, namespace)
+        except KubeError as e:
+            if e.status == 404:
+                return None
+            raise
+
     async def delete_pod(self, namespace: str, name: str) -> bool:
         try:
             await self.call(self.v1.delete_namespaced_pod, name, namespace)

@@ -414,11 +414,12 @@ class GPUPoolSettings(HasTraits):
 
     history_interval = Float(
         60.0,
-        help="""How often, in seconds, the GPUs in use per pool are sampled for the usage chart
-        of the pools page.
+        help="""How often, in seconds, the GPUs per pool (total, in use, over quota, pending)
+        are sampled into the database (``db_url``) for the usage history, and the running
+        servers' sessions are marked as seen.
 
-        Samples are kept in memory only (Kubernetes is the record of usage), for
-        ``history_hours``; the history starts again when the service restarts.
+        The pools page's chart also keeps the last ``history_hours`` in memory, for when the
+        database is down.
 
         Example::
 
@@ -439,7 +440,45 @@ class GPUPoolSettings(HasTraits):
         """,
     ).tag(config=True)
 
-    @validate("history_interval", "history_hours")
+    db_url = Unicode(
+        "sqlite:///gpupool.sqlite",
+        help="""The database that keeps usage history, the ledger of server sessions (GPU-hours)
+        and the change log: an SQLAlchemy URL.
+
+        The default is an SQLite file in the service's working directory; on a cluster use
+        PostgreSQL (``pip install jupyter_gpupool[postgresql]``), e.g.
+        ``postgresql+psycopg://gpupool:PASSWORD@postgres:5432/gpupool``. The schema is
+        upgraded when the service starts (and logged); a database written by a newer gpupool
+        is refused. A database that cannot be reached is logged and left out: admissions go on,
+        the pages say what is missing. An empty value keeps nothing.
+
+        Example::
+
+            c.GPUPoolService.db_url = "postgresql+psycopg://gpupool@db:5432/gpupool"
+        """,
+    ).tag(config=True)
+
+    history_raw_days = Float(
+        7.0,
+        help="""Usage samples older than this many days are averaged by the hour.
+
+        Example::
+
+            c.GPUPoolService.history_raw_days = 14
+        """,
+    ).tag(config=True)
+
+    history_days = Float(
+        90.0,
+        help="""How many days of usage samples, server sessions and changes the database keeps.
+
+        Example::
+
+            c.GPUPoolService.history_days = 365
+        """,
+    ).tag(config=True)
+
+    @validate("history_interval", "history_hours", "history_raw_days", "history_days")
     def _positive_history(self, proposal: Any) -> float:
         value = float(proposal["value"])
         if value <= 0:

@@ -251,6 +251,7 @@ class ServiceProcess:
                     f"--port={self.port}",
                     f"--kubeconfig={self.cluster.kubeconfig}",
                     f"--pools={self.pools_dir}",
+                    f"--db-url=sqlite:///{self.log.parent / 'gpupool.sqlite'}",
                 ],
                 env=env,
                 stdout=log,

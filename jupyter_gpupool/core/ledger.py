@@ -1,0 +1,146 @@
+"""The ledger of server sessions: when a server's time on GPUs begins and ends, and how it ended.
+
+A session begins when a server's pod runs (at the pod's ``status.startTime``) and ends when the
+pod is gone or finished (at its containers' ``finishedAt`` when the pod says, else when the
+service saw it go). Pure: the service feeds pods and the usage index's rows in and writes what
+these functions return (``jupyter_gpupool.service.ledger``).
+
+GPU-hours are counted from sessions: :func:`gpu_hours` splits each session's overlap with a
+window by subject, within and over quota.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .usagerows import ServerUsage
+
+#: How a session ended.
+STOPPED = "stopped"  # by its user or an admin (or the hub's idle culler: the service can't tell)
+RECLAIMED = "reclaimed"  # stopped by the service to give a guarantee back
+FAILED = "failed"  # the pod failed
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+def parse_time(text: Any) -> float | None:
+    """An RFC 3339 time from the API (``2026-11-23T10:00:00Z``) as epoch seconds."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return when.timestamp()
+
+
+def started_at(pod: Mapping[str, Any]) -> float | None:
+    """When the pod started running: its containers' ``startedAt``, else ``status.startTime``."""
+    status = pod.get("status") or {}
+    times = [
+        parse_time(((c.get("state") or {}).get("running") or {}).get("startedAt"))
+        for c in status.get("containerStatuses") or []
+    ]
+    known = [t for t in times if t is not None]
+    return min(known) if known else parse_time(status.get("startTime"))
+
+
+def finished_at(pod: Mapping[str, Any]) -> float | None:
+    """When the pod's containers finished, if it says (the latest ``finishedAt``)."""
+    status = pod.get("status") or {}
+    times = [
+        parse_time(((c.get("state") or {}).get("terminated") or {}).get("finishedAt"))
+        for c in status.get("containerStatuses") or []
+    ]
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
+
+
+def is_finished(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
+
+
+def how_it_ended(pod: Mapping[str, Any] | None, reclaimed: bool) -> str:
+    if reclaimed:
+        return RECLAIMED
+    if pod is not None and (pod.get("status") or {}).get("phase") == "Failed":
+        return FAILED
+    return STOPPED
+
+
+def session_fields(
+    server: ServerUsage, gpu_type: str | None, started: float, now: float
+) -> dict[str, Any]:
+    """The columns of a new session for a running server."""
+    return {
+        "pod_uid": server.uid,
+        "namespace": server.namespace,
+        "pod": server.name,
+        "user": server.user,
+        "server": server.server,
+        "charged": server.charged,
+        "pool": server.pool,
+        "platform": server.platform,
+        "gpu_type": gpu_type,
+        "gpus": server.gpus,
+        "over_quota": server.over_quota,
+        "started": started,
+        "stopped": None,
+        "last_seen": now,
+        "ended": None,
+    }
+
+
+def close_time(session: Mapping[str, Any], pod: Mapping[str, Any] | None, now: float) -> float:
+    """When a session that is no longer running ended: when its pod says, else ``now`` if the
+    service saw it go (``pod`` given or seen this moment), never before it started."""
+    finished = finished_at(pod) if pod is not None else None
+    return max(float(session["started"]), finished if finished is not None else now)
+
+
+def subject_of(session: Mapping[str, Any], by: str) -> str:
+    """The row a session counts in: its ``user``, its ``pool``, or for ``group`` the group it
+    was charged to (a session charged to its user counts as ``(no group)``)."""
+    if by == "user":
+        return str(session["user"])
+    if by == "pool":
+        return str(session.get("pool") or "(no pool)")
+    charged = str(session.get("charged") or "")
+    return charged.split(":", 1)[1] if charged.startswith("group:") else "(no group)"
+
+
+def gpu_hours(
+    sessions: Iterable[Mapping[str, Any]], since: float, until: float, by: str
+) -> list[dict[str, Any]]:
+    """GPU-hours of the sessions within ``[since, until)``, per ``by`` (user, group or pool),
+    split within and over quota; an open session counts up to ``until``. Most hours first."""
+    if by not in ("user", "group", "pool"):
+        raise ValueError(f"by must be user, group or pool, not {by!r}")
+    rows: dict[str, dict[str, Any]] = {}
+    for s in sessions:
+        start = max(float(s["started"]), since)
+        end = min(float(s["stopped"]) if s.get("stopped") is not None else until, until)
+        if end <= start or not s.get("gpus"):
+            continue
+        hours = int(s["gpus"]) * (end - start) / 3600
+        row = rows.setdefault(
+            subject_of(s, by),
+            {
+                "subject": subject_of(s, by),
+                "gpu_hours": 0.0,
+                "within_quota": 0.0,
+                "over_quota": 0.0,
+                "sessions": 0,
+            },
+        )
+        row["gpu_hours"] += hours
+        row["over_quota" if s.get("over_quota") else "within_quota"] += hours
+        row["sessions"] += 1
+    out = sorted(rows.values(), key=lambda r: (-r["gpu_hours"], r["subject"]))
+    for r in out:
+        for k in ("gpu_hours", "within_quota", "over_quota"):
+            r[k] = round(r[k], 4)
+    return out

@@ -1,0 +1,71 @@
+"""The service's tables: usage samples, the ledger of server sessions, and the admin change log.
+
+Times are seconds since the epoch (UTC), as floats: the same numbers the service's clock gives and
+the API answers with, on SQLite and PostgreSQL alike. The schema is versioned by alembic
+(:mod:`jupyter_gpupool.db.migrations`); a change to these models needs a new revision there.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Boolean, Float, Index, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class UsageSample(Base):
+    """A pool's GPUs at one moment (``hourly``: the average of an hour, once samples are older
+    than the service's ``history_raw_days``)."""
+
+    __tablename__ = "usage_samples"
+    __table_args__ = (Index("ix_usage_samples_pool_time", "pool", "time"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    time: Mapped[float] = mapped_column(Float, index=True)
+    pool: Mapped[str] = mapped_column(String(255))
+    hourly: Mapped[bool] = mapped_column(Boolean, default=False)
+    gpu_total: Mapped[float] = mapped_column(Float)
+    gpu_used: Mapped[float] = mapped_column(Float)
+    gpu_over_quota: Mapped[float] = mapped_column(Float)
+    gpu_pending: Mapped[float] = mapped_column(Float)
+
+
+class ServerSession(Base):
+    """A single-user server's time on GPUs: from its pod running to its pod gone."""
+
+    __tablename__ = "server_sessions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    pod_uid: Mapped[str] = mapped_column(String(64), unique=True)
+    namespace: Mapped[str] = mapped_column(String(255))
+    pod: Mapped[str] = mapped_column(String(255))
+    user: Mapped[str] = mapped_column(String(255), index=True)
+    server: Mapped[str] = mapped_column(String(255))
+    #: ``group:NAME`` or ``user:NAME``, the subject whose quota it counted against
+    charged: Mapped[str | None] = mapped_column(String(255), nullable=True, index=True)
+    pool: Mapped[str | None] = mapped_column(String(255), nullable=True, index=True)
+    platform: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    gpu_type: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    gpus: Mapped[int] = mapped_column(Integer)
+    over_quota: Mapped[bool] = mapped_column(Boolean)
+    started: Mapped[float] = mapped_column(Float, index=True)
+    #: None while it runs
+    stopped: Mapped[float | None] = mapped_column(Float, nullable=True, index=True)
+    #: The last time the service saw it running: where it is closed if it ended unseen.
+    last_seen: Mapped[float] = mapped_column(Float)
+    #: stopped | reclaimed | failed | culled | lost (ended while the service was away)
+    ended: Mapped[str | None] = mapped_column(String(32), nullable=True)
+
+
+class ChangeRecord(Base):
+    """One admin change: who changed what, when, and through what (API, page)."""
+
+    __tablename__ = "changes"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    time: Mapped[float] = mapped_column(Float, index=True)
+    who: Mapped[str] = mapped_column(String(255))
+    what: Mapped[str] = mapped_column(Text)
+    via: Mapped[str] = mapped_column(String(32))

@@ -1,0 +1,414 @@
+"""The service's database: opened and upgraded at start, written from a thread of its own.
+
+``Database(url).open()`` connects, brings the schema to the newest revision this code knows
+(alembic, :mod:`.migrations`) and starts the writer. Writes are queued and committed in batches by
+that thread, so the event loop never waits for the database: an admission is never slower, and
+never refused, because the database is slow or down. While it is down, writes wait in memory
+(at most ``max_queue``; the oldest samples go first) and are retried; ``healthy`` and
+``last_error`` say so, for the pages. Reads are plain blocking calls: the service runs them with
+``asyncio.to_thread``.
+
+A database whose schema is newer than this code (a newer gpupool wrote it) is refused with
+:class:`SchemaTooNew`, before anything is written.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from alembic.util.exc import CommandError
+from sqlalchemy import Engine, create_engine, delete, event, select, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from ..core.history import hourly_averages
+from .models import ChangeRecord, ServerSession, UsageSample
+
+log = logging.getLogger(__name__)
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+Write = Callable[[Session], None]
+
+
+class DatabaseError(Exception):
+    """The database cannot be used: the message says why and what to do."""
+
+
+class SchemaTooNew(DatabaseError):
+    """The database was written by a newer gpupool."""
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password, for logs and pages."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "(an invalid database URL)"
+
+
+def _config(connection: Any) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.attributes["connection"] = connection
+    return cfg
+
+
+def head_revision() -> str:
+    """The newest schema revision this code knows."""
+    head = ScriptDirectory.from_config(_config(None)).get_current_head()
+    assert head is not None
+    return head
+
+
+def upgrade(engine: Engine) -> tuple[str | None, str]:
+    """Bring the schema to :func:`head_revision`; ``(revision before, revision after)``."""
+    with engine.begin() as conn:
+        current = MigrationContext.configure(conn).get_current_revision()
+        cfg = _config(conn)
+        head = head_revision()
+        if current is not None:
+            try:
+                ScriptDirectory.from_config(cfg).get_revision(current)
+            except CommandError:
+                raise SchemaTooNew(
+                    f"the database {redacted(str(engine.url))} has schema revision {current}, "
+                    f"newer than this gpupool knows (up to {head}): upgrade jupyter_gpupool, "
+                    "or give c.GPUPoolService.db_url another database"
+                ) from None
+        if current != head:
+            command.upgrade(cfg, "head")
+    return current, head
+
+
+def make_engine(url: str) -> Engine:
+    if make_url(url).get_backend_name() == "sqlite":
+        engine = create_engine(url, connect_args={"check_same_thread": False})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            # readers and the writer side by side; a file's writes wait for each other a while
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA busy_timeout=5000")
+            cur.close()
+
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+class Database:
+    """The service's database (see the module docstring)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        batch_seconds: float = 0.5,
+        max_queue: int = 100_000,
+        retry_cap: float = 10.0,
+    ):
+        self.url = url
+        self.batch_seconds = batch_seconds
+        self.max_queue = max_queue
+        self.retry_cap = retry_cap
+        self.engine: Engine | None = None
+        self.healthy = False
+        self.last_error = ""
+        self.dropped = 0  # writes given up while the database was down too long
+        self.written = 0
+        self._queue: deque[tuple[str, Write]] = deque()
+        self._cond = threading.Condition()
+        self._busy = False
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    @property
+    def description(self) -> str:
+        return redacted(self.url)
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def open(self) -> tuple[str | None, str]:
+        """Connect and upgrade the schema; start the writer. ``(revision before, after)``.
+
+        Raises :class:`SchemaTooNew`, or :class:`DatabaseError` when the database cannot be
+        reached or written (the service then runs without it and says so)."""
+        try:
+            self.engine = make_engine(self.url)
+            revisions = upgrade(self.engine)
+        except SchemaTooNew:
+            raise
+        except (SQLAlchemyError, OSError, CommandError, ValueError) as e:
+            self.last_error = _short(e)
+            raise DatabaseError(f"cannot use the database {self.description}: {_short(e)}") from e
+        self.healthy = True
+        self._thread = threading.Thread(target=self._write_loop, name="gpupool-db", daemon=True)
+        self._thread.start()
+        return revisions
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Write what is queued (for at most ``timeout`` seconds), then stop."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        if self.engine is not None:
+            self.engine.dispose()
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every queued write is committed; False if that took over ``timeout``."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            self._cond.notify_all()
+            while self._queue or self._busy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(min(left, 0.1))
+        return True
+
+    # --- the writer ------------------------------------------------------------------------------
+
+    def _put(self, kind: str, write: Write) -> None:
+        with self._cond:
+            self._queue.append((kind, write))
+            if len(self._queue) > self.max_queue:
+                self._drop_one()
+            self._cond.notify_all()
+
+    def _drop_one(self) -> None:
+        """Make room: the oldest sample goes first (a gap in a chart), else the oldest write."""
+        for i, (kind, _) in enumerate(self._queue):
+            if kind == "sample":
+                del self._queue[i]
+                break
+        else:
+            self._queue.popleft()
+        self.dropped += 1
+
+    def _write_loop(self) -> None:
+        delay = 0.5
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopping:
+                    self._cond.wait()
+                if not self._queue and self._stopping:
+                    return
+                batch = list(self._queue)
+                self._queue.clear()
+                self._busy = True
+            try:
+                assert self.engine is not None
+                with Session(self.engine) as session, session.begin():
+                    for _, write in batch:
+                        write(session)
+            except SQLAlchemyError as e:
+                with self._cond:
+                    self._queue.extendleft(reversed(batch))  # in order, before newer writes
+                    while len(self._queue) > self.max_queue:
+                        self._drop_one()
+                    self._busy = False
+                    self._cond.notify_all()
+                    if self.healthy or self.last_error != _short(e):
+                        log.error("database writes failed (will retry): %s", _short(e))
+                    self.healthy = False
+                    self.last_error = _short(e)
+                    if self._stopping:
+                        return
+                    self._cond.wait(delay)
+                delay = min(delay * 2, self.retry_cap)
+                continue
+            with self._cond:
+                if not self.healthy:
+                    log.info("database writes work again (%d written)", len(batch))
+                self.healthy = True
+                self.last_error = ""
+                self.written += len(batch)
+                self._busy = False
+                self._cond.notify_all()
+            delay = 0.5
+            if self.batch_seconds and not self._stopping:
+                time.sleep(self.batch_seconds)  # gather the next batch
+
+    # --- writes (queued) -------------------------------------------------------------------------
+
+    def add_samples(self, now: float, rows: Iterable[Mapping[str, Any]]) -> None:
+        """One usage sample per pool row (``pool``, ``gpu_total``, ``gpu_used``,
+        ``gpu_over_quota``, ``gpu_pending``)."""
+        samples = [
+            UsageSample(
+                time=now,
+                pool=str(r["pool"]),
+                hourly=False,
+                gpu_total=float(r["gpu_total"]),
+                gpu_used=float(r["gpu_used"]),
+                gpu_over_quota=float(r["gpu_over_quota"]),
+                gpu_pending=float(r["gpu_pending"]),
+            )
+            for r in rows
+        ]
+        self._put("sample", lambda s: s.add_all(samples))
+
+    def add_change(self, when: float, who: str, what: str, via: str) -> None:
+        record = ChangeRecord(time=when, who=who, what=what, via=via)
+        self._put("change", lambda s: s.add(record))
+
+    def open_session(self, fields: Mapping[str, Any]) -> None:
+        """A server session begins (``fields``: the columns of :class:`ServerSession`); a
+        session already open for that pod is left as it is."""
+        values = dict(fields)
+
+        def write(s: Session) -> None:
+            if s.scalar(select(ServerSession.id).where(ServerSession.pod_uid == values["pod_uid"])):
+                return
+            s.add(ServerSession(**values))
+
+        self._put("session", write)
+
+    def close_session(self, pod_uid: str, stopped: float, ended: str) -> None:
+        def write(s: Session) -> None:
+            s.execute(
+                update(ServerSession)
+                .where(ServerSession.pod_uid == pod_uid, ServerSession.stopped.is_(None))
+                .values(stopped=max(stopped, 0.0), ended=ended)
+            )
+
+        self._put("session", write)
+
+    def seen(self, pod_uids: Sequence[str], now: float) -> None:
+        """The sessions of these pods were still running at ``now``."""
+        uids = list(pod_uids)
+        if not uids:
+            return
+
+        def write(s: Session) -> None:
+            for i in range(0, len(uids), 500):
+                s.execute(
+                    update(ServerSession)
+                    .where(ServerSession.pod_uid.in_(uids[i : i + 500]))
+                    .where(ServerSession.stopped.is_(None))
+                    .values(last_seen=now)
+                )
+
+        self._put("session", write)
+
+    def prune(self, now: float, raw_days: float, keep_days: float) -> None:
+        """Samples older than ``raw_days`` become hourly averages; everything older than
+        ``keep_days`` goes (sessions that ended then, and changes, too)."""
+        raw_before = now - raw_days * 86400
+        keep_after = now - keep_days * 86400
+
+        def write(s: Session) -> None:
+            old = s.execute(
+                select(
+                    UsageSample.time,
+                    UsageSample.pool,
+                    UsageSample.gpu_total,
+                    UsageSample.gpu_used,
+                    UsageSample.gpu_over_quota,
+                    UsageSample.gpu_pending,
+                ).where(UsageSample.hourly.is_(False), UsageSample.time < raw_before)
+            ).all()
+            if old:
+                rows = [r._asdict() for r in old]
+                s.add_all(UsageSample(hourly=True, **h) for h in hourly_averages(rows))
+                s.execute(
+                    delete(UsageSample).where(
+                        UsageSample.hourly.is_(False), UsageSample.time < raw_before
+                    )
+                )
+            s.execute(delete(UsageSample).where(UsageSample.time < keep_after))
+            s.execute(delete(ServerSession).where(ServerSession.stopped < keep_after))
+            s.execute(delete(ChangeRecord).where(ChangeRecord.time < keep_after))
+
+        self._put("prune", write)
+
+    # --- reads (blocking: run them in a thread) --------------------------------------------------
+
+    def _read(self) -> Session:
+        if self.engine is None:
+            raise DatabaseError("the database is not open")
+        return Session(self.engine)
+
+    def samples(self, since: float, pool: str | None = None) -> list[dict[str, Any]]:
+        """Samples since ``since``, oldest first: ``time``, ``pool``, the four GPU figures."""
+        query = select(UsageSample).where(UsageSample.time >= since)
+        if pool is not None:
+            query = query.where(UsageSample.pool == pool)
+        with self._read() as s:
+            return [
+                {
+                    "time": r.time,
+                    "pool": r.pool,
+                    "gpu_total": r.gpu_total,
+                    "gpu_used": r.gpu_used,
+                    "gpu_over_quota": r.gpu_over_quota,
+                    "gpu_pending": r.gpu_pending,
+                }
+                for r in s.scalars(query.order_by(UsageSample.time, UsageSample.id))
+            ]
+
+    def changes(self, n: int = 50) -> list[dict[str, Any]]:
+        """The ``n`` latest changes, newest first."""
+        query = select(ChangeRecord).order_by(ChangeRecord.time.desc(), ChangeRecord.id.desc())
+        with self._read() as s:
+            return [
+                {"time": r.time, "who": r.who, "what": r.what, "via": r.via}
+                for r in s.scalars(query.limit(n))
+            ]
+
+    def sessions(
+        self, *, open_only: bool = False, since: float | None = None
+    ) -> list[dict[str, Any]]:
+        """Server sessions: those still open, or those running at any time after ``since``."""
+        query = select(ServerSession)
+        if open_only:
+            query = query.where(ServerSession.stopped.is_(None))
+        if since is not None:
+            query = query.where(
+                (ServerSession.stopped.is_(None)) | (ServerSession.stopped >= since)
+            )
+        with self._read() as s:
+            return [_session_dict(r) for r in s.scalars(query.order_by(ServerSession.started))]
+
+
+def _session_dict(r: ServerSession) -> dict[str, Any]:
+    return {
+        c: getattr(r, c)
+        for c in (
+            "pod_uid",
+            "namespace",
+            "pod",
+            "user",
+            "server",
+            "charged",
+            "pool",
+            "platform",
+            "gpu_type",
+            "gpus",
+            "over_quota",
+            "started",
+            "stopped",
+            "last_seen",
+            "ended",
+        )
+    }
+
+
+def _short(e: BaseException) -> str:
+    """An error in one line: the driver's message without SQLAlchemy's background link."""
+    text = str(getattr(e, "orig", None) or e).strip().splitlines()
+    return (text[0] if text else type(e).__name__)[:300]

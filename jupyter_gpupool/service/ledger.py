@@ -1,0 +1,115 @@
+"""The service's ledger of server sessions, kept in the database (rules: :mod:`..core.ledger`).
+
+It follows the pods the service watches: a server pod that runs opens a session, a pod that
+finishes or goes closes it. At start it takes up the sessions the database has open: those
+whose pods still run stay open (a server that ran across a restart is one session, counted
+once), the others are closed when their pod says it finished, else when the service last saw
+them running (``last_seen``, written every ``history_interval``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from ..core import ledger
+from ..core.usage import UsageIndex
+from ..db.store import Database
+
+log = logging.getLogger(__name__)
+
+#: Reads a pod (namespace, name) from the API server: its JSON, or None when there is none.
+ReadPod = Callable[[str, str], Awaitable[dict[str, Any] | None]]
+
+
+class Ledger:
+    def __init__(self, db: Database, index: UsageIndex, now: Any):
+        self.db = db
+        self.index = index
+        self.now = now  # the service's clock
+        self.open: dict[str, dict[str, Any]] = {}  # pod uid -> session
+        #: (namespace, name) of pods the service stopped to reclaim GPUs
+        self.reclaimed: set[tuple[str, str]] = set()
+
+    def reclaiming(self, server: Any) -> None:
+        """The service is stopping this server to reclaim its GPUs: its session ends so."""
+        self.reclaimed.add((server.namespace, server.name))
+
+    async def take_up(self, sessions: list[dict[str, Any]], read_pod: ReadPod) -> None:
+        """Start from the database's open ``sessions`` and the index (synced with the cluster).
+
+        A session whose pod no longer runs ended while the service was away: when its pod says
+        it finished (``read_pod``: the pod as the API server has it now, or None), else at the
+        last time the service saw it running."""
+        running = {s.uid for s in self.index.servers() if s.state == "running"}
+        closed = 0
+        for session in sessions:
+            uid = session["pod_uid"]
+            if uid in running:
+                self.open[uid] = session
+                continue
+            try:
+                pod = await read_pod(session["namespace"], session["pod"])
+            except Exception as e:  # the API may fail: the last sighting is the best guess then
+                log.warning("cannot read pod %s/%s: %s", session["namespace"], session["pod"], e)
+                pod = None
+            if pod is not None and (pod.get("metadata") or {}).get("uid") != uid:
+                pod = None  # another pod of the same name
+            finished = ledger.finished_at(pod) if pod is not None else None
+            stopped = finished if finished is not None else float(session["last_seen"])
+            self.db.close_session(uid, stopped, ledger.how_it_ended(pod, reclaimed=False))
+            closed += 1
+        self.catch_up()
+        log.info(
+            "Ledger: %d server sessions open (%d taken up), %d closed that ended while away",
+            len(self.open),
+            len(sessions) - closed,
+            closed,
+        )
+
+    def catch_up(self) -> None:
+        """Open a session for every running server the ledger does not know yet."""
+        now = self.now()
+        for server in self.index.servers():
+            if server.state == "running" and server.uid and server.uid not in self.open:
+                self._open(server, None, now)
+
+    def on_pod(self, event_type: str, pod: Mapping[str, Any]) -> None:
+        """A pod watch event, after the index applied it."""
+        meta = pod.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        ns, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+        if uid in self.open and (event_type == "DELETED" or ledger.is_finished(pod)):
+            self._close(uid, (ns, name), pod)
+            return
+        if event_type == "DELETED" or uid in self.open:
+            return
+        server = self.index.server(ns, name)
+        if server is not None and server.state == "running" and server.uid == uid:
+            self._open(server, pod, self.now())
+
+    def tick(self) -> None:
+        """Every ``history_interval``: what is still running was seen now; nothing is missed."""
+        now = self.now()
+        running = {s.uid for s in self.index.servers() if s.state == "running"}
+        for uid in [u for u in self.open if u not in running]:
+            session = self.open[uid]
+            self._close(uid, (session["namespace"], session["pod"]), None)
+        self.catch_up()
+        self.db.seen(list(self.open), now)
+
+    def _open(self, server: Any, pod: Mapping[str, Any] | None, now: float) -> None:
+        started = ledger.started_at(pod) if pod is not None else None
+        started = started or ledger.parse_time(server.created)
+        node = self.index.node(server.node) if server.node else None
+        fields = ledger.session_fields(server, node.gpu_type if node else None, started or now, now)
+        self.open[server.uid] = fields
+        self.db.open_session(fields)
+
+    def _close(self, uid: str, key: tuple[str, str], pod: Mapping[str, Any] | None) -> None:
+        session = self.open.pop(uid)
+        reclaimed = key in self.reclaimed
+        self.reclaimed.discard(key)
+        stopped = ledger.close_time(session, pod, self.now())
+        self.db.close_session(uid, stopped, ledger.how_it_ended(pod, reclaimed))

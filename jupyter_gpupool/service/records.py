@@ -1,0 +1,142 @@
+"""The service's memory: usage samples, the ledger of server sessions and the change log, kept
+in its database (``c.GPUPoolService.db_url``; :mod:`jupyter_gpupool.db`).
+
+Nothing here is on the admission path: writes are queued to the database's own thread, and a
+database that is down (or never came up) leaves admissions as they are; the pages and the
+history API say what is missing and why (:attr:`Records.problem`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..core.history import parse_range
+from ..core.usage import UsageIndex
+from ..db.store import Database, DatabaseError, SchemaTooNew
+from . import clock
+from .errors import ApiError
+from .ledger import Ledger, ReadPod
+
+log = logging.getLogger(__name__)
+
+#: How often old samples are averaged by the hour and the oldest rows deleted.
+PRUNE_EVERY = 3600.0
+
+
+class StartupRefused(Exception):
+    """The database must not be used by this code (its schema is newer)."""
+
+
+class Records:
+    def __init__(self, db: Database | None, raw_days: float = 7, keep_days: float = 90):
+        self.db = db
+        self.raw_days = raw_days
+        self.keep_days = keep_days
+        self.ledger: Ledger | None = None
+        self.problem = "" if db is not None else "no database is configured"
+        self._last_prune = float("-inf")
+
+    @property
+    def available(self) -> bool:
+        return self.db is not None and self.db.engine is not None and not self.problem
+
+    async def open(self, index: UsageIndex, read_pod: ReadPod) -> None:
+        """Open the database (upgrading its schema) and take up the open sessions.
+
+        A database that cannot be reached is logged and left out (``problem`` says why);
+        one newer than this code stops the service (:class:`StartupRefused`)."""
+        db = self.db
+        if db is None:
+            return
+        try:
+            before, after = await asyncio.to_thread(db.open)
+        except SchemaTooNew as e:
+            raise StartupRefused(str(e)) from e
+        except DatabaseError as e:
+            self.problem = str(e)
+            log.error("%s; usage history, GPU-hours and the change log are not kept", e)
+            return
+        if before != after:
+            log.info("Database %s: schema upgraded from %s to %s", db.description, before, after)
+        else:
+            log.info("Database %s: schema %s", db.description, after)
+        self.ledger = Ledger(db, index, clock.now)
+        await self.ledger.take_up(await asyncio.to_thread(db.sessions, open_only=True), read_pod)
+
+    def close(self) -> None:
+        if self.db is not None and self.db.engine is not None:
+            self.db.close()
+
+    # --- what the service feeds in ---------------------------------------------------------------
+
+    def on_pod(self, event_type: str, pod: Mapping[str, Any]) -> None:
+        if self.ledger is not None:
+            self.ledger.on_pod(event_type, pod)
+
+    def sample(self, now: float, pools: Iterable[Mapping[str, Any]], index: UsageIndex) -> None:
+        """One usage sample per pool (rows of ``GET api/v1/pools``), and the ledger's tick."""
+        if self.db is None or self.ledger is None:
+            return
+        rows = []
+        for row in pools:
+            name = row["name"]
+            pending = sum(s.gpus for s in index.servers(name) if s.state == "pending")
+            rows.append(
+                {
+                    "pool": name,
+                    "gpu_total": row["gpu_total"],
+                    "gpu_used": row["gpu_used"],
+                    "gpu_over_quota": row.get("gpu_borrowed") or 0,
+                    "gpu_pending": pending,
+                }
+            )
+        self.db.add_samples(now, rows)
+        self.ledger.tick()
+        if now - self._last_prune >= PRUNE_EVERY:
+            self._last_prune = now
+            self.db.prune(now, self.raw_days, self.keep_days)
+
+    def change(self, when: float, who: str, what: str, via: str) -> None:
+        if self.db is not None and self.ledger is not None:
+            self.db.add_change(when, who, what, via)
+
+    # --- what the pages and the API read ---------------------------------------------------------
+
+    def status(self) -> str:
+        """Why history is missing or stale, for the pages; empty when all is well."""
+        if self.problem:
+            return self.problem
+        if self.db is not None and not self.db.healthy:
+            return f"the database {self.db.description} is not answering: {self.db.last_error}"
+        return ""
+
+    async def history(self, range_: str | None, pool: str | None) -> dict[str, Any]:
+        """``GET api/v1/usage/history``: the samples of the last ``range`` (6h, 24h, 7d, 30d)."""
+        try:
+            seconds = parse_range(range_)
+        except ValueError as e:
+            raise ApiError(400, str(e)) from None
+        if not self.available:
+            raise ApiError(503, f"usage history is not available: {self.status()}")
+        assert self.db is not None
+        now = clock.now()
+        try:
+            rows = await asyncio.to_thread(self.db.samples, now - seconds, pool)
+        except Exception as e:
+            raise ApiError(503, f"cannot read usage history: {e}") from None
+        pools: dict[str, list[list[float]]] = {}
+        for r in rows:
+            pools.setdefault(r["pool"], []).append(
+                [r["time"], r["gpu_used"], r["gpu_total"], r["gpu_over_quota"], r["gpu_pending"]]
+            )
+        return {
+            "range": range_ or "6h",
+            "since": now - seconds,
+            "until": now,
+            "columns": ["time", "gpu_used", "gpu_total", "gpu_over_quota", "gpu_pending"],
+            "pools": pools,
+            "problem": self.status() or None,
+        }

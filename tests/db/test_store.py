@@ -1,0 +1,169 @@
+"""The service's database (jupyter_gpupool.db.store) on SQLite and PostgreSQL: the schema is
+created and upgraded, a newer one refused untouched, writes come back, old samples are averaged
+by the hour and the oldest deleted, and writes wait out an outage.
+
+The truth is read with plain SQL through a connection of the test's own, not the store's reads.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pg
+import pytest
+from sqlalchemy import create_engine, inspect, text
+
+from jupyter_gpupool.db.store import Database, SchemaTooNew, head_revision
+
+HOUR = 3600.0
+DAY = 86400.0
+
+
+def sample(pool: str, used: float, total: float = 8) -> dict[str, float | str]:
+    return {
+        "pool": pool,
+        "gpu_total": total,
+        "gpu_used": used,
+        "gpu_over_quota": 0,
+        "gpu_pending": 0,
+    }
+
+
+def session(uid: str, user: str, started: float, **more: object) -> dict[str, object]:
+    fields: dict[str, object] = {
+        "pod_uid": uid,
+        "namespace": "default",
+        "pod": f"jupyter-{user}",
+        "user": user,
+        "server": "",
+        "charged": f"user:{user}",
+        "pool": "p",
+        "platform": None,
+        "gpu_type": "A100",
+        "gpus": 2,
+        "over_quota": False,
+        "started": started,
+        "stopped": None,
+        "last_seen": started,
+        "ended": None,
+    }
+    return fields | more
+
+
+def rows(url: str, sql: str) -> list[tuple]:
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(text(sql))]
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture
+def db(db_url: str) -> Iterator[Database]:
+    database = Database(db_url, batch_seconds=0)
+    database.open()
+    yield database
+    database.close()
+
+
+def test_open_creates_the_schema_and_opening_again_keeps_it(db_url):
+    first = Database(db_url)
+    assert first.open() == (None, head_revision())
+    first.close()
+    engine = create_engine(db_url)
+    tables = set(inspect(engine).get_table_names())
+    engine.dispose()
+    assert {"usage_samples", "server_sessions", "changes", "alembic_version"} <= tables
+    again = Database(db_url)
+    assert again.open() == (head_revision(), head_revision())
+    again.close()
+
+
+def test_a_database_of_a_newer_gpupool_is_refused_and_left_as_it_is(db_url):
+    first = Database(db_url, batch_seconds=0)
+    first.open()
+    first.add_change(1.0, "user admin", "created pool p", "API")
+    assert first.flush()
+    first.close()
+    engine = create_engine(db_url)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+    engine.dispose()
+    newer = Database(db_url)
+    with pytest.raises(SchemaTooNew) as refused:
+        newer.open()
+    assert "schema revision 9999, newer than this gpupool knows" in str(refused.value)
+    assert "upgrade jupyter_gpupool" in str(refused.value)
+    assert rows(db_url, "SELECT version_num FROM alembic_version") == [("9999",)]
+    assert rows(db_url, "SELECT who, what FROM changes") == [("user admin", "created pool p")]
+
+
+def test_what_is_written_is_read_back(db):
+    now = time.time()
+    db.add_samples(now - 60, [sample("p", 1), sample("q", 0, 4)])
+    db.add_samples(now, [sample("p", 3)])
+    db.add_change(now, "user admin", "created pool q", "page")
+    db.open_session(session("u1", "alice", now - 100))
+    db.open_session(session("u1", "alice", now - 50))  # the same pod again: kept as it was
+    db.open_session(session("u2", "bob", now - 10))
+    db.close_session("u2", now, "reclaimed")
+    assert db.flush()
+    assert rows(db.url, "SELECT pool, gpu_used FROM usage_samples ORDER BY time, pool") == [
+        ("p", 1.0),
+        ("q", 0.0),
+        ("p", 3.0),
+    ]
+    assert [s["gpu_used"] for s in db.samples(now - 30, "p")] == [3.0]
+    assert db.changes() == [
+        {"time": now, "who": "user admin", "what": "created pool q", "via": "page"}
+    ]
+    stored = rows(db.url, "SELECT pod_uid, started, stopped, ended FROM server_sessions")
+    assert sorted(stored) == [("u1", now - 100, None, None), ("u2", now - 10, now, "reclaimed")]
+    assert [s["pod_uid"] for s in db.sessions(open_only=True)] == ["u1"]
+
+
+def test_old_samples_become_hourly_averages_and_the_oldest_go(db):
+    now = 1_800_000_000.0
+    hour = (now - 8 * DAY) // HOUR * HOUR  # an hour 8 days ago: older than the raw 7 days
+    for i, used in enumerate([1, 2, 3, 6]):
+        db.add_samples(hour + i * 600, [sample("p", used)])
+    db.add_samples(now - 100 * DAY, [sample("p", 8)])  # older than the 90 days kept
+    db.add_samples(now - HOUR, [sample("p", 5)])  # recent: stays as it is
+    db.open_session(session("old", "carol", now - 120 * DAY, stopped=now - 100 * DAY))
+    db.open_session(session("new", "dave", now - 2 * DAY, stopped=now - DAY))
+    db.add_change(now - 95 * DAY, "user admin", "long ago", "API")
+    assert db.flush()
+    db.prune(now, raw_days=7, keep_days=90)
+    assert db.flush()
+    assert rows(db.url, "SELECT time, hourly, gpu_used FROM usage_samples ORDER BY time") == [
+        (hour, True, 3.0),  # (1 + 2 + 3 + 6) / 4
+        (now - HOUR, False, 5.0),
+    ]
+    assert rows(db.url, "SELECT pod_uid FROM server_sessions") == [("new",)]
+    assert rows(db.url, "SELECT count(*) FROM changes") == [(0,)]
+
+
+def test_writes_wait_while_postgresql_is_down_and_land_when_it_is_back():
+    with pg.running() as server:
+        db = Database(server.url, batch_seconds=0, retry_cap=0.5)
+        db.open()
+        try:
+            db.add_change(1.0, "user admin", "before", "API")
+            assert db.flush()
+            pg.stop(server)
+            db.add_change(2.0, "user admin", "while down", "API")
+            db.add_samples(2.0, [sample("p", 1)])
+            assert not db.flush(timeout=3)  # nothing can be written now
+            assert not db.healthy and db.last_error
+            pg.start(server)
+            assert db.flush(timeout=30)
+            assert db.healthy and db.last_error == ""
+        finally:
+            db.close()
+        assert rows(server.url, "SELECT what FROM changes ORDER BY time") == [
+            ("before",),
+            ("while down",),
+        ]
+        assert rows(server.url, "SELECT count(*) FROM usage_samples") == [(1,)]
