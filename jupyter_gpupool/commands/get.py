@@ -1,4 +1,4 @@
-"""``gpupool get pools|jobs|nodes|labels|quotas``: gpuctl's listings, from the service.
+"""``gpupool get pools|jobs|nodes|labels|quotas|gpu-hours``: gpuctl's listings, from the service.
 
 ::
 
@@ -7,6 +7,7 @@
     gpupool get nodes --pool dev-pool
     gpupool get labels gpu-node-6 --key=runwhere.ai/pool
     gpupool get quotas -o csv
+    gpupool get gpu-hours --by group --since 30d    # from the service's ledger
 
 Every ``get`` takes ``-o table|wide|json|yaml|csv``.
 """
@@ -83,6 +84,15 @@ QUOTA_COLUMNS = (
 )
 
 
+GPU_HOURS_COLUMNS = (
+    Column("SUBJECT", "subject"),
+    Column("GPU-HOURS", "gpu_hours", get=lambda r: f"{r['gpu_hours']:.1f}"),
+    Column("WITHIN QUOTA", "within_quota", get=lambda r: f"{r['within_quota']:.1f}"),
+    Column("OVER QUOTA", "over_quota", get=lambda r: f"{r['over_quota']:.1f}"),
+    Column("SESSIONS", "sessions"),
+)
+
+
 def add_output_option(parser: argparse.ArgumentParser, choices: tuple[str, ...] = OUTPUTS) -> None:
     parser.add_argument(
         "-o",
@@ -130,6 +140,14 @@ def register(subparsers: Any) -> None:
     p = resources.add_parser("quotas", aliases=["quota"], help="quotas with GPUs used")
     p.set_defaults(func=lambda args: run(args, get_quotas))
 
+    p = resources.add_parser(
+        "gpu-hours", help="GPU-hours per user, group or pool, within and over quota"
+    )
+    p.add_argument("--by", choices=("user", "group", "pool"), default="user")
+    p.add_argument("--since", default="7d", help="7d, 30d, 24h or a date YYYY-MM-DD")
+    p.add_argument("--until", help="a date YYYY-MM-DD (its start), or now (the default)")
+    p.set_defaults(func=lambda args: run(args, get_gpu_hours))
+
     for sub in {id(p): p for p in resources.choices.values()}.values():  # aliases share one
         add_output_option(sub)
         add_connection_options(sub)
@@ -170,4 +188,10 @@ async def get_quotas(client: GPUPoolClient, args: argparse.Namespace) -> int:
     usage = await client.usage()
     rows = quota_rows(quotas, usage.get("by_subject"))
     write(render(args.output, rows, QUOTA_COLUMNS, raw=quotas))
+    return 0
+
+
+async def get_gpu_hours(client: GPUPoolClient, args: argparse.Namespace) -> int:
+    report = await client.gpu_hours(by=args.by, since=args.since, until=args.until)
+    write(render(args.output, report["rows"], GPU_HOURS_COLUMNS, raw=report))
     return 0

@@ -101,6 +101,36 @@ def close_time(session: Mapping[str, Any], pod: Mapping[str, Any] | None, now: f
     return max(float(session["started"]), finished if finished is not None else now)
 
 
+def parse_window(since: str | None, until: str | None, now: float) -> tuple[float, float]:
+    """A report's window ``[since, until)``: ``since`` is ``7d``, ``24h`` (before ``now``) or a
+    date ``YYYY-MM-DD`` (its start, UTC); ``until`` a date (the start of that day) or ``now``.
+    ValueError says what is wrong."""
+
+    def point(text: str, what: str) -> float:
+        text = text.strip()
+        for unit, seconds in (("d", 86400), ("h", 3600)):
+            if text.endswith(unit) and text[:-1].isdigit():
+                return now - int(text[:-1]) * seconds
+        try:
+            day = datetime.date.fromisoformat(text)
+        except ValueError:
+            raise ValueError(
+                f"{what} must be a number of days or hours (7d, 24h) or a date (YYYY-MM-DD), "
+                f"not {text!r}"
+            ) from None
+        start = datetime.datetime(day.year, day.month, day.day, tzinfo=datetime.timezone.utc)
+        return start.timestamp()
+
+    start = point(since or "7d", "since")
+    end = point(until, "until") if until else now
+    if end <= start:
+        raise ValueError("until must be after since")
+    return start, end
+
+
+REPORT_COLUMNS = ("subject", "gpu_hours", "within_quota", "over_quota", "sessions")
+
+
 def subject_of(session: Mapping[str, Any], by: str) -> str:
     """The row a session counts in: its ``user``, its ``pool``, or for ``group`` the group it
     was charged to (a session charged to its user counts as ``(no group)``)."""

@@ -407,6 +407,8 @@ def route_table(prefix: str) -> list[tuple[str, type[tornado.web.RequestHandler]
         (api + "quotas", h.QuotasHandler),
         (api + "usage", h.UsageHandler),
         (api + "usage/history", h.UsageHistoryHandler),
+        (api + "reports/gpu-hours", h.GPUHoursHandler),
+        (api + "reports/gpu-hours.csv", h.GPUHoursCSVHandler),
         (api + "launch-options", h.LaunchOptionsHandler),
         (api + "admissions", h.AdmissionsHandler),
         (api + "admissions/([^/]+)", h.AdmissionHandler),

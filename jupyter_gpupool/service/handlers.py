@@ -335,6 +335,31 @@ class UsageHistoryHandler(APIHandler):
         self.write_json({**answer, "interval": self.ctx.history.interval})
 
 
+class GPUHoursHandler(APIHandler):
+    """``GET api/v1/reports/gpu-hours[.csv]?since=7d|30d|YYYY-MM-DD[&until=...]&by=user|group|pool``:
+    GPU-hours per subject from the ledger, within and over quota (users: their own)."""
+
+    csv = False
+
+    async def get(self) -> None:
+        arg = self.get_query_argument
+        user = None if self.caller.is_admin else self.caller.name
+        report = await self.ctx.records.gpu_hours(
+            arg("since", None), arg("until", None), arg("by", None), user
+        )
+        if not self.csv:
+            self.write_json(report)
+            return
+        self.set_header("Content-Type", "text/csv; charset=UTF-8")
+        name = f"gpu-hours-by-{report['by']}.csv"
+        self.set_header("Content-Disposition", f'attachment; filename="{name}"')
+        self.finish(views.to_csv(report["rows"], report["columns"]))
+
+
+class GPUHoursCSVHandler(GPUHoursHandler):
+    csv = True
+
+
 # --- launch options ------------------------------------------------------------------------------
 
 

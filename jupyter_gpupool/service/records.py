@@ -13,6 +13,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..core import ledger
 from ..core.history import parse_range
 from ..core.usage import UsageIndex
 from ..db.store import Database, DatabaseError, SchemaTooNew
@@ -63,7 +64,7 @@ class Records:
             log.info("Database %s: schema upgraded from %s to %s", db.description, before, after)
         else:
             log.info("Database %s: schema %s", db.description, after)
-        self.ledger = Ledger(db, index, clock.now)
+        self.ledger = Ledger(db, index, lambda: clock.now())  # patched in tests: read late
         await self.ledger.take_up(await asyncio.to_thread(db.sessions, open_only=True), read_pod)
 
     def close(self) -> None:
@@ -112,6 +113,37 @@ class Records:
         if self.db is not None and not self.db.healthy:
             return f"the database {self.db.description} is not answering: {self.db.last_error}"
         return ""
+
+    async def gpu_hours(
+        self, since: str | None, until: str | None, by: str | None, user: str | None
+    ) -> dict[str, Any]:
+        """``GET api/v1/reports/gpu-hours``: GPU-hours per ``by`` (user, group, pool) in the
+        window, within and over quota; only ``user``'s own sessions when given."""
+        now = clock.now()
+        try:
+            start, end = ledger.parse_window(since, until, now)
+            ledger.gpu_hours([], start, end, by or "user")  # checks ``by``
+        except ValueError as e:
+            raise ApiError(400, str(e)) from None
+        if not self.available:
+            raise ApiError(503, f"GPU-hours are not available: {self.status()}")
+        assert self.db is not None
+        try:
+            sessions = await asyncio.to_thread(self.db.sessions, since=start)
+        except Exception as e:
+            raise ApiError(503, f"cannot read the ledger: {e}") from None
+        if user is not None:
+            sessions = [s for s in sessions if s["user"] == user]
+        rows = ledger.gpu_hours(sessions, start, end, by or "user")
+        return {
+            "since": start,
+            "until": end,
+            "by": by or "user",
+            "columns": list(ledger.REPORT_COLUMNS),
+            "rows": rows,
+            "total": round(sum(r["gpu_hours"] for r in rows), 4),
+            "problem": self.status() or None,
+        }
 
     async def history(self, range_: str | None, pool: str | None) -> dict[str, Any]:
         """``GET api/v1/usage/history``: the samples of the last ``range`` (6h, 24h, 7d, 30d)."""

@@ -208,6 +208,8 @@ TABLE: dict[tuple[str, str], Row] = {
     ("api/v1/quotas", "PUT"): Row("api/v1/quotas", "admin", body=QUOTAS.encode()),
     ("api/v1/usage", "GET"): Row("api/v1/usage", "use"),
     ("api/v1/usage/history", "GET"): Row("api/v1/usage/history", "admin"),
+    ("api/v1/reports/gpu-hours", "GET"): Row("api/v1/reports/gpu-hours?since=7d&by=group", "use"),
+    ("api/v1/reports/gpu-hours.csv", "GET"): Row("api/v1/reports/gpu-hours.csv", "use"),
     ("api/v1/launch-options", "GET"): Row("api/v1/launch-options?user=alice", "use"),
     ("api/v1/admissions", "GET"): Row("api/v1/admissions", "use"),
     ("api/v1/admissions", "POST"): Row("api/v1/admissions", "use", (201,), ADMISSION),

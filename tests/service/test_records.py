@@ -15,11 +15,15 @@ from typing import Any
 import pytest
 from service_kit import delete_pod, start_pod
 from sqlalchemy import create_engine, text
+from test_gpuctl_on_the_same_cluster import gpupool
 from waiting import async_wait_for
 
 from jupyter_gpupool.client import GPUPoolError
+from jupyter_gpupool.service import clock
 from jupyter_gpupool.service.app import StartupError
+from jupyter_gpupool.sim import SimCluster
 from jupyter_gpupool.sim.resources import RESOURCES
+from jupyter_gpupool.sim.spec import example_cluster_spec
 
 FAST = {"history_interval": 0.2}
 
@@ -205,3 +209,67 @@ async def test_a_database_of_a_newer_gpupool_stops_the_service(db_url, start_ser
     engine.dispose()
     with pytest.raises(StartupError, match="newer than this gpupool knows"):
         await start_service(db_url=db_url)
+
+
+async def test_gpu_hours_per_user_group_and_pool_with_time_moved_on(
+    db_url, start_service, monkeypatch
+):
+    """alice (ml-research, within quota) runs 2 GPUs for 3 h, dave (no quota there: over)
+    4 GPUs for 2 h; the clock (the simulator's and the service's) is moved, not waited for."""
+    now = [1_800_000_000.0]
+    monkeypatch.setattr(clock, "now", lambda: now[0])
+    async with SimCluster(example_cluster_spec(), clock=lambda: now[0]) as cluster:
+        service = await start_service(cluster, db_url=db_url, history_interval=3600)
+        admin = service.admin()
+        a = await admin.admit(user="alice", groups=["ml-research"], pools=["training-pool"], gpus=2)
+        d = await admin.admit(user="dave", pools=["training-pool"], gpus=4)
+        assert not a["over_quota"] and d["over_quota"]
+        await start_pod(cluster, a, "alice-nb")
+        await start_pod(cluster, d, "dave-nb")
+        await until(db_url, "SELECT pod FROM server_sessions", lambda r: len(r) == 2, "sessions")
+        now[0] += 2 * 3600
+        await delete_pod(cluster, "dave-nb")
+        await until(
+            db_url,
+            "SELECT stopped FROM server_sessions WHERE pod = 'dave-nb'",
+            lambda r: r == [(now[0],)],
+            "dave's session to end now",
+        )
+        now[0] += 3600
+        by_user = await admin.gpu_hours(by="user", since="24h")
+        assert [
+            (r["subject"], r["gpu_hours"], r["within_quota"], r["over_quota"])
+            for r in by_user["rows"]
+        ] == [("dave", 8.0, 0.0, 8.0), ("alice", 6.0, 6.0, 0.0)]
+        assert by_user["total"] == 14.0
+        by_group = await admin.gpu_hours(by="group", since="24h")
+        assert [(r["subject"], r["gpu_hours"]) for r in by_group["rows"]] == [
+            ("(no group)", 8.0),
+            ("ml-research", 6.0),
+        ]
+        by_pool = await admin.gpu_hours(by="pool", since="1h")  # the last hour: alice only
+        assert [(r["subject"], r["gpu_hours"]) for r in by_pool["rows"]] == [("training-pool", 2.0)]
+        # a user sees their own hours only
+        own = await service.user("alice", ["ml-research"]).gpu_hours(by="pool", since="24h")
+        assert [(r["subject"], r["gpu_hours"]) for r in own["rows"]] == [("training-pool", 6.0)]
+        # and the CLI prints the same as CSV
+        code, out, err = await gpupool(
+            service,
+            service.hub.admin(),
+            "get",
+            "gpu-hours",
+            "--by",
+            "group",
+            "--since",
+            "24h",
+            "-o",
+            "csv",
+        )
+        assert code == 0, err
+        assert out.splitlines() == [
+            "subject,gpu_hours,within_quota,over_quota,sessions",
+            "(no group),8.0,0.0,8.0,1",
+            "ml-research,6.0,6.0,0.0,1",
+        ]
+        with pytest.raises(GPUPoolError, match="since must be a number of days or hours"):
+            await admin.gpu_hours(since="last week")
