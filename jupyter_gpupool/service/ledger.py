@@ -42,7 +42,7 @@ class Ledger:
         A session whose pod no longer runs ended while the service was away: when its pod says
         it finished (``read_pod``: the pod as the API server has it now, or None), else at the
         last time the service saw it running."""
-        running = {s.uid for s in self.index.servers() if s.state == "running"}
+        running = {s.uid for s in self.index.servers() if s.state in ("running", "terminating")}
         closed = 0
         for session in sessions:
             uid = session["pod_uid"]
@@ -92,8 +92,9 @@ class Ledger:
     def tick(self) -> None:
         """Every ``history_interval``: what is still running was seen now; nothing is missed."""
         now = self.now()
-        running = {s.uid for s in self.index.servers() if s.state == "running"}
-        for uid in [u for u in self.open if u not in running]:
+        # a terminating server still holds its GPUs: its session ends when its pod is gone
+        alive = {s.uid for s in self.index.servers() if s.state in ("running", "terminating")}
+        for uid in [u for u in self.open if u not in alive]:
             session = self.open[uid]
             self._close(uid, (session["namespace"], session["pod"]), None)
         self.catch_up()
