@@ -127,3 +127,32 @@ def test_pages_benchmark():
         assert page["status"] == 200, (name, page)
         assert 0 < page["p50_ms"] <= page["p99_ms"], (name, page)
         assert page["kb"] > 0, (name, page)
+
+
+def test_database_benchmark():
+    result = run("bench_database.py", "--quick")
+    admission, size = result["admission"], result["size"]
+    assert (admission["nodes"], admission["pods"], admission["pools"]) == (20, 40, 3)
+    runs = admission["runs"]
+    assert runs["postgresql"] == {"skipped": "left out (--no-postgresql)"}
+    for name in ("off", "sqlite"):
+        run_ = runs[name]
+        # every admission admitted and every release answered: a run of refusals measures nothing
+        assert run_["admission_status"] == {"201": run_["admissions"]}, (name, run_)
+        assert run_["release_status"] == {"200": run_["admissions"]}, (name, run_)
+        assert 0 < run_["admission_p50_ms"] <= run_["admission_p99_ms"], (name, run_)
+        assert run_["churn_pods"] > 0, (name, run_)
+    # the database run wrote while it was measured: samples, and a session per churned pod
+    sqlite = runs["sqlite"]
+    assert sqlite["samples_written"] > 0
+    assert sqlite["sessions_written"] >= sqlite["churn_pods"]
+    assert "samples_written" not in runs["off"]
+    assert admission["ratio_on_off"]["sqlite_p99"] == round(
+        sqlite["admission_p99_ms"] / runs["off"]["admission_p99_ms"], 2
+    )
+    # one simulated day: a sample per pool a minute, no downsampling before raw_days
+    rows = size["rows"]
+    assert rows["usage_samples_raw"] == 3 * 24 * 60 and rows["usage_samples_hourly"] == 0
+    assert rows["server_sessions"] == size["sessions_opened"]
+    assert rows["server_sessions_open"] == size["sessions_opened"] - size["sessions_closed"]
+    assert size["size_mb"] > 0 and size["bytes_per_sample"] > 0 and size["api_rows_per_s"] > 0
