@@ -6,7 +6,8 @@ decisions are serialized. It walks the user's pools in order and takes the first
 
 1. **access** - the user or one of their groups is allowed (pools without ``access``: everyone);
 2. **validation** - the GPU count passes the pool's ``limits`` and the GPU type exists there;
-3. **quota** - a subject can be charged (:mod:`.quota` says who);
+3. **quota** - a subject can be charged (:mod:`.quota` says who), and neither the user's GPU-hour
+   budget nor that of the group charged is spent there (:mod:`.budgets`);
 4. **capacity** - ONE schedulable, Ready node has the GPUs free, reservations counted as used
    (free GPUs spread over several nodes are no use to one pod: fragmentation).
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from .budgets import refusal
 from .capacity import Capacity, candidate_groups, no_fit_reason
 from .decision import (
     AdmissionRequest,
@@ -117,6 +119,11 @@ def _evaluate(name: str, ctx: Context) -> _Outcome:
     if isinstance(charge, str):
         return _Outcome(Skip(name, charge))
     charged, over_quota = charge
+    book = ctx.state.budgets
+    if n and book is not None and reg.budgets:
+        spent = refusal(reg.budgets, req.user, charged, name, book, ctx.state.now)
+        if spent is not None:
+            return _Outcome(Skip(name, spent))
 
     groups, untolerated = candidate_groups(pool, platform, type_filter, ctx)
     placement = Capacity(groups, ctx, name)

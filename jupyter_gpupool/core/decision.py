@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .budgets import BudgetSessions
 from .labels import POOL_LABEL
 from .pools import Registry
 from .reservations import Reservation
@@ -60,12 +61,15 @@ class AdmissionRequest:
 @dataclass(frozen=True)
 class AdmissionState:
     """Everything :func:`~.admission.decide` reads. ``pool_label`` is the node label key naming
-    pools."""
+    pools. ``budgets`` gives the sessions the registry's budgets count at ``now`` (None: budgets
+    are not enforced, as when the service keeps no ledger)."""
 
     registry: Registry
     usage: UsageView
     reservations: ReservationView
     pool_label: str = POOL_LABEL
+    budgets: BudgetSessions | None = None
+    now: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,12 @@ fields (guaranteed <= limit, duplicate names across files) belong to the loader 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .budgets import window_seconds
 from .labels import is_label_key, is_label_value, is_node_name
 from .quantities import parse_quantity
 from .yamldoc import Document, PathElem, Problem, unknown_key_message
@@ -103,7 +105,44 @@ class Int(Spec):
         return self._with_description(s)
 
 
+@dataclass
+class Number(Spec):
+    """A number, whole or not (``12.5`` GPU-hours). Booleans are refused."""
+
+    minimum: float = 0
+    description: str = ""
+
+    def check(self, c: Checker, value: Any, path: Path) -> Any:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+        ):
+            c.add(path, f"must be a number, not {_describe(value)}")
+            return INVALID
+        if value < self.minimum:
+            c.add(path, f"must not be below {self.minimum:g}, not {value:g}")
+            return INVALID
+        return value
+
+    def schema(self) -> JSON:
+        return self._with_description({"type": "number", "minimum": self.minimum})
+
+
+def _is_window(text: str) -> bool:
+    try:
+        window_seconds(text)
+    except ValueError:
+        return False
+    return True
+
+
 _STR_RULES: dict[str, tuple[Callable[[str], bool], str, JSON]] = {
+    "window": (
+        _is_window,
+        "is not a window such as 24h or 30d (a whole number of hours or days, at most 366d)",
+        {"pattern": r"^[0-9]+[hd]$"},
+    ),
     "label-value": (
         is_label_value,
         "is not a valid Kubernetes label value (at most 63 letters, digits, '-', '_' or '.', "

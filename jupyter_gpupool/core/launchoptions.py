@@ -17,11 +17,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .budgets import hours_text, when_text, window_words
+
 __all__ = [
     "MAX_GPU_CHOICES",
+    "BudgetLine",
     "Catalog",
     "GPUCountError",
     "PoolChoice",
+    "budget_text",
     "gpu_choices",
     "gpu_count",
     "gpus_text",
@@ -133,6 +137,32 @@ class PoolChoice:
 
 
 @dataclass(frozen=True)
+class BudgetLine:
+    """What is left of one GPU-hour budget of the user or one of their groups."""
+
+    subject: str  # user:NAME | group:NAME
+    gpu_hours: float
+    window: str
+    pools: tuple[str, ...] = ()
+    spent: float = 0.0
+    remaining: float = 0.0
+    back_at: float | None = None
+
+    @classmethod
+    def from_json(cls, row: Mapping[str, Any]) -> BudgetLine:
+        back = row.get("back_at")
+        return cls(
+            subject=str(row["subject"]),
+            gpu_hours=float(row["gpu_hours"]),
+            window=str(row.get("window") or "30d"),
+            pools=tuple(str(p) for p in row.get("pools") or ()),
+            spent=float(row.get("spent") or 0),
+            remaining=float(row.get("remaining") or 0),
+            back_at=None if back is None else float(back),
+        )
+
+
+@dataclass(frozen=True)
 class Catalog:
     """What one user may choose: the pools open to them, and their default order."""
 
@@ -140,6 +170,7 @@ class Catalog:
     default_pools: tuple[str, ...] = ()
     restricted: frozenset[str] = frozenset()  # pools that exist but are not open to this user
     max_gpus: int = 1024
+    budgets: tuple[BudgetLine, ...] = ()
     _by_name: dict[str, PoolChoice] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -160,6 +191,7 @@ class Catalog:
             default_pools=tuple(str(p) for p in data.get("default_pools") or ()),
             restricted=frozenset(str(p) for p in data.get("restricted_pools") or ()),
             max_gpus=int(data.get("max_gpus") or 1024),
+            budgets=tuple(BudgetLine.from_json(b) for b in data.get("budgets") or ()),
         )
 
 
@@ -194,6 +226,19 @@ def quota_text(p: PoolChoice) -> str:
     if available > within:
         return f"{within} within quota, {available} with borrowing"
     return f"{gpus_text(within)} within quota"
+
+
+def budget_text(b: BudgetLine) -> str:
+    """``alice: 12.5 of 100 GPU-hours left (per 30 days)``; a spent one says when hours come
+    back."""
+    kind, name = b.subject.split(":", 1)
+    who = name if kind == "user" else f"group {name}"
+    per = f"per {window_words(b.window)}{' in ' + ', '.join(b.pools) if b.pools else ''}"
+    total = hours_text(b.gpu_hours)
+    if b.remaining > 0:
+        return f"{who}: {hours_text(b.remaining)} of {total} GPU-hours left ({per})"
+    back = f"; hours come back from {when_text(b.back_at)}" if b.back_at is not None else ""
+    return f"{who}: budget of {total} GPU-hours {per} is spent{back}"
 
 
 def gpu_choices(catalog: Catalog) -> list[int]:

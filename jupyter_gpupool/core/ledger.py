@@ -20,6 +20,7 @@ from .usagerows import ServerUsage
 #: How a session ended.
 STOPPED = "stopped"  # by its user or an admin (or the hub's idle culler: the service can't tell)
 RECLAIMED = "reclaimed"  # stopped by the service to give a guarantee back
+OVER_BUDGET = "over budget"  # stopped by the service: its GPU-hour budget was spent
 FAILED = "failed"  # the pod failed
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
@@ -63,9 +64,11 @@ def is_finished(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
 
 
-def how_it_ended(pod: Mapping[str, Any] | None, reclaimed: bool) -> str:
-    if reclaimed:
-        return RECLAIMED
+def how_it_ended(pod: Mapping[str, Any] | None, stopped_by_service: str | None) -> str:
+    """``stopped_by_service``: how the service said it was stopping it (reclaimed, over
+    budget), if it did."""
+    if stopped_by_service:
+        return stopped_by_service
     if pod is not None and (pod.get("status") or {}).get("phase") == "Failed":
         return FAILED
     return STOPPED

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .budgets import Budget
 from .docspec import Checker
 from .pools import (
     DEFAULT_POOL,
@@ -157,6 +158,38 @@ def _cap(data: Mapping[str, Any]) -> ResourceCap:
     return ResourceCap(cpu=data.get("cpu"), memory=data.get("memory"), gpu=data.get("gpu"))
 
 
+def _budgets(c: Checker, data: Mapping[str, Any]) -> tuple[Budget, ...]:
+    """The budgets of a checked quota document; a budget for both or neither of a user and a
+    group is a problem at its line."""
+    raw = c.doc.data.get("budgets") if isinstance(c.doc.data, Mapping) else None
+    out = []
+    for i, item in enumerate(data.get("budgets") or ()):
+        path: tuple[PathElem, ...] = ("budgets", i)
+        written = raw[i] if isinstance(raw, list) and i < len(raw) else item
+        keys = {k for k in ("user", "group") if isinstance(written, Mapping) and k in written}
+        if len(keys) != 1:
+            c.add(
+                path,
+                "a budget is for a user or a group: give 'user' or 'group'"
+                if not keys
+                else "a budget is for a user or a group: give either 'user' or 'group', not both",
+            )
+            continue
+        [key] = keys
+        if key not in item or "gpu_hours" not in item:
+            continue  # its problem is already reported
+        out.append(
+            Budget(
+                subject=f"{key}:{item[key]}",
+                gpu_hours=float(item["gpu_hours"]),
+                window=item.get("window") or "30d",
+                pools=tuple(item.get("pools") or ()),
+                source=Source(c.doc.file, c.doc.line_of(path)),
+            )
+        )
+    return tuple(out)
+
+
 def _build_quota(c: Checker, data: Mapping[str, Any]) -> QuotaDocument:
     doc = c.doc
     meta = data.get("quota", {})
@@ -176,6 +209,7 @@ def _build_quota(c: Checker, data: Mapping[str, Any]) -> QuotaDocument:
             if dp is not None
             else None
         ),
+        budgets=_budgets(c, data),
         source=Source(doc.file, doc.line_of(("quota", "name"))),
     )
 
@@ -265,6 +299,8 @@ def _assemble(loaded: list[_Loaded], problems: list[Problem]) -> Registry:
     fallback: tuple[str, ...] = ()
     quota_docs: list[QuotaDocument] = []
     quota_names: dict[str, Source] = {}
+    budgets: list[Budget] = []
+    budget_where: dict[tuple[str, tuple[str, ...]], Source] = {}
 
     def claim(doc: Document, path: tuple[PathElem, ...], key: tuple[str, str], what: str) -> bool:
         where = cap_where.get(key)
@@ -322,6 +358,32 @@ def _assemble(loaded: list[_Loaded], problems: list[Problem]) -> Registry:
                     check_pool_ref(doc, (*path, i), p)
                 if claim(doc, path, ("fallback", ""), "the fallback pool list"):
                     fallback = q.default_pools.fallback
+        raw_budgets = doc.data.get("budgets") or ()
+        for budget in q.budgets:
+            # its index in the document (budgets with problems are not in q.budgets)
+            i = next(
+                (
+                    k
+                    for k in range(len(raw_budgets))
+                    if doc.line_of(("budgets", k)) == budget.source.line
+                ),
+                0,
+            )
+            path = ("budgets", i)
+            for j, p in enumerate(budget.pools):
+                check_pool_ref(doc, (*path, "pools", j), p)
+            key = (budget.subject, tuple(sorted(budget.pools)))
+            if key in budget_where:
+                where = "all pools" if not budget.pools else ", ".join(budget.pools)
+                x.add(
+                    doc,
+                    path,
+                    f"the budget of {budget.kind} {budget.name!r} in {where} is already set at "
+                    f"{budget_where[key]}",
+                )
+                continue
+            budget_where[key] = budget.source
+            budgets.append(budget)
 
     problems.extend(x.problems)
     return Registry(
@@ -332,6 +394,7 @@ def _assemble(loaded: list[_Loaded], problems: list[Problem]) -> Registry:
         user_caps=user_caps,
         default_user_cap=default_cap,
         default_pools=DefaultPools(groups=group_pools, fallback=fallback),
+        budgets=tuple(budgets),
     )
 
 

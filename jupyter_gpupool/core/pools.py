@@ -20,7 +20,8 @@ has groups, so
   come from the pool's ``defaults``, and Kubernetes ResourceQuotas remain the tool to cap them.
 
 Per-pool guarantees, limits and borrowing are our ``quota`` extension (:class:`PoolQuota`), written
-in a pool document or under ``pools:`` of a quota document.
+in a pool document or under ``pools:`` of a quota document. ``budgets:`` of a quota document are
+GPU-hours over a rolling window (:class:`~jupyter_gpupool.core.budgets.Budget`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .budgets import Budget
 from .templates import merge_templates
 
 #: Nodes that carry no pool label form this pool, as in gpuctl and Run:ai.
@@ -199,6 +201,7 @@ class QuotaDocument:
     default: ResourceCap | None = None
     pools: Mapping[str, PoolQuota] = field(default_factory=dict)
     default_pools: DefaultPools | None = None
+    budgets: tuple[Budget, ...] = ()
     source: Source | None = field(default=None, compare=False)
 
 
@@ -217,6 +220,7 @@ class Registry:
     user_caps: Mapping[str, ResourceCap] = field(default_factory=dict)
     default_user_cap: ResourceCap | None = None
     default_pools: DefaultPools = field(default_factory=DefaultPools)
+    budgets: tuple[Budget, ...] = ()
     _templates: dict[tuple[str, str | None], dict[str, Any]] = field(
         default_factory=dict, compare=False, repr=False
     )

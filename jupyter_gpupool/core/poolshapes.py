@@ -20,7 +20,7 @@ shapes without the rules between documents.
 
 from __future__ import annotations
 
-from .docspec import AnyValue, Bool, Enum, Field, Int, ListOf, MapOf, Quantity, Record, Str
+from .docspec import AnyValue, Bool, Enum, Field, Int, ListOf, MapOf, Number, Quantity, Record, Str
 from .pools import PLACEMENTS
 
 VERSION = "v0.1"
@@ -251,6 +251,42 @@ _CAP = Record(
     ),
 )
 
+BUDGET = Record(
+    description="GPU-hours a user or a group may use over a rolling window. Give either 'user' "
+    "or 'group'.",
+    fields=(
+        Field("user", Str(nonempty=True, description="The JupyterHub user it is for.")),
+        Field(
+            "group",
+            Str(
+                nonempty=True,
+                description="The JupyterHub group it is for: it counts the servers charged to "
+                "the group.",
+            ),
+        ),
+        Field(
+            "gpu_hours",
+            Number(description="GPU-hours over the window (a GPU for an hour is 1)."),
+            required=True,
+        ),
+        Field(
+            "window",
+            Str(
+                syntax="window",
+                description="The rolling window: hours or days, such as 24h or 30d. Default 30d.",
+            ),
+        ),
+        Field(
+            "pools",
+            ListOf(
+                item=Str(nonempty=True),
+                unique=True,
+                description="Count only servers in these pools (default: all pools).",
+            ),
+        ),
+    ),
+)
+
 QUOTA_DOCUMENT = Record(
     title="gpupool quota document",
     description="A gpuctl quota (kind: quota, version: v0.1) with optional gpupool extensions.",
@@ -295,6 +331,14 @@ QUOTA_DOCUMENT = Record(
                     ),
                     Field("fallback", ListOf(item=Str(nonempty=True), unique=True)),
                 ),
+            ),
+        ),
+        Field(
+            "budgets",
+            ListOf(
+                item=BUDGET,
+                description="GPU-hour budgets: a server is not started for a subject whose "
+                "budget is spent.",
             ),
         ),
     ),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .budgets import Budget
 from .pools import Defaults, Pool, PoolQuota, QuotaDocument, QuotaEntry, Registry, ResourceCap
 from .poolshapes import QUOTA_KIND, VERSION
 
@@ -115,7 +116,17 @@ def quota_to_document(q: QuotaDocument) -> dict[str, Any]:
         if q.default_pools.fallback:
             dp["fallback"] = list(q.default_pools.fallback)
         doc["default-pools"] = dp
+    if q.budgets:
+        doc["budgets"] = [_budget_doc(b) for b in q.budgets]
     return doc
+
+
+def _budget_doc(b: Budget) -> dict[str, Any]:
+    hours = int(b.gpu_hours) if float(b.gpu_hours).is_integer() else b.gpu_hours
+    out: dict[str, Any] = {b.kind: b.name, "gpu_hours": hours, "window": b.window}
+    if b.pools:
+        out["pools"] = list(b.pools)
+    return out
 
 
 def registry_to_documents(registry: Registry) -> list[dict[str, Any]]:

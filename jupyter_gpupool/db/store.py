@@ -371,15 +371,27 @@ class Database:
             ]
 
     def sessions(
-        self, *, open_only: bool = False, since: float | None = None
+        self,
+        *,
+        open_only: bool = False,
+        since: float | None = None,
+        users: Sequence[str] | None = None,
+        charged: Sequence[str] | None = None,
     ) -> list[dict[str, Any]]:
-        """Server sessions: those still open, or those running at any time after ``since``."""
+        """Server sessions: those still open, or those running at any time after ``since``;
+        given ``users`` or ``charged`` subjects, only the sessions of those users or charged to
+        those subjects."""
         query = select(ServerSession)
         if open_only:
             query = query.where(ServerSession.stopped.is_(None))
         if since is not None:
             query = query.where(
                 (ServerSession.stopped.is_(None)) | (ServerSession.stopped >= since)
+            )
+        if users is not None or charged is not None:
+            query = query.where(
+                ServerSession.user.in_(list(users or ()))
+                | ServerSession.charged.in_(list(charged or ()))
             )
         with self._read() as s:
             return [_session_dict(r) for r in s.scalars(query.order_by(ServerSession.started))]

@@ -266,12 +266,16 @@ class GPUPoolService(Application, GPUPoolSettings):
         except StartupRefused as e:
             raise StartupError(str(e)) from None
         if records.ledger is None or records.db is None:
+            records.follow_budgets(ctx.state.registry.budgets)  # says they are not enforced
             return
         ctx.changes.load(await asyncio.to_thread(records.db.changes, 200))
         ctx.changes.sink = records.change
         ctx.view.on_pod = records.on_pod
         ctx.view.on_pods_reset = records.ledger.tick
         ctx.desk.on_reclaim = records.ledger.reclaiming
+        ctx.state.budgets = records.budgets
+        ctx.state.on_registry = lambda registry: records.follow_budgets(registry.budgets)
+        records.follow_budgets(ctx.state.registry.budgets)
 
     def _listen(self, ctx: ServiceContext) -> None:
         # A spawn storm opens hundreds of connections at once; tornado's default backlog (128)
@@ -298,6 +302,9 @@ class GPUPoolService(Application, GPUPoolSettings):
 
     async def _sample_soon(self) -> None:
         self._sample()
+        ledger = self.ctx.records.ledger
+        if self.stop_over_budget and ledger is not None:
+            await self.ctx.desk.stop_over_budget(ledger.over_budget)
 
     async def _every(self, interval: float, fn: Callable[[], Awaitable[Any]]) -> None:
         while True:

@@ -29,12 +29,19 @@ class Ledger:
         self.index = index
         self.now = now  # the service's clock
         self.open: dict[str, dict[str, Any]] = {}  # pod uid -> session
-        #: (namespace, name) of pods the service stopped to reclaim GPUs
-        self.reclaimed: set[tuple[str, str]] = set()
+        #: (namespace, name) of pods the service stopped, and how their sessions end
+        self.stopping: dict[tuple[str, str], str] = {}
+        #: Told of each session opened, and of each closed with its stop time (budgets)
+        self.on_open: Callable[[Mapping[str, Any]], None] | None = None
+        self.on_close: Callable[[Mapping[str, Any], float], None] | None = None
 
     def reclaiming(self, server: Any) -> None:
         """The service is stopping this server to reclaim its GPUs: its session ends so."""
-        self.reclaimed.add((server.namespace, server.name))
+        self.stopping[(server.namespace, server.name)] = ledger.RECLAIMED
+
+    def over_budget(self, server: Any) -> None:
+        """The service is stopping this server because its budget is spent."""
+        self.stopping[(server.namespace, server.name)] = ledger.OVER_BUDGET
 
     async def take_up(self, sessions: list[dict[str, Any]], read_pod: ReadPod) -> None:
         """Start from the database's open ``sessions`` and the index (synced with the cluster).
@@ -58,7 +65,9 @@ class Ledger:
                 pod = None  # another pod of the same name
             finished = ledger.finished_at(pod) if pod is not None else None
             stopped = finished if finished is not None else float(session["last_seen"])
-            self.db.close_session(uid, stopped, ledger.how_it_ended(pod, reclaimed=False))
+            self.db.close_session(uid, stopped, ledger.how_it_ended(pod, None))
+            if self.on_close is not None:
+                self.on_close(session, stopped)
             closed += 1
         self.catch_up()
         log.info(
@@ -107,10 +116,13 @@ class Ledger:
         fields = ledger.session_fields(server, node.gpu_type if node else None, started or now, now)
         self.open[server.uid] = fields
         self.db.open_session(fields)
+        if self.on_open is not None:
+            self.on_open(fields)
 
     def _close(self, uid: str, key: tuple[str, str], pod: Mapping[str, Any] | None) -> None:
         session = self.open.pop(uid)
-        reclaimed = key in self.reclaimed
-        self.reclaimed.discard(key)
         stopped = ledger.close_time(session, pod, self.now())
-        self.db.close_session(uid, stopped, ledger.how_it_ended(pod, reclaimed))
+        how = ledger.how_it_ended(pod, self.stopping.pop(key, None))
+        self.db.close_session(uid, stopped, how)
+        if self.on_close is not None:
+            self.on_close(session, stopped)

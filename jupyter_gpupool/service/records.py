@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..core import ledger
+from ..core.budgets import Budget
 from ..core.history import parse_range
 from ..core.usage import UsageIndex
 from ..db.store import Database, DatabaseError, SchemaTooNew
 from . import clock
+from .budgets import BudgetBook
 from .errors import ApiError
 from .ledger import Ledger, ReadPod
 
@@ -37,6 +39,8 @@ class Records:
         self.raw_days = raw_days
         self.keep_days = keep_days
         self.ledger: Ledger | None = None
+        #: The sessions budgets count; None without a database (budgets are not enforced)
+        self.budgets: BudgetBook | None = None
         self.problem = "" if db is not None else "no database is configured"
         self._last_prune = float("-inf")
 
@@ -65,7 +69,30 @@ class Records:
         else:
             log.info("Database %s: schema %s", db.description, after)
         self.ledger = Ledger(db, index, lambda: clock.now())  # patched in tests: read late
+        self.budgets = BudgetBook(self._budget_sessions, lambda: clock.now())
+        self.ledger.on_open = self.budgets.opened
+        self.ledger.on_close = self.budgets.closed
         await self.ledger.take_up(await asyncio.to_thread(db.sessions, open_only=True), read_pod)
+
+    def _budget_sessions(
+        self, since: float, users: Sequence[str], charged: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        """In the budget book's thread: the sessions of these subjects since ``since``, once
+        the writes queued before (sessions the ledger just closed) are in."""
+        assert self.db is not None
+        self.db.flush()
+        return self.db.sessions(since=since, users=users, charged=charged)
+
+    def follow_budgets(self, budgets: Sequence[Budget]) -> None:
+        """The registry's budgets (at start, and whenever the registry changes)."""
+        if self.budgets is not None and self.ledger is not None:
+            self.budgets.follow(budgets, list(self.ledger.open.values()))
+        elif budgets:
+            log.warning(
+                "%d GPU-hour budgets are not enforced: %s",
+                len(budgets),
+                self.problem or "there is no ledger of server sessions",
+            )
 
     def close(self) -> None:
         if self.db is not None and self.db.engine is not None:
@@ -96,6 +123,8 @@ class Records:
             )
         self.db.add_samples(now, rows)
         self.ledger.tick()
+        if self.budgets is not None:
+            self.budgets.forget_old()
         if now - self._last_prune >= PRUNE_EVERY:
             self._last_prune = now
             self.db.prune(now, self.raw_days, self.keep_days)

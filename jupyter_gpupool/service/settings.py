@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 
 from jupyterhub.traitlets import ByteSpecification
 from traitlets import (
+    Bool,
     CaselessStrEnum,
     Float,
     HasTraits,
@@ -475,6 +476,23 @@ class GPUPoolSettings(HasTraits):
         Example::
 
             c.GPUPoolService.history_days = 365
+        """,
+    ).tag(config=True)
+
+    stop_over_budget = Bool(
+        False,
+        help="""Stop running servers whose GPU-hour budget is spent.
+
+        Budgets (``budgets:`` in a quota document) always keep new servers with GPUs from
+        starting once spent; running servers are left alone unless this is set. Then, every
+        ``history_interval``, the servers with GPUs that a spent budget pays for (the user's
+        servers, or the servers charged to the group, in the budget's pools) are stopped
+        through JupyterHub, and the ledger records them as ended "over budget". Budgets need
+        the database (``db_url``).
+
+        Example::
+
+            c.GPUPoolService.stop_over_budget = True
         """,
     ).tag(config=True)
 

@@ -8,10 +8,11 @@ reservations are changed only by the admission desk (and the index's pod sightin
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..core.admission import AdmissionState
+from ..core.budgets import BudgetSessions
 from ..core.labels import POOL_LABEL
 from ..core.pools import Pool, Registry
 from ..core.reservations import Reservation, Reservations
@@ -77,6 +78,10 @@ class ServiceState:
         # pool -> (usage row, reservations version, registry) it was built from, the pool,
         # the summary and its JSON text
         self._summaries: dict[str, tuple[PoolUsage, int, Registry, Pool, dict[str, Any], str]] = {}
+        #: The sessions GPU-hour budgets count (None: no ledger, budgets are not enforced)
+        self.budgets: BudgetSessions | None = None
+        #: Told of each new registry (the budget book follows its budgets)
+        self.on_registry: Callable[[Registry], None] | None = None
 
     def set_registry(self, registry: Registry) -> None:
         """Put a new registry in force (label selectors of pools apply at once)."""
@@ -86,6 +91,8 @@ class ServiceState:
         if new != old:
             self.index.set_selectors(new)
         self._usages.clear()
+        if self.on_registry is not None:
+            self.on_registry(registry)
 
     def admission_state(self) -> AdmissionState:
         return AdmissionState(
@@ -93,6 +100,8 @@ class ServiceState:
             usage=self.index,
             reservations=self.reservations,
             pool_label=self.pool_label,
+            budgets=self.budgets,
+            now=clock.now(),
         )
 
     # --- pools, as the API lists them ------------------------------------------------------------

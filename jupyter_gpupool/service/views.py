@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..core.admission import AdmissionState, Decision, group_subject, quota_headroom, user_subject
+from ..core.budgets import applying, budget_rows
 from ..core.formatting import csv_text
 from ..core.pools import DEFAULT_POOL, Pool, QuotaEntry, Registry
 from ..core.poolwrite import pool_quota_to_dict, pool_to_document, quota_to_document
@@ -347,8 +348,9 @@ def launch_options(
 
     The pools open to them (``summaries``: their rows of ``GET api/v1/pools``) with the biggest
     node's GPUs and their quota headroom there, the admin's default pool order for their
-    groups, and the pools that exist but are not open to them (so a spawn form can tell "no
-    such pool" from "not yours").
+    groups, the pools that exist but are not open to them (so a spawn form can tell "no
+    such pool" from "not yours"), and what is left of the GPU-hour budgets of the user and
+    their groups (none when budgets are not enforced).
     """
     registry = state.registry
     rows = []
@@ -376,6 +378,11 @@ def launch_options(
         "restricted_pools": [n for n in pool_names(registry, index) if n not in open_],
         "max_gpus": max_gpus,
         "pools": rows,
+        "budgets": (
+            budget_rows(applying(registry.budgets, user, groups), state.budgets, state.now)
+            if state.budgets is not None
+            else []
+        ),
     }
 
 

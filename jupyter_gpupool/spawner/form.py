@@ -19,7 +19,14 @@ from typing import Any
 
 import jinja2
 
-from ..core.launchoptions import MAX_GPU_CHOICES, Catalog, gpu_choices, pool_status, quota_text
+from ..core.launchoptions import (
+    MAX_GPU_CHOICES,
+    Catalog,
+    budget_text,
+    gpu_choices,
+    pool_status,
+    quota_text,
+)
 from .options import PRIORITY_FIELD, SpawnOptions, default_order, order_rows
 
 DEFAULT_TEMPLATE = "gpupool_form.html"
@@ -60,7 +67,8 @@ def form_context(
     """The template's variables: ``rows`` (:class:`PoolRow`), ``default_pools`` (the order a
     start with no pool chosen tries), ``default_note`` (that, in words), ``gpu_choices``,
     ``gpus``, ``max_gpus``, ``gpu_types``, ``gpu_type``, ``profile_form`` (KubeSpawner's profile
-    choice, HTML, when profiles are configured), ``user``, ``server``, ``catalog``."""
+    choice, HTML, when profiles are configured), ``budgets`` (``text`` and ``spent`` of each
+    GPU-hour budget of the user and their groups), ``user``, ``server``, ``catalog``."""
     rows = [
         PoolRow(
             name=p.name,
@@ -91,6 +99,7 @@ def form_context(
         "gpu_types": sorted({t for p in catalog.pools for t in p.gpu_types}),
         "gpu_type": chosen.gpu_type or "",
         "profile_form": profile_form,
+        "budgets": [{"text": budget_text(b), "spent": b.remaining <= 0} for b in catalog.budgets],
         "user": user,
         "server": server,
         "catalog": catalog,

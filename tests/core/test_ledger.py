@@ -38,10 +38,12 @@ def test_times_come_from_the_pods_status():
 
 
 def test_how_a_session_ended():
-    assert ledger.how_it_ended(pod("Failed"), reclaimed=False) == "failed"
-    assert ledger.how_it_ended(pod("Succeeded"), reclaimed=False) == "stopped"
-    assert ledger.how_it_ended(None, reclaimed=False) == "stopped"
-    assert ledger.how_it_ended(pod("Failed"), reclaimed=True) == "reclaimed"
+    assert ledger.how_it_ended(pod("Failed"), None) == "failed"
+    assert ledger.how_it_ended(pod("Succeeded"), None) == "stopped"
+    assert ledger.how_it_ended(None, None) == "stopped"
+    # the service said why it stopped it
+    assert ledger.how_it_ended(pod("Failed"), ledger.RECLAIMED) == "reclaimed"
+    assert ledger.how_it_ended(None, ledger.OVER_BUDGET) == "over budget"
 
 
 def test_a_session_closes_when_its_pod_says_else_now_never_before_it_began():

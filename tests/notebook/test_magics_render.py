@@ -97,3 +97,18 @@ def test_progress():
     ready = progress_html("big", {"progress": 100, "ready": True, "url": "/user/alice/big/"})
     assert "href='/user/alice/big/'" in ready
     assert "#b91c1c" in progress_html("big", {"progress": 100, "failed": True})
+
+
+def test_pools_report_ends_with_the_budgets():
+    options = {
+        **LAUNCH_OPTIONS,
+        "budgets": [
+            {"subject": "user:alice", "gpu_hours": 10, "window": "1d", "remaining": 4, "spent": 6}
+        ],
+    }
+    report = pools_report(options)
+    assert report.text.splitlines()[-1] == "budget: alice: 4 of 10 GPU-hours left (per day)"
+    assert report.html.endswith(
+        "<p class='gpupool-budget'>budget: alice: 4 of 10 GPU-hours left (per day)</p>"
+    )
+    assert "budget" not in pools_report(LAUNCH_OPTIONS).text

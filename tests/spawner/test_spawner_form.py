@@ -220,3 +220,46 @@ def test_an_admin_can_override_the_template(tmp_path):
         )
         == "mine 0"
     )
+
+
+def test_the_form_shows_what_is_left_of_each_budget_and_which_is_spent():
+    options = {
+        "pools": [],
+        "budgets": [
+            {
+                "subject": "user:alice",
+                "gpu_hours": 100,
+                "window": "30d",
+                "pools": [],
+                "spent": 87.5,
+                "remaining": 12.5,
+                "back_at": None,
+            },
+            {
+                "subject": "group:ml",
+                "gpu_hours": 1000,
+                "window": "7d",
+                "pools": ["training-pool"],
+                "spent": 1000.2,
+                "remaining": 0,
+                "back_at": 1_800_000_000,
+            },
+        ],
+    }
+    catalog = Catalog(
+        pools=CATALOG.pools,
+        default_pools=CATALOG.default_pools,
+        budgets=Catalog.from_json(options).budgets,
+    )
+    html = render_form(form_context(catalog, SpawnOptions()))
+    items = re.findall(r'<li class="gpupool-budget( gpupool-budget-spent)?">([^<]*)</li>', html)
+    assert items == [
+        ("", "alice: 12.5 of 100 GPU-hours left (per 30 days)"),
+        (
+            " gpupool-budget-spent",
+            "group ml: budget of 1000 GPU-hours per 7 days in training-pool is spent; "
+            "hours come back from 2027-01-15 08:00 UTC",
+        ),
+    ]
+    # no budgets: no such part of the form
+    assert "gpupool-budgets" not in render_form(form_context(CATALOG, SpawnOptions()))

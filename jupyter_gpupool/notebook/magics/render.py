@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...core.formatting import aligned_lines
-from ...core.launchoptions import Catalog, pool_status, quota_text
+from ...core.launchoptions import Catalog, budget_text, pool_status, quota_text
 from ...core.placement import TIMES, Placement
 
 
@@ -138,11 +138,17 @@ def pools_report(launch_options: Mapping[str, Any]) -> Report:
     defaults = ", ".join(launch_options.get("default_pools") or ()) or "none"
     user = str(launch_options.get("user") or "")
     caption = f"Pools {user} may use (default order: {defaults})"
+    budgets = [budget_text(b) for b in Catalog.from_json(launch_options).budgets]
+    budget_lines = "".join(f"\nbudget: {b}" for b in budgets)
+    budget_html = "".join(
+        f"<p class='gpupool-budget'>budget: {html.escape(b)}</p>" for b in budgets
+    )
     if not rows:
         text = f"{user} may use no pool: ask an admin for access"
-        return Report(text, f"<p>{html.escape(text)}</p>")
+        return Report(text + budget_lines, f"<p>{html.escape(text)}</p>{budget_html}")
     return Report(
-        caption + "\n" + table_text(POOL_HEADER, rows), table_html(POOL_HEADER, rows, caption)
+        caption + "\n" + table_text(POOL_HEADER, rows) + budget_lines,
+        table_html(POOL_HEADER, rows, caption) + budget_html,
     )
 
 
