@@ -6,9 +6,15 @@ A test module cannot import them from ``conftest``: with tests of several folder
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import secrets
-from collections.abc import Awaitable, Callable
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,8 +25,9 @@ import tornado.web
 from traitlets.config import Config
 from waiting import async_wait_for
 
-from jupyter_gpupool.client import GPUPoolClient
+from jupyter_gpupool.client import GPUPoolClient, GPUPoolError
 from jupyter_gpupool.core.usage import UsageIndex
+from jupyter_gpupool.demo.run import free_port
 from jupyter_gpupool.service import GPUPoolService
 from jupyter_gpupool.service.auth import ADMIN_SCOPE, USE_SCOPE
 from jupyter_gpupool.sim import SimCluster
@@ -251,3 +258,79 @@ def service_config(kubeconfig: str, hub: HubStub, pools_dir: Path, **traits: Any
     for name, value in traits.items():
         setattr(c.GPUPoolService, name, value)
     return c
+
+
+class ServiceProcess:
+    """``python -m jupyter_gpupool.service`` in a subprocess, pointed at the stub hub.
+
+    ``db_url`` is its database (default: ``gpupool.sqlite`` next to ``log``); ``extra_args`` are
+    added to its command line (``--GPUPoolService.history_interval=0.5``...)."""
+
+    def __init__(
+        self,
+        cluster: SimCluster,
+        hub: HubStub,
+        pools_dir: Path,
+        log: Path,
+        *,
+        db_url: str | None = None,
+        extra_args: Sequence[str] = (),
+    ):
+        self.port = free_port()
+        self.cluster, self.hub, self.pools_dir, self.log = cluster, hub, pools_dir, log
+        self.db_url = db_url or f"sqlite:///{log.parent / 'gpupool.sqlite'}"
+        self.extra_args = list(extra_args)
+        self.url = f"http://127.0.0.1:{self.port}/services/gpupool/"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def _spawn(self) -> None:
+        env = {
+            **os.environ,
+            "JUPYTERHUB_API_URL": self.hub.url + "/hub/api",
+            "JUPYTERHUB_API_TOKEN": self.hub.SERVICE_TOKEN,
+            "JUPYTERHUB_SERVICE_PREFIX": "/services/gpupool/",
+            "JUPYTERHUB_CLIENT_ID": "service-gpupool",
+        }
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "jupyter_gpupool.service",
+                    f"--port={self.port}",
+                    f"--kubeconfig={self.cluster.kubeconfig}",
+                    f"--pools={self.pools_dir}",
+                    f"--db-url={self.db_url}",
+                    *self.extra_args,
+                ],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    async def start(self) -> None:
+        self._spawn()
+        assert self.proc is not None
+        probe = GPUPoolClient(self.url, self.hub.admin(), request_timeout=2)
+        deadline = time.monotonic() + 30
+        try:
+            while True:
+                try:
+                    await probe.info()
+                    return
+                except GPUPoolError:
+                    if self.proc.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(self.log.read_text()[-3000:]) from None
+                    await asyncio.sleep(0.1)
+        finally:
+            await probe.close()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=30)

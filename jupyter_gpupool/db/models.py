@@ -55,7 +55,8 @@ class ServerSession(Base):
     stopped: Mapped[float | None] = mapped_column(Float, nullable=True, index=True)
     #: The last time the service saw it running: where it is closed if it ended unseen.
     last_seen: Mapped[float] = mapped_column(Float)
-    #: stopped | reclaimed | failed | culled | lost (ended while the service was away)
+    #: stopped (by its user, an admin, the idle culler, or unseen while the service was away) |
+    #: reclaimed | failed | over budget
     ended: Mapped[str | None] = mapped_column(String(32), nullable=True)
 
 

@@ -8,11 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import random
-import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -23,10 +19,9 @@ import kubernetes_asyncio.config
 import pytest
 import yaml
 from kubernetes_asyncio.client.exceptions import ApiException
-from service_kit import HubStub, pod_for
+from service_kit import ServiceProcess, pod_for
 
 from jupyter_gpupool.client import AdmissionRejected, GPUPoolClient, GPUPoolError
-from jupyter_gpupool.demo.run import free_port
 from jupyter_gpupool.sim import SimCluster, parse_cluster
 
 POOL = "burst-pool"
@@ -223,67 +218,6 @@ async def test_500_concurrent_admissions_never_admit_one_too_many(
 
 
 # --- kill and restart the service during a burst -------------------------------------------------
-
-
-class ServiceProcess:
-    """``python -m jupyter_gpupool.service`` in a subprocess, pointed at the stub hub."""
-
-    def __init__(self, cluster: SimCluster, hub: HubStub, pools_dir: Path, log: Path):
-        self.port = free_port()
-        self.cluster, self.hub, self.pools_dir, self.log = cluster, hub, pools_dir, log
-        self.url = f"http://127.0.0.1:{self.port}/services/gpupool/"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def _spawn(self) -> None:
-        env = {
-            **os.environ,
-            "JUPYTERHUB_API_URL": self.hub.url + "/hub/api",
-            "JUPYTERHUB_API_TOKEN": self.hub.SERVICE_TOKEN,
-            "JUPYTERHUB_SERVICE_PREFIX": "/services/gpupool/",
-            "JUPYTERHUB_CLIENT_ID": "service-gpupool",
-        }
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "jupyter_gpupool.service",
-                    f"--port={self.port}",
-                    f"--kubeconfig={self.cluster.kubeconfig}",
-                    f"--pools={self.pools_dir}",
-                    f"--db-url=sqlite:///{self.log.parent / 'gpupool.sqlite'}",
-                ],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-
-    async def start(self) -> None:
-        self._spawn()
-        assert self.proc is not None
-        probe = GPUPoolClient(self.url, self.hub.admin(), request_timeout=2)
-        deadline = time.monotonic() + 30
-        try:
-            while True:
-                try:
-                    await probe.info()
-                    return
-                except GPUPoolError:
-                    if self.proc.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(self.log.read_text()[-3000:]) from None
-                    await asyncio.sleep(0.1)
-        finally:
-            await probe.close()
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(timeout=30)
 
 
 async def test_killing_the_service_during_a_burst_loses_nothing(pools_dir, hub, tmp_path):
