@@ -22,8 +22,9 @@ from tornado import web
 
 from .. import __version__
 from ..core.admission import AdmissionRequest
+from ..core.budgets import applying, budget_rows
 from ..core.reports import quota_rows
-from . import changelog, views
+from . import changelog, clock, views
 from .admissions import Outcome
 from .auth import ADMIN_SCOPE, METRICS_SCOPE, USE_SCOPE, Caller, access_scope_text
 from .bodies import parse_admission, parse_groups, parse_json, parse_label_patch, text_body
@@ -294,10 +295,16 @@ class QuotasHandler(APIHandler):
 
     async def get(self) -> None:
         """``?rows=1`` adds ``rows``: the quotas page's table
-        (:func:`~jupyter_gpupool.core.reports.quota_rows`)."""
+        (:func:`~jupyter_gpupool.core.reports.quota_rows`). ``budgets``: what is left of the
+        GPU-hour budgets (a user's and their groups' for a user; empty when not enforced)."""
         user, groups = await self.view_of()
         state = self.ctx.state
         answer = views.quotas(state.registry, state.index, state.reservations, user, groups)
+        budgets = state.registry.budgets
+        if user is not None:
+            budgets = tuple(applying(budgets, user, groups))
+        book = state.budgets
+        answer["budgets"] = budget_rows(budgets, book, clock.now()) if book is not None else []
         if self.get_argument("rows", "") in ("1", "true"):
             by_subject = None
             if user is None:

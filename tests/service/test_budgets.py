@@ -144,6 +144,11 @@ async def test_a_group_budget_counts_what_is_charged_to_the_group_and_a_new_budg
             "the budget of your group students of 4 GPU-hours per 7 days is spent "
             "(4 GPU-hours used); hours come back from "
         )
+        # the quotas API shows it to the admin, and to members of the group only
+        [mine] = (await admin.quotas())["budgets"]
+        assert (mine["subject"], mine["spent"], mine["remaining"]) == ("group:students", 4.0, 0.0)
+        assert [b["subject"] for b in (await erin.quotas())["budgets"]] == ["group:students"]
+        assert (await service.user("dave").quotas())["budgets"] == []
         # dave's hours are his own, not the group's
         assert (await service.user("dave").admit(pools=["dev-pool"], gpus=1))["pool"]
 
