@@ -428,6 +428,7 @@ def route_table(prefix: str) -> list[tuple[str, type[tornado.web.RequestHandler]
         (prefix + "pools/([^/]+)", viewpages.PoolPage),
         (prefix + "nodes", viewpages.NodesPage),
         (prefix + "quotas", viewpages.QuotasPage),
+        (prefix + "reports", viewpages.ReportsPage),
         (prefix + "admin", adminpages.AdminPage),
         (prefix + "admin/pools", adminpages.ApplyPoolsAction),
         (prefix + "admin/pools/([^/]+)/delete", adminpages.DeletePoolPage),

@@ -1,17 +1,21 @@
-"""The usage-over-time chart of the pools page, as plain SVG geometry (no JavaScript library).
+"""The pages' pictures, as plain geometry (no JavaScript library): the usage-over-time chart of
+the pools page and the GPU-hours bars of the reports page.
 
-:func:`usage_chart` turns the sampled history (:mod:`.history`) into polylines: GPUs in use per
-pool (the largest pools by capacity, the rest summed as "other pools"), all pools together, and
-the total capacity as a dashed line; with axis ticks that fit the time span shown. The template
-``usage-chart.svg`` draws it. Pure, so it is tested directly.
+:func:`usage_chart` turns sampled usage (the database's history, :func:`history_series`, or the
+in-memory one of :mod:`.history`) into polylines: GPUs in use per pool (the largest pools by
+capacity, the rest summed as "other pools"), all pools together, and the total capacity as a
+dashed line; with axis ticks that fit the time span shown. Long series are averaged into about
+one point per pixel column (:func:`downsample`). The template ``usage-chart.svg`` draws it.
+
+:func:`hour_bars` gives each row of a GPU-hours report its bar: within and over quota, as
+percentages of the largest total. Pure, so they are tested directly.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-
-from .history import Sample
+from typing import Any, Protocol
 
 PALETTE = (
     "#1f77b4",
@@ -28,12 +32,40 @@ ALL_COLOR = "#444444"
 MIN_SPAN = 600.0  # a young history is still shown over ten minutes
 
 
+class Point(Protocol):
+    """A sample: :class:`~.history.Sample` (in memory) or :class:`Usage` (from the database)."""
+
+    @property
+    def time(self) -> float: ...
+
+    @property
+    def used(self) -> float: ...
+
+    @property
+    def total(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class Usage:
+    """GPUs in use and in total at ``time`` (averages, for samples from the database)."""
+
+    time: float
+    used: float
+    total: float
+
+
+def tidy(value: float) -> float:
+    """A GPU figure as shown: whole numbers as such (16, not 16.0), else one decimal."""
+    rounded = round(value, 1)
+    return int(rounded) if rounded == int(rounded) else rounded
+
+
 @dataclass(frozen=True)
 class Line:
     name: str
     color: str
     points: str  # "x,y x,y ..." for <polyline points>
-    last: int  # GPUs at the latest sample
+    last: float  # GPUs at the latest sample (a whole number when it is one)
     dashed: bool = False
     width: float = 1.5
 
@@ -62,32 +94,104 @@ def _nice_step(top: float) -> int:
         base *= 10
 
 
+HOUR, DAY = 3600, 86400
+TIME_STEPS = (
+    (300, "m"),
+    (900, "m"),
+    (1800, "m"),
+    (HOUR, "h"),
+    (2 * HOUR, "h"),
+    (3 * HOUR, "h"),
+    (6 * HOUR, "h"),
+    (12 * HOUR, "h"),
+    (DAY, "d"),
+    (2 * DAY, "d"),
+    (5 * DAY, "d"),
+)
+
+
 def _time_step(span: float) -> tuple[float, str]:
-    for seconds, unit in ((300, "m"), (900, "m"), (1800, "m"), (3600, "h"), (7200, "h")):
+    for seconds, unit in TIME_STEPS:
         if span / seconds <= 6:
             return seconds, unit
-    return 3 * 3600, "h"
+    return 10 * DAY, "d"
 
 
 def _label(ago: float, unit: str) -> str:
     if ago < 1:
         return "now"
-    return f"-{round(ago / 60)}m" if unit == "m" else f"-{round(ago / 3600)}h"
+    size = {"m": 60, "h": HOUR, "d": DAY}[unit]
+    return f"-{round(ago / size)}{unit}"
 
 
-def _sum(series_list: Sequence[Sequence[Sample]]) -> list[Sample]:
+def _sum(series_list: Sequence[Sequence[Point]]) -> list[Usage]:
     """Samples of several pools added up, time by time (pools sampled together share times)."""
-    by_time: dict[float, list[int]] = {}
+    by_time: dict[float, list[float]] = {}
     for series in series_list:
         for s in series:
             acc = by_time.setdefault(s.time, [0, 0])
             acc[0] += s.used
             acc[1] += s.total
-    return [Sample(t, u, c) for t, (u, c) in sorted(by_time.items())]
+    return [Usage(t, u, c) for t, (u, c) in sorted(by_time.items())]
+
+
+def history_series(
+    pools: Mapping[str, Sequence[Sequence[float]]], end: float, buckets: int = 600
+) -> dict[str, list[Usage]]:
+    """The ``pools`` of ``GET api/v1/usage/history`` (rows ``[time, gpu_used, gpu_total, ...]``,
+    oldest first) as series of :class:`Usage` up to ``end``: as they are, or, when a pool has
+    more rows than ``buckets``, every pool averaged over ``buckets`` equal slices from the
+    oldest row to ``end`` (see :func:`downsample`). One pass over the rows."""
+    firsts = [rows[0][0] for rows in pools.values() if rows]
+    start = min(firsts, default=end)
+    if all(len(rows) <= buckets for rows in pools.values()) or end <= start:
+        return {
+            name: [Usage(float(r[0]), float(r[1]), float(r[2])) for r in rows]
+            for name, rows in pools.items()
+        }
+    width = (end - start) / buckets
+    out: dict[str, list[Usage]] = {}
+    for name, rows in pools.items():
+        used, total, count = [0.0] * buckets, [0.0] * buckets, [0] * buckets
+        for r in rows:
+            b = min(buckets - 1, max(0, int((r[0] - start) // width)))
+            used[b] += r[1]
+            total[b] += r[2]
+            count[b] += 1
+        out[name] = [
+            Usage(start + (b + 0.5) * width, used[b] / n, total[b] / n)
+            for b, n in enumerate(count)
+            if n
+        ]
+    return out
+
+
+def downsample(
+    history: Mapping[str, Sequence[Point]], start: float, end: float, buckets: int
+) -> dict[str, list[Usage]]:
+    """Each series averaged over ``buckets`` equal slices of ``[start, end]``, a point per slice
+    that has samples, at the slice's middle (so pools sampled together still share times).
+    Series no longer than ``buckets`` are left as they are."""
+    if all(len(ss) <= buckets for ss in history.values()) or end <= start:
+        return {n: [Usage(s.time, s.used, s.total) for s in ss] for n, ss in history.items()}
+    width = (end - start) / buckets
+    out: dict[str, list[Usage]] = {}
+    for name, ss in history.items():
+        sums: dict[int, list[float]] = {}
+        for s in ss:
+            b = min(buckets - 1, max(0, int((s.time - start) // width)))
+            acc = sums.setdefault(b, [0.0, 0.0, 0.0])
+            acc[0] += s.used
+            acc[1] += s.total
+            acc[2] += 1
+        out[name] = [
+            Usage(start + (b + 0.5) * width, u / n, c / n) for b, (u, c, n) in sorted(sums.items())
+        ]
+    return out
 
 
 def usage_chart(
-    history: Mapping[str, Sequence[Sample]],
+    history: Mapping[str, Sequence[Point]],
     now: float,
     hours: float,
     *,
@@ -95,7 +199,8 @@ def usage_chart(
     height: int = 220,
     max_lines: int = 8,
 ) -> Chart:
-    """The chart of ``history`` (per pool, oldest first) up to ``now``, over at most ``hours``."""
+    """The chart of ``history`` (per pool, oldest first) up to ``now``, over at most ``hours``:
+    the time axis spans the samples shown (at least ten minutes)."""
     left, top, right, bottom = 44, 12, 150, 24
     chart = Chart(width, height, left, top, width - left - right, height - top - bottom)
     series = {n: [s for s in ss if s.time >= now - hours * 3600] for n, ss in history.items()}
@@ -107,12 +212,12 @@ def usage_chart(
     span = min(max(now - start, MIN_SPAN), hours * 3600)
     start = now - span
     everything = _sum(list(series.values()))
-    ymax = max((s.total for s in everything), default=0)
-    ymax = max(ymax, max((s.used for s in everything), default=0), 1)
-    step = _nice_step(ymax)
-    ymax = ((ymax + step - 1) // step) * step
+    top_value = max((s.total for s in everything), default=0)
+    top_value = max(top_value, max((s.used for s in everything), default=0), 1)
+    step = _nice_step(top_value)
+    ymax = int(-(-top_value // step)) * step  # rounded up to a step
 
-    def points(samples: Sequence[Sample], value: str) -> str:
+    def points(samples: Sequence[Point], value: str) -> str:
         out = []
         for s in samples:
             x = left + (s.time - start) / span * chart.plot_width
@@ -124,20 +229,21 @@ def usage_chart(
     # the largest pools (by capacity) get their own line; the others are summed
     ranked = sorted(series, key=lambda n: (-series[n][-1].total, n))
     own, rest = ranked[:max_lines], ranked[max_lines:]
+    last = everything[-1]
     chart.lines.append(
-        Line("capacity", ALL_COLOR, points(everything, "total"), everything[-1].total, True, 1)
+        Line("capacity", ALL_COLOR, points(everything, "total"), tidy(last.total), True, 1)
     )
     chart.lines.append(
-        Line("all pools", ALL_COLOR, points(everything, "used"), everything[-1].used, False, 2.5)
+        Line("all pools", ALL_COLOR, points(everything, "used"), tidy(last.used), False, 2.5)
     )
     for i, name in enumerate(own):
         ss = series[name]
-        chart.lines.append(Line(name, PALETTE[i % len(PALETTE)], points(ss, "used"), ss[-1].used))
+        color = PALETTE[i % len(PALETTE)]
+        chart.lines.append(Line(name, color, points(ss, "used"), tidy(ss[-1].used)))
     if rest:
         other = _sum([series[n] for n in rest])
-        chart.lines.append(
-            Line(f"{len(rest)} other pools", OTHER_COLOR, points(other, "used"), other[-1].used)
-        )
+        name = f"{len(rest)} other pools"
+        chart.lines.append(Line(name, OTHER_COLOR, points(other, "used"), tidy(other[-1].used)))
     for v in range(0, ymax + 1, step):
         chart.y_ticks.append((top + chart.plot_height - v / ymax * chart.plot_height, str(v)))
     tstep, unit = _time_step(span)
@@ -146,3 +252,25 @@ def usage_chart(
         chart.x_ticks.append((left + (span - ago) / span * chart.plot_width, _label(ago, unit)))
         ago += tstep
     return chart
+
+
+# --- GPU-hours bars ------------------------------------------------------------------------------
+
+
+def hour_bars(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of a GPU-hours report (``gpu_hours``, ``within_quota``, ``over_quota``) with
+    their bar: ``within_width`` and ``over_width``, percentages of the largest total, so the
+    bars' lengths compare the subjects and each shows its split."""
+    largest = max((float(r["gpu_hours"]) for r in rows), default=0.0)
+
+    def width(value: float) -> float:
+        return round(100.0 * value / largest, 2) if largest > 0 else 0.0
+
+    return [
+        {
+            **r,
+            "within_width": width(float(r["within_quota"])),
+            "over_width": width(float(r["over_quota"])),
+        }
+        for r in rows
+    ]

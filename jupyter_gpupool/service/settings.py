@@ -430,10 +430,12 @@ class GPUPoolSettings(HasTraits):
 
     history_hours = Float(
         6.0,
-        help="""How many hours of usage samples the pools page's chart shows.
+        help="""How many hours of usage samples the service also keeps in memory, for the
+        pools page's chart when the database (``db_url``) is missing or down.
 
-        Memory grows with pools x hours / interval: 50 pools over 6 hours sampled every
-        minute is 18,000 samples, a few MB.
+        With a database the chart reads its ranges (6h to 30d) from it. Memory grows with
+        pools x hours / interval: 50 pools over 6 hours sampled every minute is 18,000
+        samples, a few MB.
 
         Example::
 

@@ -11,6 +11,7 @@ the tests are skipped, with the reason, when either is missing.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from browser_setup import chromium, expect, log_in, new_page, shoot
@@ -208,3 +209,52 @@ def test_the_nodes_page_filters_and_the_quotas_page(admin, demo):
     row = admin.locator('#quotas tr[data-key="training-pool|group:ml-research"]')
     expect(row).to_contain_text("16")
     shoot(admin, "quotas")
+
+
+def test_the_reports_page_shows_gpu_hours_and_downloads_its_csv(admin, demo):
+    """From the navigation bar to the Reports page: a row with a bar per user whose server ran
+    (alice's GPU pod here), and *Download CSV* saves the same report with the browser's hub
+    login alone."""
+    api = kube(demo)
+    api.create_namespaced_pod("default", gpu_pod(demo, "alice", "dev-pool", 1))
+    try:
+        wait_for(
+            lambda: (
+                "alice"
+                in [
+                    r["subject"]
+                    for r in demo.api("GET", SVC + "api/v1/reports/gpu-hours")[1]["rows"]
+                ]
+            ),
+            timeout=60,
+            interval=0.5,
+            what="alice's session in the ledger",
+        )
+        open_page(admin, demo, "pools")
+        admin.click('nav a.nav-link:text("Reports")')
+        expect(admin.locator("h1")).to_have_text("GPU-hours")
+        admin.select_option("#r-by", "user")
+        admin.select_option("#r-since", "30d")
+        admin.click("#report-form button")
+        row = admin.locator('#report tr[data-key="alice"]')
+        expect(row).to_contain_text("1")  # one session
+        expect(row.locator(".gpupool-hours")).to_be_visible()
+        shown = {
+            r.get_attribute("data-key"): r.locator('[data-field="gpu_hours"]').inner_text()
+            for r in admin.locator("#report tbody tr").all()
+        }
+        shoot(admin, "reports")
+        with admin.expect_download() as download:
+            admin.click("#report-csv")
+        saved = download.value
+        assert saved.suggested_filename == "gpu-hours-by-user.csv"
+        lines = Path(saved.path()).read_text().splitlines()
+        assert lines[0] == "subject,gpu_hours,within_quota,over_quota,sessions"
+        in_csv = {line.split(",")[0]: line.split(",")[1] for line in lines[1:]}
+        assert set(in_csv) == set(shown) and "alice" in in_csv
+        # the same numbers (alice's still-running server may have grown by a few seconds)
+        for subject, hours in shown.items():
+            assert float(in_csv[subject]) == pytest.approx(float(hours.replace(",", "")), abs=0.06)
+    finally:
+        api.delete_namespaced_pod("jupyter-alice-gpu", "default", grace_period_seconds=0)
+        api.api_client.close()

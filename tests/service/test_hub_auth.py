@@ -230,6 +230,7 @@ TABLE: dict[tuple[str, str], Row] = {
     ("pools/([^/]+)", "GET"): Row("pools/dev-pool", "admin-page"),
     ("nodes", "GET"): Row("nodes", "admin-page"),
     ("quotas", "GET"): Row("quotas", "admin-page"),
+    ("reports", "GET"): Row("reports?by=group&since=30d", "admin-page"),
     ("admin", "GET"): Row("admin", "admin-page"),
     # the admin page's forms post to these (they show the admin page on GET too)
     ("admin/pools", "GET"): Row("admin/pools", "admin-page"),

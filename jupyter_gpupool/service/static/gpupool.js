@@ -13,6 +13,8 @@
 // Inside them: data-field="a.b" (text), data-format="age|quota|labels", data-badge (status
 // colour), data-bar="PART/WHOLE[|WHOLE2]" (bar width), data-href="...{}..." data-href-field,
 // input[data-value="FIELD"].
+// Forms: input[data-choose="ID=VALUE"] sets the <select id=ID> to VALUE when something is typed
+// in it (the reports page's date chooses "since the date").
 (function () {
   "use strict";
   const root = document.querySelector(".gpupool");
@@ -178,6 +180,14 @@
     stamp(failed ? String(failed.reason && failed.reason.message) : "");
     if (failed) console.warn("gpupool: refresh failed", failed.reason);
   }
+
+  document.addEventListener("input", (ev) => {
+    const spec = ev.target.dataset && ev.target.dataset.choose;
+    if (!spec || !ev.target.value) return;
+    const [id, value] = spec.split("=");
+    const select = document.getElementById(id);
+    if (select) select.value = value;
+  });
 
   document.addEventListener("submit", (ev) => {
     const msg = ev.target.dataset && ev.target.dataset.confirm;
