@@ -6,7 +6,7 @@ and how big it grows.
    starts the service as its own process against it once per database: none (``db_url=""``), an
    SQLite file, and PostgreSQL when ``tests/pg.py`` can start a throwaway server (else a line says
    why it is left out). Each run samples every ``--history-interval`` (1 s: the samples, the
-   ledger's tick and its ``seen`` of every running server happen during the measurement, 60 times
+   ledger's tick and its ``seen_open`` (every open session) happen during the measurement, 60 times
    as often as by default) while ``--clients`` clients admit 1 GPU and release it again, and the
    simulator starts and deletes ``--churn`` server pods a second (the ledger opens and closes
    their sessions). A run with a database waits for the ledger to have opened a session per
@@ -18,12 +18,12 @@ and how big it grows.
    produces: a sample per pool every 60 s, server sessions of ``--session-hours`` (1-8 h) holding
    ``--occupancy`` of the GPUs, a few admin changes a day, ``prune(now, 7, 90)`` every hour (as the
    service does). The last ``--api-hours`` go through the Database's own queued writes, tick by
-   tick, as the service sends them (``add_samples``, ``open_session``, ``close_session``, ``seen``,
+   tick, as the service sends them (``add_samples``, ``open_session``, ``close_session``, ``seen_open``,
    flushed every tick): the write throughput and how many times faster than real time that is
    (``headroom``). The hours before are loaded in bulk (the same rows and updates, as plain
-   executemany statements, ``seen`` once an hour instead of every minute): through the queued writes
+   executemany statements, ``seen_open`` once an hour instead of every minute): through the queued writes
    the 30 days take far longer than this benchmark should (``--api-hours`` = all hours does it).
-   Figures: the file's size, bytes per row, rows per table, and the cost of one tick's ``seen``
+   Figures: the file's size, bytes per row, rows per table, and the cost of one tick's ``seen_open``
    and one ``prune`` on the 30-day database.
 
 Prints one JSON line on stdout, and a summary table on stderr. Run::
@@ -649,7 +649,7 @@ def size_part(args: argparse.Namespace) -> dict[str, Any]:
                         db.open_session(fields)
                     for uid, stopped, ended in c:
                         db.close_session(uid, stopped, ended)
-                    db.seen(list(work.open), now)
+                    db.seen_open(now)
                     db.flush(600)
                     tick_ms.append((time.perf_counter() - t) * 1000)
                     api_rows += args.pools + len(o) + len(c) + len(work.open)
@@ -659,7 +659,7 @@ def size_part(args: argparse.Namespace) -> dict[str, Any]:
                     closes += c
             if not through_api:
                 load_hour(db, samples, opens, closes)
-                db.seen(list(work.open), now)  # once an hour here (every tick in the service)
+                db.seen_open(now)  # once an hour here (every tick in the service)
             if rng.random() < args.changes_per_day / 24:
                 db.add_change(now, "admin", change_text(rng, args), "api")
                 changes += 1
@@ -672,7 +672,7 @@ def size_part(args: argparse.Namespace) -> dict[str, Any]:
                 print(f"  size: day {(h + 1) // 24} of {args.days:g}", file=sys.stderr)
         # one tick's seen and one sample on the finished database
         t = time.perf_counter()
-        db.seen(list(work.open), now)
+        db.seen_open(now)
         db.flush(600)
         seen_ms = (time.perf_counter() - t) * 1000
         assert db.engine is not None

@@ -167,3 +167,19 @@ def test_writes_wait_while_postgresql_is_down_and_land_when_it_is_back():
             ("while down",),
         ]
         assert rows(server.url, "SELECT count(*) FROM usage_samples") == [(1,)]
+
+
+def test_seen_open_marks_every_open_session_and_no_closed_one(db, db_url):
+    now = time.time()
+    db.open_session(session("u1", "alice", now - 100))
+    db.open_session(session("u2", "bob", now - 100))
+    db.close_session("u2", now - 50, "stopped")
+    db.seen_open(now)
+    db.flush()
+    assert rows(db_url, "SELECT pod_uid, last_seen FROM server_sessions ORDER BY pod_uid") == [
+        ("u1", now),
+        ("u2", now - 100),
+    ]
+    # sessions filtered by user or by charged subject (the budgets' read)
+    assert [s["pod_uid"] for s in db.sessions(users=["bob"], charged=[])] == ["u2"]
+    assert [s["pod_uid"] for s in db.sessions(users=[], charged=["user:alice"])] == ["u1"]
