@@ -8,10 +8,20 @@ PY=${PYTHON:-python3}
 
 # System packages: kubectl (the tests drive the simulated cluster with it), chromium (the browser
 # tests of the pages; `playwright install` cannot download browsers everywhere), npm (the lab
-# extension's jest tests) and postgresql (the database tests start a throwaway server with its
-# initdb and pg_ctl, tests/pg.py). As root they are installed; under CI (CI=true) or as root a tool
-# that is still missing is an error, since the tests that need it would not run. Elsewhere it is a
-# warning and those tests are skipped, with the reason (pytest -rs).
+# extension's jest tests), postgresql (the database tests start a throwaway server with its
+# initdb and pg_ctl, tests/pg.py) and prometheus (the Prometheus source's tests start a throwaway
+# /usr/bin/prometheus scraping the simulator's exporter, tests/prom.py). As root they are
+# installed; under CI (CI=true) or as root a tool that is still missing is an error, since the
+# tests that need it would not run. Elsewhere it is a warning and those tests are skipped, with the
+# reason (pytest -rs).
+#
+# Debian's prometheus package starts a system Prometheus (on 0.0.0.0:9090) where an init system
+# lets it, and recommends prometheus-node-exporter, another service, with ~20 packages for it. The
+# tests start their own server and no other may be left running, so prometheus is installed
+# without its recommends, with a policy-rc.d that denies every service start in place during the
+# install (Docker images have one already: it is then left alone), and a system prometheus that
+# started anyway is stopped and disabled. (In a container without systemd nothing starts even
+# without policy-rc.d: invoke-rc.d cannot tell the runlevel, so it starts nothing.)
 strict=0
 if [ "${CI:-}" = true ] || [ "${CI:-}" = 1 ] || [ "$(id -u)" = 0 ]; then strict=1; fi
 need=()
@@ -20,16 +30,51 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v npm >/dev/null 2>&1 || need+=(nodejs npm)
 has_postgres() { compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; }
 has_postgres || need+=(postgresql)
-if [ ${#need[@]} -gt 0 ] && [ "$(id -u)" = 0 ]; then
-  echo "== apt-get install ${need[*]}"
+has_prometheus() { [ -x /usr/bin/prometheus ]; }
+quiet=() # installed without their recommends, their services not started
+has_prometheus || quiet+=(prometheus)
+policy=/usr/sbin/policy-rc.d
+added_policy=0
+drop_policy() { if [ "$added_policy" = 1 ]; then rm -f "$policy" && added_policy=0; fi; }
+install_quietly() {
+  if [ ! -e "$policy" ]; then
+    trap drop_policy EXIT
+    added_policy=1
+    printf '#!/bin/sh\n# scripts/test.sh: no service starts during its install\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+  fi
+  local status=0 service
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null ||
+    status=$?
+  drop_policy
+  trap - EXIT
+  for service in "$@"; do
+    if [ -d /run/systemd/system ]; then
+      systemctl disable --now "$service.service" >/dev/null 2>&1 || true
+    elif [ -x "/etc/init.d/$service" ]; then
+      service "$service" stop >/dev/null 2>&1 || true
+      update-rc.d "$service" disable >/dev/null 2>&1 || true
+    fi
+  done
+  return "$status"
+}
+if [ $((${#need[@]} + ${#quiet[@]})) -gt 0 ] && [ "$(id -u)" = 0 ]; then
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  if [ ${#need[@]} -gt 0 ]; then
+    echo "== apt-get install ${need[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  fi
+  if [ ${#quiet[@]} -gt 0 ]; then
+    echo "== apt-get install --no-install-recommends ${quiet[*]} (services not started)"
+    install_quietly "${quiet[@]}"
+  fi
 fi
 missing=()
 for tool in kubectl chromium npm; do
   command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
 has_postgres || missing+=(postgresql)
+has_prometheus || missing+=(prometheus)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$strict" = 1 ]; then
     echo "error: ${missing[*]} missing (apt-get install failed?); the tests need them" >&2
