@@ -87,8 +87,8 @@ def error_message(body: bytes | None, reason: str | None, code: int) -> str:
 
 
 def auth_headers(token: str) -> dict[str, str]:
-    """JupyterHub's token header (the service checks the same tokens)."""
-    return {"Authorization": f"token {token}"}
+    """JupyterHub's token header (the service checks the same tokens); none without a token."""
+    return {"Authorization": f"token {token}"} if token else {}
 
 
 def describe(error: BaseException, timeout: float | None = None) -> str:

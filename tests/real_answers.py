@@ -23,6 +23,7 @@ from jupyter_gpupool.service.errors import ApiError
 from jupyter_gpupool.service.handlers import admitted_body
 from jupyter_gpupool.service.metrics import Metrics
 from jupyter_gpupool.service.state import ServiceState
+from jupyter_gpupool.service.utilization import Utilization
 from jupyter_gpupool.sim.cluster import node_object
 from jupyter_gpupool.sim.spec import example_cluster_spec
 
@@ -119,7 +120,7 @@ def launch_options(state: ServiceState, user: str, groups: Sequence[str], max_gp
 def servers(state: ServiceState, user: str | None = None) -> JSON:
     """``GET api/v1/servers`` of a user (everyone's for ``None``), as ``ServersHandler``."""
     rows = state.index.servers(user=user)
-    return {"servers": [views.server_row(s) for s in rows], "total": len(rows)}
+    return views.servers_answer(rows, len(rows), Utilization(None, 30.0))
 
 
 def decide_with_full(

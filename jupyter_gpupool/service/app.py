@@ -51,6 +51,7 @@ from .registrystore import ConfigMapStore, FileStore, RegistryStore
 from .settings import GPUPoolSettings
 from .state import ServiceState
 from .templating import STATIC, make_environment
+from .utilization import DCGMSource, PrometheusSource, Utilization
 
 
 class StartupError(Exception):
@@ -181,6 +182,15 @@ class GPUPoolService(Application, GPUPoolSettings):
             asyncio.create_task(self._every(1.0, self._sweep)),
             asyncio.create_task(self._every(ctx.history.interval, self._sample_soon)),
         ]
+        if ctx.utilization.source is not None:
+            self.log.info(
+                "GPU utilization from %s every %gs",
+                ctx.utilization.name,
+                ctx.utilization.interval,
+            )
+            self._tasks.append(
+                asyncio.create_task(self._every(ctx.utilization.interval, self._poll_utilization))
+            )
         if self.reload_interval > 0:
             reload = ctx.pools.reload_if_changed
             self._tasks.append(asyncio.create_task(self._every(self.reload_interval, reload)))
@@ -240,6 +250,30 @@ class GPUPoolService(Application, GPUPoolSettings):
                 keep_days=self.history_days,
             ),
             templates=make_environment(self.template_paths),
+            utilization=Utilization(self._utilization_source(kube), self.utilization_interval),
+        )
+
+    def _utilization_source(self, kube: Kube) -> DCGMSource | PrometheusSource | None:
+        """The configured GPU utilization source; a source without its setting is refused."""
+        if self.utilization_source == "dcgm":
+            if not self.dcgm_urls:
+                raise StartupError(
+                    'utilization_source is "dcgm" but dcgm_urls is empty: give the DCGM '
+                    "exporter pages to read"
+                )
+            return DCGMSource(self.dcgm_urls, kube.get_text)
+        if self.utilization_source == "prometheus":
+            if not self.prometheus_url:
+                raise StartupError(
+                    'utilization_source is "prometheus" but prometheus_url is not set'
+                )
+            return PrometheusSource(self.prometheus_url, self.prometheus_query)
+        return None
+
+    async def _poll_utilization(self) -> None:
+        index = self.ctx.state.index
+        await self.ctx.utilization.poll(
+            lambda: {(s.namespace, s.name) for s in index.servers() if s.state == "running"}
         )
 
     async def _sync(self, ctx: ServiceContext) -> None:
@@ -335,6 +369,7 @@ class GPUPoolService(Application, GPUPoolSettings):
         if self._ctx is not None:
             await self._ctx.view.stop()
             await asyncio.to_thread(self._ctx.records.close)  # what is queued is written
+            await self._ctx.utilization.close()
             await self._close_clients(self._ctx.kube)
             if self._ctx.hub is not None:
                 await self._ctx.hub.close()  # its kept-alive connections (jupyter_gpupool.http)

@@ -24,6 +24,7 @@ from .poolchanges import PoolManager
 from .records import Records
 from .state import ServiceState
 from .templating import make_environment
+from .utilization import Utilization
 
 
 @dataclass
@@ -45,6 +46,7 @@ class ServiceContext:
     history: UsageHistory = field(default_factory=UsageHistory)
     changes: ChangeLog = field(default_factory=ChangeLog)
     records: Records = field(default_factory=lambda: Records(None))
+    utilization: Utilization = field(default_factory=lambda: Utilization(None, 30.0))
     templates: Environment = field(default_factory=make_environment)
 
     async def user_groups(self, user: str) -> tuple[str, ...]:

@@ -284,7 +284,7 @@ class ServersHandler(APIHandler):
             whole_number(self.get_argument("offset", None), "offset", 0, 10**9) or 0,
             whole_number(self.get_argument("limit", None), "limit", None, 10**6),
         )
-        self.write_json({"servers": [views.server_row(s) for s in page.rows], "total": page.total})
+        self.write_json(views.servers_answer(page.rows, page.total, self.ctx.utilization))
 
 
 # --- quotas and usage ----------------------------------------------------------------------------

@@ -159,6 +159,31 @@ class Kube:
             meta["resourceVersion"] = resource_version
         return await self.call(self.v1.patch_node, name, {"metadata": meta})
 
+    # --- other paths -----------------------------------------------------------------------------
+
+    async def get_text(self, path: str, timeout: float = 10.0) -> str:
+        """The text at ``path`` of the API server, with its credentials (a service proxy such
+        as ``/api/v1/namespaces/gpu-operator/services/nvidia-dcgm-exporter:9400/proxy/metrics``,
+        or the simulator's ``/sim/v1/dcgm/metrics``). Not retried: the next poll is the retry."""
+        try:
+            resp = await self.api.call_api(
+                path,
+                "GET",
+                header_params={"Accept": "text/plain"},
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=timeout,
+            )
+            body = await resp.read()
+            status = int(resp.status)
+            resp.release()
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+            raise KubeError(0, f"cannot reach the API server: {e}") from e
+        text = body.decode("utf-8", "replace")
+        if not 200 <= status < 300:
+            raise KubeError(status, text[:200] or f"HTTP {status}")
+        return text
+
     # --- pods ------------------------------------------------------------------------------------
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:

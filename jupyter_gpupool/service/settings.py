@@ -481,6 +481,87 @@ class GPUPoolSettings(HasTraits):
         """,
     ).tag(config=True)
 
+    utilization_source = CaselessStrEnum(
+        ["none", "dcgm", "prometheus"],
+        default_value="none",
+        help="""Where the GPUs' utilization is measured: ``dcgm``, ``prometheus`` or ``none``.
+
+        ``dcgm`` reads NVIDIA's DCGM exporter pages (``dcgm_urls``); ``prometheus`` asks a
+        Prometheus server that scrapes them (``prometheus_url``). The service polls every
+        ``utilization_interval`` seconds and shows each server's GPU utilization and GPU
+        memory (``GET api/v1/servers``). ``none`` measures nothing.
+
+        Example::
+
+            c.GPUPoolService.utilization_source = "prometheus"
+        """,
+    ).tag(config=True)
+
+    utilization_interval = Float(
+        30.0,
+        help="""Seconds between two polls of the GPU utilization source.
+
+        A measurement older than three intervals is stale: shown as none, and never taken
+        for an idle GPU.
+
+        Example::
+
+            c.GPUPoolService.utilization_interval = 15
+        """,
+    ).tag(config=True)
+
+    dcgm_urls = List(
+        Unicode(),
+        default_value=[],
+        help="""The DCGM exporter pages the ``dcgm`` source reads.
+
+        A path (starting with ``/``) is read from the Kubernetes API server with the service's
+        credentials: the exporter's service through the API server's proxy (the service
+        account needs ``get`` on ``services/proxy`` there), or the simulated cluster's
+        ``/sim/v1/dcgm/metrics``. A ``http://`` or ``https://`` URL is read as it is.
+
+        Example::
+
+            c.GPUPoolService.dcgm_urls = [
+                "/api/v1/namespaces/gpu-operator/services/nvidia-dcgm-exporter:9400/proxy/metrics"
+            ]
+        """,
+    ).tag(config=True)
+
+    prometheus_url = Unicode(
+        "",
+        help="""The Prometheus server the ``prometheus`` source asks (its base URL).
+
+        Example::
+
+            c.GPUPoolService.prometheus_url = "http://prometheus-server.monitoring:80"
+        """,
+    ).tag(config=True)
+
+    prometheus_query = Unicode(
+        "",
+        help="""A PromQL query giving each pod's mean GPU utilization in percent, by
+        ``namespace`` and ``pod`` labels, instead of the default
+        ``avg by (namespace, pod) (DCGM_FI_DEV_GPU_UTIL)``.
+
+        With the default, the service also asks for the highest GPU's utilization and the
+        GPU memory used and free; with a query of your own, only for that.
+
+        Example::
+
+            c.GPUPoolService.prometheus_query = (
+                'avg by (namespace, pod) (DCGM_FI_DEV_GPU_UTIL{cluster="a"})'
+            )
+        """,
+    ).tag(config=True)
+
+    @validate("utilization_interval")
+    def _positive_interval(self, proposal: Any) -> float:
+        value = float(proposal["value"])
+        if value <= 0:
+            raise TraitError(f"utilization_interval must be more than 0, not {value}")
+        return value
+
     stop_over_budget = Bool(
         False,
         help="""Stop running servers whose GPU-hour budget is spent.

@@ -19,6 +19,7 @@ from ..core.pools import DEFAULT_POOL, Pool, QuotaEntry, Registry
 from ..core.poolwrite import pool_quota_to_dict, pool_to_document, quota_to_document
 from ..core.reservations import Reservation, Reservations
 from ..core.usage import NodeUsage, PoolUsage, ServerUsage, UsageIndex
+from .utilization import Utilization
 
 JSON = dict[str, Any]
 
@@ -151,6 +152,16 @@ def node_row(n: NodeUsage) -> JSON:
 
 def server_row(s: ServerUsage) -> JSON:
     return asdict(s)
+
+
+def servers_answer(rows: Iterable[ServerUsage], total: int, utilization: Utilization) -> JSON:
+    """``GET api/v1/servers``: the rows, each with what its GPUs do (None when not measured),
+    and where that comes from."""
+    return {
+        "servers": [{**server_row(s), **utilization.as_json(s.namespace, s.name)} for s in rows],
+        "total": total,
+        "utilization": {"source": utilization.name, "problem": utilization.problem or None},
+    }
 
 
 def reservation_row(r: Reservation) -> JSON:
