@@ -549,9 +549,7 @@ class GPUPoolSettings(HasTraits):
 
         Example::
 
-            c.GPUPoolService.prometheus_query = (
-                'avg by (namespace, pod) (DCGM_FI_DEV_GPU_UTIL{cluster="a"})'
-            )
+            c.GPUPoolService.prometheus_query = "avg by (namespace, pod) (dcgm_gpu_utilization)"
         """,
     ).tag(config=True)
 
