@@ -27,6 +27,7 @@ import tornado.httpserver
 import tornado.netutil
 
 from .credentials import TLSIdentity, kubeconfig_text, new_tls_identity, new_token, write_private
+from .dcgm import DcgmExporter
 from .defaults import now_iso
 from .errors import ApiError
 from .faults import Faults
@@ -267,6 +268,9 @@ class SimCluster:
         self.scheduler = Scheduler(self.store)
         self.kubelet = Kubelet(self.store, run_processes=run_processes, start_delay=start_delay)
         self.node_lifecycle = NodeLifecycle(self.store)
+        # GPU telemetry (GET /sim/v1/dcgm/metrics), from the kubelet's table of GPUs per pod.
+        self.dcgm = DcgmExporter(self.store, self.kubelet.devices)
+        self.dcgm.start()
         self.faults = Faults(store=self.store)
         self._server: tornado.httpserver.HTTPServer | None = None
         self.url = ""
@@ -334,6 +338,7 @@ class SimCluster:
     async def stop(self) -> None:
         self.store.cut_watches()
         self.node_lifecycle.stop()
+        self.dcgm.stop()
         await self.kubelet.stop()
         await self.scheduler.stop()
         if self._server is not None:
@@ -422,6 +427,24 @@ class SimCluster:
         node = self.store.write_internal(RESOURCES["nodes"], ("", name), old, new)
         self.node_lifecycle.settle()
         return node
+
+    # ---- GPU telemetry: the simulated DCGM exporter (see .dcgm) ------------------------------
+
+    def set_gpu_utilization(self, namespace: str, name: str, percent: int) -> dict[str, Any]:
+        """Set what the pod's GPUs report as their utilization (whole percent, 0 to 100); the
+        setting, as :meth:`gpu_utilization` answers. ApiError 404 for an unknown pod, 400 for a
+        bad percent."""
+        return self.dcgm.set(namespace, name, percent)
+
+    def gpu_utilization(self, namespace: str, name: str) -> dict[str, Any]:
+        """The pod's setting: ``percent``, ``source`` (``put``, ``annotation`` or ``default``),
+        the ``node`` and ``gpus`` (``gpu``, ``UUID``, ``container``) it holds."""
+        return self.dcgm.get(namespace, name)
+
+    def dcgm_metrics(self, node: str | None = None) -> str:
+        """What NVIDIA's DCGM exporter would serve for every GPU node (or ``node`` only), in
+        Prometheus' text format."""
+        return self.dcgm.render(node)
 
     # ---- conveniences for tests ------------------------------------------------------------
 

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import unquote
 
+from .dcgm import CONTENT_TYPE as DCGM_CONTENT_TYPE
 from .door import BaseHandler
 from .errors import ApiError
+
+UTILIZATION_BODY = '{"percent": 0..100}'
 
 
 class ControlHandler(BaseHandler):
@@ -18,6 +22,10 @@ class ControlHandler(BaseHandler):
       (``"Unknown"`` too); the node lifecycle controller's taints follow
     - ``PUT /sim/v1/faults`` ``{"error_rate": 0.2, "paths": ["/pods"], "seed": 1}``
     - ``POST /sim/v1/faults/cut-watches``, ``POST /sim/v1/faults/expire-history``
+    - ``GET /sim/v1/dcgm/metrics[?node=NAME]``: the GPUs as NVIDIA's DCGM exporter reports them
+      (Prometheus' text format; see :mod:`.dcgm`)
+    - ``PUT /sim/v1/namespaces/NS/pods/NAME/gpu-utilization`` ``{"percent": 80}``, and ``GET``
+      of the same path: what the pod's GPUs report as their utilization
     """
 
     def _body(self) -> dict:
@@ -34,6 +42,44 @@ class ControlHandler(BaseHandler):
             self.send_error_status(e)
         except (ValueError, TypeError) as e:
             self.send_error_status(ApiError(400, str(e)))
+
+    def _utilization_path(self, path: str) -> tuple[str, str] | None:
+        """``(namespace, pod)`` of ``namespaces/NS/pods/NAME/gpu-utilization``, else None."""
+        parts = [unquote(p) for p in path.strip("/").split("/")]
+        if len(parts) == 5 and (parts[0], parts[2], parts[4]) == (
+            "namespaces",
+            "pods",
+            "gpu-utilization",
+        ):
+            return parts[1], parts[3]
+        return None
+
+    def _percent(self) -> Any:
+        """The ``percent`` of a ``{"percent": 0..100}`` body (checked by the exporter)."""
+        body = self.body_json()
+        if not isinstance(body, dict):
+            raise ApiError(400, f"the body must be a JSON object: {UTILIZATION_BODY}")
+        unknown = sorted(set(body) - {"percent"})
+        if unknown:
+            raise ApiError(400, f"unknown field {unknown[0]!r}: the body is {UTILIZATION_BODY}")
+        if "percent" not in body:
+            raise ApiError(400, f"percent is required: {UTILIZATION_BODY}")
+        return body["percent"]
+
+    def get(self, path: str) -> None:
+        c = self.cluster
+        if path.strip("/") == "dcgm/metrics":
+            try:
+                text = c.dcgm_metrics(self.get_argument("node", None) or None)
+            except ApiError as e:
+                self.send_error_status(e)
+                return
+            self.set_header("Content-Type", DCGM_CONTENT_TYPE)
+            self.finish(text)
+        elif (pod := self._utilization_path(path)) is not None:
+            self._do(lambda: c.gpu_utilization(*pod))
+        else:
+            self.send_error_status(ApiError(404, f"no such control endpoint: {path}"))
 
     def post(self, path: str) -> None:
         c = self.cluster
@@ -52,6 +98,8 @@ class ControlHandler(BaseHandler):
         parts = path.strip("/").split("/")
         if parts == ["faults"]:
             self._do(lambda: c.faults.configure(**self._body()))
+        elif (pod := self._utilization_path(path)) is not None:
+            self._do(lambda: c.set_gpu_utilization(*pod, self._percent()))
         elif len(parts) == 3 and parts[0] == "nodes" and parts[2] == "cordon":
             self._do(lambda: c.cordon(parts[1], bool(self._body().get("unschedulable", True))))
         elif len(parts) == 3 and parts[0] == "nodes" and parts[2] == "conditions":
