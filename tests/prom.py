@@ -29,6 +29,7 @@ run killed by ``timeout`` leaves no server behind. Without the binary the tests 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import ctypes
 import json
@@ -49,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from needs import need
 from waiting import WaitTimeout, async_wait_for, wait_for
 
@@ -356,3 +358,11 @@ def alive(pid: int) -> bool:
     with contextlib.suppress(OSError):
         return " Z " not in Path(f"/proc/{pid}/stat").read_text().split(")", 1)[1][:3]
     return True
+
+
+def token_and_ca_file(kubeconfig: str, directory: Path) -> tuple[str, Path]:
+    """What a Prometheus config needs from the kubeconfig: its token, and its CA as a file."""
+    config = yaml.safe_load(Path(kubeconfig).read_text())
+    ca = directory / "sim-ca.crt"
+    ca.write_bytes(base64.b64decode(config["clusters"][0]["cluster"]["certificate-authority-data"]))
+    return config["users"][0]["user"]["token"], ca

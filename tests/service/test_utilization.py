@@ -3,7 +3,8 @@ running server's row in ``GET api/v1/servers`` carries what its GPUs do; a sourc
 answering leaves the numbers to go stale (shown as none) and says why.
 
 The exporter page is written by the test (as NVIDIA's dcgm-exporter writes it) and served from
-a small HTTP server of its own."""
+a small HTTP server of its own; the end-to-end tests set utilization in the simulated cluster and
+read it through its exporter, directly or through a real Prometheus."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pytest
 import pytest_asyncio
 import tornado.httpserver
 import tornado.web
+from prom import Target, token_and_ca_file
+from prom import running as prometheus
 from service_kit import start_pod
 from waiting import async_wait_for
 
@@ -98,8 +101,8 @@ async def test_each_running_server_shows_its_gpus_utilization(start_service, exp
     assert problem["source"] == "dcgm" and "HTTP 503" in problem["problem"]
 
 
-async def _util_is(admin, value) -> bool:
-    [row] = [r for r in await admin.servers() if r["name"] == "alice-nb"]
+async def _util_is(admin, value, name: str = "alice-nb") -> bool:
+    [row] = [r for r in await admin.servers() if r["name"] == name]
     return row["gpu_utilization"] == value
 
 
@@ -108,3 +111,69 @@ async def test_a_source_without_its_setting_stops_the_service_with_a_message(sta
         await start_service(utilization_source="dcgm")
     with pytest.raises(StartupError, match="prometheus_url is not set"):
         await start_service(utilization_source="prometheus")
+
+
+async def test_the_dcgm_source_reads_the_simulators_exporter_through_the_api_server(
+    start_service,
+):
+    """The path is read from the API server with the service's kubeconfig: the simulated
+    cluster's exporter, whose utilization the test sets."""
+    service = await start_service(
+        utilization_source="dcgm", dcgm_urls=["/sim/v1/dcgm/metrics"], utilization_interval=0.1
+    )
+    cluster, admin = service.cluster, service.admin()
+    a = await admin.admit(user="alice", groups=["ml-research"], pools=["training-pool"], gpus=2)
+    await start_pod(cluster, a, "alice-nb")
+    b = await admin.admit(user="bob", groups=["ml-research"], pools=["training-pool"], gpus=1)
+    await start_pod(cluster, b, "bob-nb")
+    cluster.set_gpu_utilization("default", "alice-nb", 80)
+
+    async def measured() -> dict | None:
+        rows = {r["name"]: r for r in await admin.servers()}
+        if rows["alice-nb"]["gpu_utilization"] is None or rows["bob-nb"]["gpus_measured"] is None:
+            return None
+        return rows
+
+    rows = await async_wait_for(measured, what="both servers measured", timeout=15)
+    alice, bob = rows["alice-nb"], rows["bob-nb"]
+    assert (alice["gpu_utilization"], alice["gpus_measured"]) == (80.0, 2)
+    assert (bob["gpu_utilization"], bob["gpus_measured"]) == (0.0, 1)  # never set: 0%
+    assert alice["gpu_memory_used_mib"] > bob["gpu_memory_used_mib"] == 0
+
+
+async def test_the_prometheus_source_asks_a_real_prometheus_scraping_the_simulator(
+    start_service, tmp_path
+):
+    service = await start_service(utilization_interval=0.2)
+    cluster, admin = service.cluster, service.admin()
+    a = await admin.admit(user="alice", groups=["ml-research"], pools=["training-pool"], gpus=2)
+    await start_pod(cluster, a, "alice-nb")
+    cluster.set_gpu_utilization("default", "alice-nb", 35)
+    await service.stop()
+    token, ca = token_and_ca_file(cluster.kubeconfig, tmp_path)
+    target = Target(cluster.url + "/sim/v1/dcgm/metrics", token=token, ca_file=ca, job="dcgm")
+    with prometheus([target]) as prom:
+        await prom.async_wait_for_series(
+            'DCGM_FI_DEV_GPU_UTIL{pod="alice-nb"}', what="alice's GPUs scraped", timeout=30
+        )
+        service = await start_service(
+            utilization_source="prometheus", prometheus_url=prom.url, utilization_interval=0.2
+        )
+        admin = service.admin()
+        row = await async_wait_for(
+            lambda: _row_if_measured(admin, "alice-nb"), what="alice measured", timeout=15
+        )
+        assert (row["gpu_utilization"], row["gpu_utilization_max"]) == (35.0, 35.0)
+        # the memory Prometheus sums over her two GPUs: used and total from the exporter
+        assert row["gpu_memory_used_mib"] > 0 and row["gpu_memory_total_mib"] > 0
+        cluster.set_gpu_utilization("default", "alice-nb", 5)
+        await async_wait_for(
+            lambda: _util_is(admin, 5.0, "alice-nb"),
+            what="alice at 5% through Prometheus",
+            timeout=30,
+        )
+
+
+async def _row_if_measured(admin, name: str) -> dict | None:
+    [row] = [r for r in await admin.servers() if r["name"] == name]
+    return row if row["gpu_utilization"] is not None else None

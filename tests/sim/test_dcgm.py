@@ -8,19 +8,16 @@ GPUs a pod holds from what the pod itself sees: its ``NVIDIA_VISIBLE_DEVICES``, 
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import re
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import tornado.httpclient
-import yaml
-from prom import Target, by
+from prom import Target, by, token_and_ca_file
 from prom import running as prometheus
 from prometheus_client.parser import text_string_to_metric_families
 from waiting import async_wait_for
@@ -411,14 +408,6 @@ async def test_utilization_of_an_unknown_pod_is_a_404(sim_cluster, path, message
 
 
 # ---- as Prometheus scrapes it ------------------------------------------------------------------
-
-
-def token_and_ca_file(kubeconfig: str, directory: Path) -> tuple[str, Path]:
-    """What a Prometheus config needs from the kubeconfig: its token, and its CA as a file."""
-    config = yaml.safe_load(Path(kubeconfig).read_text())
-    ca = directory / "sim-ca.crt"
-    ca.write_bytes(base64.b64decode(config["clusters"][0]["cluster"]["certificate-authority-data"]))
-    return config["users"][0]["user"]["token"], ca
 
 
 async def test_prometheus_scrapes_it_with_the_kubeconfigs_token_and_ca(sim_cluster, tmp_path):
