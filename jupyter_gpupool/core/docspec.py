@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .budgets import window_seconds
+from .idle import duration_seconds
 from .labels import is_label_key, is_label_value, is_node_name
 from .quantities import parse_quantity
 from .yamldoc import Document, PathElem, Problem, unknown_key_message
@@ -137,7 +138,20 @@ def _is_window(text: str) -> bool:
     return True
 
 
+def _is_duration(text: str) -> bool:
+    try:
+        duration_seconds(text)
+    except ValueError:
+        return False
+    return True
+
+
 _STR_RULES: dict[str, tuple[Callable[[str], bool], str, JSON]] = {
+    "duration": (
+        _is_duration,
+        "is not a duration such as 20s, 15m, 2h or 1d (a whole number and a unit)",
+        {"pattern": r"^[0-9]+[smhd]$"},
+    ),
     "window": (
         _is_window,
         "is not a window such as 24h or 30d (a whole number of hours or days, at most 366d)",

@@ -21,6 +21,7 @@ from .usagerows import ServerUsage
 STOPPED = "stopped"  # by its user or an admin (or the hub's idle culler: the service can't tell)
 RECLAIMED = "reclaimed"  # stopped by the service to give a guarantee back
 OVER_BUDGET = "over budget"  # stopped by the service: its GPU-hour budget was spent
+CULLED = "culled"  # stopped by the service: its GPUs stayed idle (the idle policy)
 FAILED = "failed"  # the pod failed
 TERMINAL_PHASES = ("Succeeded", "Failed")
 

@@ -17,11 +17,12 @@ request bodies and ConfigMap keys in the service).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .budgets import Budget
 from .docspec import Checker
+from .idle import IdlePolicy, duration_seconds, policy_from_mapping
 from .pools import (
     DEFAULT_POOL,
     Access,
@@ -102,6 +103,28 @@ def _defaults(data: Mapping[str, Any] | None) -> Defaults:
     )
 
 
+def _idle(c: Checker, data: Mapping[str, Any], path: tuple[PathElem, ...]) -> IdlePolicy | None:
+    """A checked ``idle`` section; its rules between fields are problems at their lines."""
+    policy = policy_from_mapping(data)
+    ok = True
+    if policy.below_percent > 100:
+        c.add((*path, "below_percent"), f"must be at most 100, not {policy.below_percent:g}")
+        ok = False
+    try:
+        if policy.warn and duration_seconds(policy.warn) > duration_seconds(policy.after):
+            c.add(
+                (*path, "warn"),
+                f"the warning ({policy.warn}) must not come before the idle time starts: "
+                f"it is longer than 'after' ({policy.after})",
+            )
+            ok = False
+    except ValueError:
+        ok = False  # already reported by the shape
+    if not ok:
+        return None
+    return replace(policy, source=Source(c.doc.file, c.doc.line_of(path)))
+
+
 def _build_pool(c: Checker, data: Mapping[str, Any]) -> Pool:
     doc = c.doc
     limits_data = data.get("limits", {})
@@ -136,6 +159,7 @@ def _build_pool(c: Checker, data: Mapping[str, Any]) -> Pool:
             users=tuple(data["access"].get("users", ())),
             groups=tuple(data["access"].get("groups", ())),
         )
+    idle = _idle(c, data["idle"], ("idle",)) if "idle" in data else None
     pool_meta = data.get("pool", {})
     return Pool(
         name=pool_meta.get("name", ""),
@@ -150,6 +174,7 @@ def _build_pool(c: Checker, data: Mapping[str, Any]) -> Pool:
         default_platform=default_platform,
         template=data.get("template", {}),
         placement=data.get("placement", "binpack"),
+        idle=idle,
         source=Source(doc.file, doc.line_of(("pool", "name"))),
     )
 

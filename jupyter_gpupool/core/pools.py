@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .budgets import Budget
+from .idle import IdlePolicy
 from .templates import merge_templates
 
 #: Nodes that carry no pool label form this pool, as in gpuctl and Run:ai.
@@ -152,6 +153,7 @@ class Pool:
     default_platform: str | None = None
     template: Mapping[str, Any] = field(default_factory=dict)
     placement: str = "binpack"
+    idle: IdlePolicy | None = None
     source: Source | None = field(default=None, compare=False)
 
     def allows(self, user: str, groups: Iterable[str]) -> bool:

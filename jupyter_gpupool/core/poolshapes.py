@@ -70,6 +70,46 @@ POOL_QUOTA = Record(
     ),
 )
 
+IDLE = Record(
+    description="The idle-GPU policy: servers whose GPUs all stay under below_percent for "
+    "'after' are warned, then stopped (or only reported).",
+    fields=(
+        Field(
+            "below_percent",
+            Number(description="GPU utilization (%) under which a GPU is idle. Default 5."),
+        ),
+        Field(
+            "after",
+            Str(syntax="duration", description="How long idle before the action. Default 2h."),
+        ),
+        Field(
+            "warn",
+            Str(
+                syntax="duration",
+                description="How long before the action the user is warned. Default 15m.",
+            ),
+        ),
+        Field(
+            "action",
+            Enum(
+                values=("stop", "report"),
+                description="stop: stop the server through JupyterHub; report: only list it. "
+                "Default stop.",
+            ),
+        ),
+        Field(
+            "exempt",
+            Record(
+                description="Users and groups whose servers the policy never touches.",
+                fields=(
+                    Field("users", ListOf(item=Str(nonempty=True), unique=True)),
+                    Field("groups", ListOf(item=Str(nonempty=True), unique=True)),
+                ),
+            ),
+        ),
+    ),
+)
+
 DEFAULTS = Record(
     description="CPU and memory requested for a server: fixed part plus a part per GPU.",
     fields=(
@@ -201,6 +241,7 @@ POOL_DOCUMENT = Record(
             ),
         ),
         Field("quota", POOL_QUOTA),
+        Field("idle", IDLE),
         Field("defaults", DEFAULTS),
         Field(
             "limits",

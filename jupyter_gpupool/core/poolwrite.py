@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .budgets import Budget
+from .idle import IdlePolicy
 from .pools import Defaults, Pool, PoolQuota, QuotaDocument, QuotaEntry, Registry, ResourceCap
 from .poolshapes import QUOTA_KIND, VERSION
 
@@ -88,6 +89,8 @@ def pool_to_document(pool: Pool) -> dict[str, Any]:
         doc["template"] = _plain(pool.template)
     if pool.placement != "binpack":
         doc["placement"] = pool.placement
+    if pool.idle is not None:
+        doc["idle"] = idle_to_dict(pool.idle)
     return doc
 
 
@@ -119,6 +122,21 @@ def quota_to_document(q: QuotaDocument) -> dict[str, Any]:
     if q.budgets:
         doc["budgets"] = [_budget_doc(b) for b in q.budgets]
     return doc
+
+
+def idle_to_dict(p: IdlePolicy) -> dict[str, Any]:
+    """An idle policy as a pool file writes it."""
+    out: dict[str, Any] = {
+        "below_percent": int(p.below_percent) if p.below_percent.is_integer() else p.below_percent,
+        "after": p.after,
+        "action": p.action,
+    }
+    if p.warn:
+        out["warn"] = p.warn
+    exempt = {k: list(v) for k, v in (("users", p.exempt_users), ("groups", p.exempt_groups)) if v}
+    if exempt:
+        out["exempt"] = exempt
+    return out
 
 
 def _budget_doc(b: Budget) -> dict[str, Any]:

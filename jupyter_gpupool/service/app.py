@@ -43,12 +43,13 @@ from .context import ServiceContext
 from .errors import ApiError
 from .history import UsageHistory
 from .hubapi import HubAPI
+from .idlewatch import IdleWatch, no_groups
 from .kube import Kube, default_namespace, make_api_client
 from .metrics import Metrics
 from .poolchanges import PoolManager
 from .records import Records, StartupRefused
 from .registrystore import ConfigMapStore, FileStore, RegistryStore
-from .settings import GPUPoolSettings
+from .settings import GPUPoolSettings, idle_policy_of
 from .state import ServiceState
 from .templating import STATIC, make_environment
 from .utilization import DCGMSource, PrometheusSource, Utilization
@@ -251,6 +252,11 @@ class GPUPoolService(Application, GPUPoolSettings):
             ),
             templates=make_environment(self.template_paths),
             utilization=Utilization(self._utilization_source(kube), self.utilization_interval),
+            idle=IdleWatch(
+                idle_policy_of(self.idle_policy) if self.idle_policy else None,
+                hub.user_groups if hub is not None else no_groups,
+                desk.stop_server,
+            ),
         )
 
     def _utilization_source(self, kube: Kube) -> DCGMSource | PrometheusSource | None:
@@ -271,10 +277,12 @@ class GPUPoolService(Application, GPUPoolSettings):
         return None
 
     async def _poll_utilization(self) -> None:
-        index = self.ctx.state.index
-        await self.ctx.utilization.poll(
+        ctx = self.ctx
+        index = ctx.state.index
+        await ctx.utilization.poll(
             lambda: {(s.namespace, s.name) for s in index.servers() if s.state == "running"}
         )
+        await ctx.idle.after_poll(ctx.state.registry, index, ctx.utilization, clock.now())
 
     async def _sync(self, ctx: ServiceContext) -> None:
         ctx.view.start()
@@ -307,6 +315,7 @@ class GPUPoolService(Application, GPUPoolSettings):
         ctx.view.on_pod = records.on_pod
         ctx.view.on_pods_reset = records.ledger.tick
         ctx.desk.on_reclaim = records.ledger.reclaiming
+        ctx.idle.on_cull = records.ledger.culled
         ctx.state.budgets = records.budgets
         ctx.state.on_registry = lambda registry: records.follow_budgets(registry.budgets)
         records.follow_budgets(ctx.state.registry.budgets)
@@ -446,6 +455,7 @@ def route_table(prefix: str) -> list[tuple[str, type[tornado.web.RequestHandler]
         (api + "nodes.csv", h.NodesCSVHandler),
         (api + "nodes/([^/]+)/labels", h.NodeLabelsHandler),
         (api + "servers", h.ServersHandler),
+        (api + "idle", h.IdleHandler),
         (api + "quotas", h.QuotasHandler),
         (api + "usage", h.UsageHandler),
         (api + "usage/history", h.UsageHistoryHandler),

@@ -18,6 +18,7 @@ from .clusterview import ClusterView
 from .errors import ApiError
 from .history import UsageHistory
 from .hubapi import HubAPI
+from .idlewatch import IdleWatch
 from .kube import Kube, KubeError
 from .metrics import Metrics
 from .poolchanges import PoolManager
@@ -47,6 +48,7 @@ class ServiceContext:
     changes: ChangeLog = field(default_factory=ChangeLog)
     records: Records = field(default_factory=lambda: Records(None))
     utilization: Utilization = field(default_factory=lambda: Utilization(None, 30.0))
+    idle: IdleWatch = field(default_factory=IdleWatch)
     templates: Environment = field(default_factory=make_environment)
 
     async def user_groups(self, user: str) -> tuple[str, ...]:

@@ -284,7 +284,32 @@ class ServersHandler(APIHandler):
             whole_number(self.get_argument("offset", None), "offset", 0, 10**9) or 0,
             whole_number(self.get_argument("limit", None), "limit", None, 10**6),
         )
-        self.write_json(views.servers_answer(page.rows, page.total, self.ctx.utilization))
+        now, registry = clock.now(), state.registry
+        self.write_json(
+            views.servers_answer(
+                page.rows,
+                page.total,
+                self.ctx.utilization,
+                lambda s: self.ctx.idle.row(registry, s, now),
+            )
+        )
+
+
+class IdleHandler(APIHandler):
+    """``GET api/v1/idle``: the servers whose GPUs are idle under a policy (admins): the
+    candidates of ``action: report``, and those about to be stopped."""
+
+    scopes = {"GET": ADMIN_SCOPE}
+
+    async def get(self) -> None:
+        state, use = self.ctx.state, self.ctx.utilization
+        self.write_json(
+            {
+                "servers": self.ctx.idle.candidates(state.registry, state.index, clock.now()),
+                "utilization": {"source": use.name, "problem": use.problem or None},
+                "culled": self.ctx.idle.culled,
+            }
+        )
 
 
 # --- quotas and usage ----------------------------------------------------------------------------

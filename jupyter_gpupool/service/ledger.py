@@ -39,6 +39,10 @@ class Ledger:
         """The service is stopping this server to reclaim its GPUs: its session ends so."""
         self.stopping[(server.namespace, server.name)] = ledger.RECLAIMED
 
+    def culled(self, server: Any) -> None:
+        """The service is stopping this server because its GPUs stayed idle."""
+        self.stopping[(server.namespace, server.name)] = ledger.CULLED
+
     def over_budget(self, server: Any) -> None:
         """The service is stopping this server because its budget is spent."""
         self.stopping[(server.namespace, server.name)] = ledger.OVER_BUDGET

@@ -14,10 +14,12 @@ import os
 from typing import Any
 from urllib.parse import urlparse
 
+import yaml
 from jupyterhub.traitlets import ByteSpecification
 from traitlets import (
     Bool,
     CaselessStrEnum,
+    Dict,
     Float,
     HasTraits,
     Integer,
@@ -28,7 +30,10 @@ from traitlets import (
     validate,
 )
 
+from ..core.idle import IdlePolicy
 from ..core.labels import POOL_LABEL, is_label_key
+from ..core.poolfile import load_texts
+from ..core.yamldoc import DocumentError
 
 SERVICE_NAME = "gpupool"
 
@@ -560,6 +565,28 @@ class GPUPoolSettings(HasTraits):
             raise TraitError(f"utilization_interval must be more than 0, not {value}")
         return value
 
+    idle_policy = Dict(
+        default_value={},
+        help="""The idle-GPU policy of pools whose file has no ``idle`` section; empty: none.
+
+        The keys of a pool file's ``idle`` (docs/pools.md): ``below_percent`` (5),
+        ``after`` (``2h``), ``warn`` (``15m``), ``action`` (``stop`` or ``report``) and
+        ``exempt: {users: [...], groups: [...]}``. It needs a GPU utilization source
+        (``utilization_source``): a server without a fresh measurement is never idle.
+
+        Example::
+
+            c.GPUPoolService.idle_policy = {"below_percent": 5, "after": "4h", "action": "report"}
+        """,
+    ).tag(config=True)
+
+    @validate("idle_policy")
+    def _valid_idle_policy(self, proposal: Any) -> dict[str, Any]:
+        value = proposal["value"]
+        if value:
+            idle_policy_of(value)  # TraitError with every problem
+        return dict(value)
+
     stop_over_budget = Bool(
         False,
         help="""Stop running servers whose GPU-hour budget is spent.
@@ -599,3 +626,18 @@ class GPUPoolSettings(HasTraits):
             c.GPUPoolService.template_paths = ["/etc/jupyterhub/templates"]
         """,
     ).tag(config=True)
+
+
+def idle_policy_of(value: Any) -> IdlePolicy:
+    """``c.GPUPoolService.idle_policy`` checked as a pool file's ``idle`` is (TraitError)."""
+    text = yaml.safe_dump(
+        {"kind": "pool", "pool": {"name": "idle-policy-check"}, "idle": value}, sort_keys=False
+    )
+    try:
+        registry = load_texts([(text, "c.GPUPoolService.idle_policy")])
+    except DocumentError as e:
+        problems = "; ".join(f"{p.path}: {p.message}" for p in e.problems)
+        raise TraitError(f"idle_policy: {problems}") from None
+    policy = registry.pools["idle-policy-check"].idle
+    assert policy is not None
+    return policy

@@ -7,7 +7,7 @@ reservations; ``user=None`` is the admin's view of everything.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any
@@ -154,11 +154,20 @@ def server_row(s: ServerUsage) -> JSON:
     return asdict(s)
 
 
-def servers_answer(rows: Iterable[ServerUsage], total: int, utilization: Utilization) -> JSON:
-    """``GET api/v1/servers``: the rows, each with what its GPUs do (None when not measured),
-    and where that comes from."""
+def servers_answer(
+    rows: Iterable[ServerUsage],
+    total: int,
+    utilization: Utilization,
+    idle: Callable[[ServerUsage], JSON | None] = lambda s: None,
+) -> JSON:
+    """``GET api/v1/servers``: the rows, each with what its GPUs do (None when not measured)
+    and where it stands under the idle policy (``idle``, None when not idle), and where the
+    measurements come from."""
     return {
-        "servers": [{**server_row(s), **utilization.as_json(s.namespace, s.name)} for s in rows],
+        "servers": [
+            {**server_row(s), **utilization.as_json(s.namespace, s.name), "idle": idle(s)}
+            for s in rows
+        ],
         "total": total,
         "utilization": {"source": utilization.name, "problem": utilization.problem or None},
     }

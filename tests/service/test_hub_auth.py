@@ -204,6 +204,7 @@ TABLE: dict[tuple[str, str], Row] = {
         "api/v1/nodes/node-6/labels", "admin", body={"labels": {"example.org/t": "1"}}
     ),
     ("api/v1/servers", "GET"): Row("api/v1/servers?pool=dev-pool", "use"),
+    ("api/v1/idle", "GET"): Row("api/v1/idle", "admin"),
     ("api/v1/quotas", "GET"): Row("api/v1/quotas", "use"),
     ("api/v1/quotas", "PUT"): Row("api/v1/quotas", "admin", body=QUOTAS.encode()),
     ("api/v1/usage", "GET"): Row("api/v1/usage", "use"),

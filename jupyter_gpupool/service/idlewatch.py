@@ -1,0 +1,167 @@
+"""The idle-GPU policy at work (rules: :mod:`..core.idle`): after each utilization poll, the
+idle clocks of the running servers with GPUs move on; a server due for warning is warned (a log
+line; the API's ``idle`` field, which the status item and the pages show), one due for its
+action is stopped through JupyterHub (the ledger says "culled") or, under ``action: report``,
+listed by ``GET api/v1/idle``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..core.idle import IdleClock, IdlePolicy, IdleState, duration_words
+from ..core.pools import Registry
+from ..core.usage import ServerUsage, UsageIndex
+from .utilization import Utilization
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]  # (namespace, pod)
+#: A server asked to stop is asked again if it still runs this much later.
+ASK_AGAIN = 60.0
+
+
+async def no_groups(user: str) -> tuple[str, ...]:
+    """Without the hub's API no groups are known (then no group is exempt from a policy)."""
+    return ()
+
+
+async def cannot_stop(server: ServerUsage) -> None:
+    raise RuntimeError("this IdleWatch cannot stop servers")
+
+
+class IdleWatch:
+    def __init__(
+        self,
+        default: IdlePolicy | None = None,
+        user_groups: Callable[[str], Awaitable[tuple[str, ...]]] = no_groups,
+        stop: Callable[[ServerUsage], Awaitable[None]] = cannot_stop,
+    ):
+        self.default = default
+        self.user_groups = user_groups
+        self.stop = stop
+        #: Told of each server stopped for idleness, before it is (the ledger says "culled").
+        self.on_cull: Callable[[ServerUsage], None] | None = None
+        self.clock = IdleClock()
+        self.warned: set[Key] = set()
+        self.asked: dict[Key, float] = {}
+        self.exempt: set[Key] = set()
+        self.culled = 0
+
+    def policy_for(self, registry: Registry, pool: str | None) -> IdlePolicy | None:
+        found = registry.pool(pool) if pool else None
+        return found.idle if found is not None and found.idle is not None else self.default
+
+    def state_of(self, registry: Registry, s: ServerUsage) -> IdleState | None:
+        key = (s.namespace, s.name)
+        policy = self.policy_for(registry, s.pool)
+        if policy is None or key in self.exempt or s.user in policy.exempt_users:
+            return None
+        return self.clock.state(key, policy)
+
+    async def after_poll(
+        self, registry: Registry, index: UsageIndex, utilization: Utilization, now: float
+    ) -> list[ServerUsage]:
+        """Move the clocks on with the latest measurements; warn and act. The servers asked to
+        stop are returned."""
+        running = [s for s in index.servers() if s.state == "running" and s.gpus > 0]
+        keys = {(s.namespace, s.name) for s in running}
+        self.clock.forget_all_but(keys)
+        self.warned &= keys
+        self.exempt &= keys
+        self.asked = {k: t for k, t in self.asked.items() if k in keys}
+        due: list[tuple[ServerUsage, IdlePolicy, IdleState]] = []
+        for s in running:
+            key = (s.namespace, s.name)
+            policy = self.policy_for(registry, s.pool)
+            if policy is None:
+                self.clock.since.pop(key, None)
+                continue
+            measured = utilization.of(s.namespace, s.name, now)
+            self.clock.observe(
+                key, measured.util_max if measured else None, now, policy.below_percent
+            )
+            state = self.clock.state(key, policy)
+            if state is None or now < state.warn_at:
+                self.exempt.discard(key)
+                continue
+            if await self._exempt(s, policy):
+                self.exempt.add(key)
+                continue
+            if key not in self.warned:
+                self.warned.add(key)
+                log.warning(
+                    "Server %s/%s of %s in %s: GPUs idle since %s (%s); %s in %s",
+                    s.namespace,
+                    s.name,
+                    s.user,
+                    s.pool,
+                    duration_words(now - state.since) + " ago",
+                    policy.words(),
+                    "stopped" if policy.action == "stop" else "reported",
+                    duration_words(state.due_at - now),
+                )
+            if now >= state.due_at and policy.action == "stop":
+                due.append((s, policy, state))
+        stopped = []
+        for s, policy, state in due:
+            key = (s.namespace, s.name)
+            if now - self.asked.get(key, float("-inf")) < ASK_AGAIN:
+                continue
+            self.asked[key] = now
+            log.warning(
+                "Stopping server %s/%s of %s: its GPUs were idle for %s (%s)",
+                s.namespace,
+                s.name,
+                s.user,
+                duration_words(now - state.since),
+                policy.words(),
+            )
+            if self.on_cull is not None:
+                self.on_cull(s)
+            await self.stop(s)
+            self.culled += 1
+            stopped.append(s)
+        return stopped
+
+    async def _exempt(self, s: ServerUsage, policy: IdlePolicy) -> bool:
+        if s.user in policy.exempt_users:
+            return True
+        if not policy.exempt_groups:
+            return False
+        try:
+            groups = await self.user_groups(s.user)
+        except Exception as e:  # no groups, no stopping: an exempt server must not be stopped
+            log.warning("Cannot read the groups of %s (%s): not stopping their servers", s.user, e)
+            return True
+        return policy.exempts(s.user, groups)
+
+    def row(self, registry: Registry, s: ServerUsage, now: float) -> dict[str, Any] | None:
+        """A server's ``idle`` field in the API: None unless its GPUs are idle under a policy."""
+        state = self.state_of(registry, s)
+        return None if state is None else state.as_json(now)
+
+    def candidates(self, registry: Registry, index: UsageIndex, now: float) -> list[dict[str, Any]]:
+        """``GET api/v1/idle``: every server idle under a policy, the longest idle first."""
+        out = []
+        for s in index.servers():
+            state = self.state_of(registry, s)
+            policy = self.policy_for(registry, s.pool)
+            if state is None or policy is None:
+                continue
+            out.append(
+                {
+                    "namespace": s.namespace,
+                    "name": s.name,
+                    "user": s.user,
+                    "server": s.server,
+                    "pool": s.pool,
+                    "gpus": s.gpus,
+                    **state.as_json(now),
+                    "idle_for": now - state.since,
+                    "policy": policy.words(),
+                }
+            )
+        return sorted(out, key=lambda r: r["since"])

@@ -1,0 +1,184 @@
+"""The idle-GPU policy in the service (issue 17): the demo's scenario with the clock moved on.
+
+dev-pool's file says ``idle: {below_percent: 5, after: 20s, warn: 10s, action: stop}``; the
+test sets one server's GPU to 0% and another's to 80% in the simulated cluster (read by the
+``dcgm`` source through the API server), moves the service's clock and watches: the idle one
+is warned, then stopped through the hub and recorded as culled; the busy one keeps running; a
+server whose measurements do not come is never stopped.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from service_kit import start_pod
+from test_records import until
+from waiting import async_wait_for
+
+from jupyter_gpupool.service import clock
+
+T0 = 1_800_000_000.0
+DCGM = {
+    "utilization_source": "dcgm",
+    "dcgm_urls": ["/sim/v1/dcgm/metrics"],
+    "utilization_interval": 0.1,
+}
+
+
+def set_idle_policy(pools_dir: Path, policy: str) -> None:
+    dev = pools_dir / "dev-pool.yaml"
+    dev.write_text(dev.read_text() + f"idle: {policy}\n")
+
+
+@pytest.fixture
+def now(monkeypatch):
+    t = [T0]
+    monkeypatch.setattr(clock, "now", lambda: t[0])
+    return t
+
+
+async def rows(admin) -> dict[str, dict]:
+    return {r["name"]: r for r in await admin.servers(pool="dev-pool")}
+
+
+async def polled_at(admin, name: str, t: float) -> dict:
+    """A server's row once a poll at the service's time ``t`` has measured it."""
+
+    async def check() -> dict | None:
+        row = (await rows(admin))[name]
+        return row if row["measured_at"] == t else None
+
+    return await async_wait_for(check, what=f"{name} measured at {t}", timeout=10)
+
+
+async def two_servers(service) -> None:
+    admin, cluster = service.admin(), service.cluster
+    for user, pod in (("carol", "carol-nb"), ("dave", "dave-nb")):
+        a = await admin.admit(user=user, groups=["students"], pools=["dev-pool"], gpus=1)
+        await start_pod(cluster, a, pod)
+    cluster.set_gpu_utilization("default", "carol-nb", 0)
+    cluster.set_gpu_utilization("default", "dave-nb", 80)
+
+
+async def test_an_idle_server_is_warned_then_stopped_and_a_busy_one_keeps_running(
+    start_service, pools_dir, now, tmp_path
+):
+    set_idle_policy(pools_dir, "{below_percent: 5, after: 20s, warn: 10s, action: stop}")
+    db_url = f"sqlite:///{tmp_path / 'idle.sqlite'}"
+    service = await start_service(db_url=db_url, **DCGM)
+    cluster, admin = service.cluster, service.admin()
+
+    async def stop(user: str, server: str) -> int:
+        cluster.store.delete("pods", "default", f"{user}-nb")
+        return 202
+
+    service.hub.on_stop = stop
+    await two_servers(service)
+    carol = await polled_at(admin, "carol-nb", T0)
+    assert carol["idle"] == {
+        "since": T0,
+        "warned": False,
+        "stops_at": T0 + 20,
+        "due_at": T0 + 20,
+        "action": "stop",
+    }
+    assert (await rows(admin))["dave-nb"]["idle"] is None  # 80%: busy
+
+    now[0] = T0 + 11  # within the warning
+    carol = await polled_at(admin, "carol-nb", now[0])
+    assert carol["idle"]["warned"] and carol["idle"]["stops_at"] == T0 + 20
+    [listed] = (await admin.request("GET", "api/v1/idle")).json()["servers"]
+    assert (listed["user"], listed["idle_for"], listed["policy"]) == (
+        "carol",
+        11,
+        "under 5% for 20s (warned 10s before; then stopped)",
+    )
+    assert service.hub.stopped == []
+
+    now[0] = T0 + 21  # due
+    await async_wait_for(
+        lambda: cluster.pod("default", "carol-nb") is None, what="carol's server stopped"
+    )
+    assert [u for u, _ in service.hub.stopped] == ["carol"]
+    assert cluster.pod("default", "dave-nb") is not None  # busy: kept
+    ended = await until(
+        db_url,
+        "SELECT pod, ended FROM server_sessions WHERE ended IS NOT NULL",
+        lambda r: len(r) == 1,
+        "carol's session to end",
+    )
+    assert ended == [("carol-nb", "culled")]
+
+
+async def test_any_gpu_activity_resets_the_clock_and_report_only_lists(
+    start_service, pools_dir, now
+):
+    set_idle_policy(pools_dir, "{below_percent: 5, after: 20s, warn: 10s, action: report}")
+    service = await start_service(**DCGM)
+    cluster, admin = service.cluster, service.admin()
+    await two_servers(service)
+    await polled_at(admin, "carol-nb", T0)
+    now[0] = T0 + 15
+    cluster.set_gpu_utilization("default", "carol-nb", 30)  # she runs something
+    carol = await polled_at(admin, "carol-nb", now[0])
+    await async_wait_for(
+        lambda: _gpu_util(admin, "carol-nb", 30.0), what="carol at 30%", timeout=10
+    )
+    cluster.set_gpu_utilization("default", "carol-nb", 1)
+    now[0] = T0 + 16
+    carol = await async_wait_for(
+        lambda: _idle_since(admin, "carol-nb", T0 + 16), what="carol idle again from T0+16"
+    )
+    now[0] = T0 + 60  # long past due: reported, not stopped
+    carol = await polled_at(admin, "carol-nb", now[0])
+    assert carol["idle"] == {
+        "since": T0 + 16,
+        "warned": True,
+        "stops_at": None,
+        "due_at": T0 + 36,
+        "action": "report",
+    }
+    listed = (await admin.request("GET", "api/v1/idle")).json()["servers"]
+    assert [(r["user"], r["action"]) for r in listed] == [("carol", "report")]
+    assert service.hub.stopped == [] and cluster.pod("default", "carol-nb") is not None
+
+
+async def test_no_measurement_is_not_idle_and_exempt_users_are_left_alone(
+    start_service, pools_dir, now
+):
+    set_idle_policy(
+        pools_dir, "{below_percent: 5, after: 20s, warn: 10s, exempt: {users: [carol]}}"
+    )
+    # an exporter that never answers: nothing is measured, nobody is idle
+    service = await start_service(**{**DCGM, "dcgm_urls": ["/sim/v1/no-such-exporter"]})
+    await two_servers(service)
+    admin = service.admin()
+    await async_wait_for(
+        lambda: _problem(admin), what="the source's problem to be reported", timeout=10
+    )
+    now[0] = T0 + 3600
+    await async_wait_for(lambda: _problem(admin), what="another failed poll", timeout=10)
+    assert all(r["idle"] is None for r in (await rows(admin)).values())
+    await service.stop()
+    # measured: carol (exempt) at 0% is not idle for the policy, dave at 0% is
+    service = await start_service(**DCGM)
+    service.cluster.set_gpu_utilization("default", "dave-nb", 0)
+    admin = service.admin()
+    dave = await polled_at(admin, "dave-nb", now[0])
+    assert dave["idle"]["since"] == now[0]
+    assert (await rows(admin))["carol-nb"]["idle"] is None
+
+
+async def _gpu_util(admin, name: str, value: float) -> bool:
+    return (await rows(admin))[name]["gpu_utilization"] == value
+
+
+async def _idle_since(admin, name: str, t: float) -> dict | None:
+    row = (await rows(admin))[name]
+    return row if (row["idle"] or {}).get("since") == t else None
+
+
+async def _problem(admin) -> str | None:
+    answer = (await admin.request("GET", "api/v1/servers")).json()
+    return answer["utilization"]["problem"]
