@@ -146,6 +146,10 @@ def service_command(opts: DemoOptions, port: int, kubeconfig: str) -> list[str] 
         # the demo's memory (usage history, GPU-hours, changes) lives with the rest of its state
         f"--db-url=sqlite:///{opts.state_dir.resolve() / 'gpupool.sqlite'}",
         "--GPUPoolService.history_interval=10",
+        # GPU utilization from the simulated cluster's DCGM exporter, read through its API
+        "--GPUPoolService.utilization_source=dcgm",
+        "--GPUPoolService.dcgm_urls=/sim/v1/dcgm/metrics",
+        "--GPUPoolService.utilization_interval=5",
     ]
 
 
