@@ -15,12 +15,15 @@ Every ``get`` takes ``-o table|wide|json|yaml|csv``.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from ..client import GPUPoolClient
 from ..core.formatting import age
 from ..core.reports import quota_rows
+from ..core.utilwords import idle_cell, memory_cell, utilization_cell
 from .connection import CommandError, add_connection_options, run, write
 from .output import OUTPUTS, Column, render
 
@@ -40,7 +43,14 @@ POOL_COLUMNS = (
 )
 
 
+def _idle(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    idle = row.get("idle")
+    return idle if isinstance(idle, Mapping) else {}
+
+
 def job_columns(now: float) -> tuple[Column, ...]:
+    """``get jobs``' columns; ``-o wide`` adds what the server's GPUs do (issue 17): their
+    utilization, memory and idle state in words, and CSV gets them as raw numbers and times."""
     return (
         Column("USER", "user"),
         Column("SERVER", "server"),
@@ -54,6 +64,21 @@ def job_columns(now: float) -> tuple[Column, ...]:
         Column("CHARGED", "charged", wide=True),
         Column("PLATFORM", "platform", wide=True),
         Column("ADMISSION", "admission", wide=True),
+        Column("GPU UTIL", "gpu_utilization", get=utilization_cell, wide=True),
+        Column("", "gpu_utilization_max", wide=True, csv_only=True),
+        Column("GPU MEM", "gpu_memory_used_mib", get=memory_cell, wide=True),
+        Column("", "gpu_memory_total_mib", wide=True, csv_only=True),
+        Column(
+            "IDLE",
+            "idle_since",
+            get=lambda r: idle_cell(r.get("idle"), now),
+            raw=lambda r: _idle(r).get("since"),
+            wide=True,
+        ),
+        Column("", "idle_action", raw=lambda r: _idle(r).get("action"), wide=True, csv_only=True),
+        Column(
+            "", "idle_stops_at", raw=lambda r: _idle(r).get("stops_at"), wide=True, csv_only=True
+        ),
     )
 
 
@@ -160,8 +185,14 @@ async def get_pools(client: GPUPoolClient, args: argparse.Namespace) -> int:
 
 
 async def get_jobs(client: GPUPoolClient, args: argparse.Namespace) -> int:
-    servers = await client.servers(pool=args.pool, user=args.user)
+    params = {"pool": args.pool, "user": args.user}
+    answer = (await client.request("GET", "api/v1/servers", params=params)).json()
+    servers = list(answer["servers"])
     write(render(args.output, servers, job_columns(time.time())))
+    problem = (answer.get("utilization") or {}).get("problem")
+    if args.output == "wide" and problem:
+        # the GPU columns say "-": the reason goes to stderr, the table stays parseable
+        print(f"gpupool: GPU utilization not measured: {problem}", file=sys.stderr)
     return 0
 
 

@@ -28,24 +28,33 @@ Row = Mapping[str, Any]
 
 @dataclass(frozen=True)
 class Column:
-    """One column: its table header, its key in the record (and CSV header), and how to read it."""
+    """One column: its table header, its key in the record (and CSV header), and how to read it.
+
+    ``raw`` reads the CSV cell where the record has no ``key`` (default: ``get``); a
+    ``csv_only`` column is left out of tables (a raw value the table shows in another column's
+    words, as a GPU memory's total).
+    """
 
     header: str
     key: str
     get: Callable[[Row], Any] | None = None
     wide: bool = False
+    raw: Callable[[Row], Any] | None = None
+    csv_only: bool = False
 
     def value(self, row: Row) -> Any:
         return self.get(row) if self.get is not None else row.get(self.key)
+
+    def csv_value(self, row: Row) -> Any:
+        if self.key in row:
+            return row[self.key]
+        return self.raw(row) if self.raw is not None else self.value(row)
 
 
 def to_csv(records: Iterable[Row], columns: Sequence[Column]) -> str:
     """CSV under the columns' keys, with the records' raw values (a time stays a time, where
     the table shows an age)."""
-    return csv_text(
-        [c.key for c in columns],
-        ([row[c.key] if c.key in row else c.value(row) for c in columns] for row in records),
-    )
+    return csv_text([c.key for c in columns], ([c.csv_value(r) for c in columns] for r in records))
 
 
 def to_json(data: Any) -> str:
@@ -74,6 +83,7 @@ def render(
         return to_csv(records, shown)
     if output not in ("table", "wide"):
         raise ValueError(f"unknown output format {output!r}")
+    shown = [c for c in shown if not c.csv_only]
     return format_table([c.header for c in shown], ([c.value(r) for c in shown] for r in records))
 
 

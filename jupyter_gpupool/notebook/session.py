@@ -9,7 +9,7 @@ the gpupool service through :class:`~.client.GPUPoolClient`, the hub through
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,14 @@ from ..client import GPUPoolClient, GPUPoolError
 from ..core.placement import Placement
 from ..hubclient import HubClient, HubError
 
-__all__ = ["LaunchResult", "NotConfigured", "UserSession", "default_server_name"]
+__all__ = [
+    "LaunchResult",
+    "NotConfigured",
+    "ServerUse",
+    "UserSession",
+    "default_server_name",
+    "own_row",
+]
 
 ProgressCallback = Callable[[Mapping[str, Any]], None]
 
@@ -35,6 +42,29 @@ class LaunchResult:
     message: str
     url: str | None = None
     progress: int = 0
+
+
+@dataclass(frozen=True)
+class ServerUse:
+    """What the service says of this server's GPUs: its row of ``GET api/v1/servers`` (None
+    when the service counts no pod of it), the answer's utilization ``source`` and ``problem``;
+    or ``error``, why the service could not be asked."""
+
+    row: Mapping[str, Any] | None = None
+    source: str | None = None
+    problem: str | None = None
+    error: str | None = None
+
+
+def own_row(rows: Sequence[Mapping[str, Any]], placement: Placement) -> Mapping[str, Any] | None:
+    """This server's row among the user's: same server name, the pod of this server's admission
+    first, then one not terminating (a restarted server may have two pods a moment)."""
+    mine = [r for r in rows if str(r.get("server") or "") == placement.server]
+    if placement.admission:
+        mine.sort(key=lambda r: r.get("admission") != placement.admission)
+    live = [r for r in mine if r.get("state") != "terminating"]
+    found = live or mine
+    return found[0] if found else None
 
 
 def default_server_name(pools: list[str] | tuple[str, ...], gpus: int) -> str:
@@ -117,6 +147,22 @@ class UserSession:
     async def pod_servers(self) -> list[dict[str, Any]]:
         """The user's server pods as the service counts them (pool, node, GPUs, over quota)."""
         return await self.service().servers(user=self.user)
+
+    async def server_use(self) -> ServerUse:
+        """This server's row of ``GET api/v1/servers?user=`` (one request) with the answer's
+        utilization source and problem; a service that cannot be asked is an ``error``."""
+        try:
+            answer = await self.service().request(
+                "GET", "api/v1/servers", params={"user": self.user}
+            )
+            body = answer.json()
+            rows = list(body["servers"])
+        except SESSION_ERRORS as e:
+            return ServerUse(error=getattr(e, "message", None) or str(e))
+        except (ValueError, KeyError, TypeError) as e:
+            return ServerUse(error=f"the gpupool service's answer is not understood: {e}")
+        util = body.get("utilization") or {}
+        return ServerUse(own_row(rows, self.placement), util.get("source"), util.get("problem"))
 
     async def hub_servers(self) -> dict[str, dict[str, Any]]:
         """The user's servers as the hub knows them (name -> ``ready``, ``pending``, ``url``...)."""

@@ -7,6 +7,7 @@ import argparse
 import csv
 import io
 import json
+import re
 import time
 from pathlib import Path
 
@@ -76,6 +77,59 @@ def test_csv_has_json_keys_raw_values_and_no_formulas():
     servers = [{"user": "a", "server": "", "created": "2025-01-01T00:00:00Z", "gpus": 2}]
     rows = list(csv.reader(io.StringIO(render("csv", servers, job_columns(time.time())))))
     assert rows[1][rows[0].index("created")] == "2025-01-01T00:00:00Z"  # the time, not an age
+
+
+def test_get_jobs_wide_says_what_the_gpus_do_and_csv_gives_the_numbers():
+    """``-o wide`` adds GPU UTIL, GPU MEM and IDLE in words (``-`` when not measured or not
+    idle); the default table stays gpuctl's; CSV has the raw numbers and times."""
+    now = 1_700_000_000.0
+    base = {
+        "server": "",
+        "pool": "training-pool",
+        "node": "gpu-node-1",
+        "state": "running",
+        "over_quota": False,
+        "created": "2023-11-14T21:00:00Z",
+        "namespace": "default",
+    }
+    servers = [
+        {**base, "user": "alice", "name": "jupyter-alice", "gpus": 2, "gpu_utilization": 50.0,
+         "gpu_utilization_max": 90.0, "gpu_memory_used_mib": 31744,
+         "gpu_memory_total_mib": 163840, "idle": None},
+        {**base, "user": "bob", "name": "jupyter-bob", "gpus": 1, "gpu_utilization": 1.0,
+         "gpu_utilization_max": 1.0, "gpu_memory_used_mib": 0, "gpu_memory_total_mib": 81920,
+         "idle": {"since": now - 3900, "warned": True, "stops_at": now + 3300,
+                  "action": "stop"}},
+        {**base, "user": "carol", "name": "jupyter-carol", "gpus": 1, "gpu_utilization": 0.0,
+         "gpu_utilization_max": 0.0, "gpu_memory_used_mib": 0, "gpu_memory_total_mib": 81920,
+         "idle": {"since": now - 600, "warned": False, "stops_at": None, "action": "report"}},
+        {**base, "user": "dave", "name": "jupyter-dave", "gpus": 1, "gpu_utilization": None,
+         "gpu_utilization_max": None, "gpu_memory_used_mib": None,
+         "gpu_memory_total_mib": None, "idle": None},
+    ]  # fmt: skip
+    columns = job_columns(now)
+    lines = render("wide", servers, columns).splitlines()
+    header, *rows = [re.split(r"\s{2,}", line) for line in lines]
+    wide = [dict(zip(header, r, strict=True)) for r in rows]
+    assert [(r["GPU UTIL"], r["GPU MEM"], r["IDLE"]) for r in wide] == [
+        ("50%", "31.0/160 GiB", "-"),
+        ("1%", "0.0/80 GiB", "idle 1h05m, stops in 55m"),
+        ("0%", "0.0/80 GiB", "idle 10m (report)"),
+        ("-", "-", "-"),
+    ]
+    table_header = render("table", servers, columns).splitlines()[0].split()
+    assert "UTIL" not in table_header and table_header[-1] == "AGE"
+    records = list(csv.DictReader(io.StringIO(render("csv", servers, columns))))
+    assert {k: records[1][k] for k in records[1] if k.startswith(("gpu_", "idle_"))} == {
+        "gpu_utilization": "1.0",
+        "gpu_utilization_max": "1.0",
+        "gpu_memory_used_mib": "0",
+        "gpu_memory_total_mib": "81920",
+        "idle_since": str(now - 3900),
+        "idle_action": "stop",
+        "idle_stops_at": str(now + 3300),
+    }
+    assert records[3]["gpu_utilization"] == records[3]["idle_since"] == ""
 
 
 def test_nodes_show_their_status_reasons():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 from fakehub import LAUNCH_OPTIONS
 
 from jupyter_gpupool.core.placement import Placement
@@ -13,6 +15,7 @@ from jupyter_gpupool.notebook.magics.render import (
     status_fields,
     status_report,
 )
+from jupyter_gpupool.notebook.session import ServerUse, own_row
 
 HERE = Placement(
     pool="training-pool",
@@ -61,6 +64,80 @@ def test_status_report_text_and_html():
     assert "<pre>GPU 0: A100\nGPU 1: A100</pre>" in report.html
     assert "color:#b45309" in report.html  # over quota in a warning colour
     assert report._repr_mimebundle_() == {"text/plain": report.text, "text/html": report.html}
+
+
+#: 2025-01-31 15:00 UTC
+NOW = datetime(2025, 1, 31, 15, 0, tzinfo=timezone.utc).timestamp()
+#: alice's big server as ``GET api/v1/servers`` gives it: two GPUs at 10% and 90%, 31 GiB used.
+ROW = {
+    "user": "alice",
+    "server": "big",
+    "pool": "training-pool",
+    "gpus": 2,
+    "state": "running",
+    "admission": "adm-big",
+    "gpus_measured": 2,
+    "gpu_utilization": 50.0,
+    "gpu_utilization_max": 90.0,
+    "gpu_memory_used_mib": 31744,
+    "gpu_memory_total_mib": 163840,
+    "measured_at": NOW - 20,
+    "gpu_utilization_history": [[NOW - 20, 50.0]],
+    "idle": None,
+}
+
+
+def fields_with(use: ServerUse) -> dict[str, str]:
+    return dict(status_fields(HERE, None, use, NOW))
+
+
+def test_status_shows_this_servers_gpu_utilization():
+    assert fields_with(ServerUse(ROW, "dcgm")) == {
+        **dict(status_fields(HERE, None)),
+        "GPU utilization": "50% (max 90%), memory 31.0 of 160 GiB",
+    }
+    lines = status_report(HERE, None, ServerUse(ROW, "dcgm"), NOW).text.splitlines()
+    assert lines[4] == "GPU utilization         50% (max 90%), memory 31.0 of 160 GiB"
+
+
+def test_status_says_why_the_utilization_is_not_known():
+    stale = {**ROW, "gpu_utilization": None, "gpu_utilization_max": None}
+    problem = "/sim/v1/dcgm/metrics: HTTP 503 Service Unavailable"
+    assert fields_with(ServerUse(stale, "dcgm", problem))["GPU utilization"] == (
+        f"not measured ({problem})"
+    )
+    assert fields_with(ServerUse(stale, "dcgm"))["GPU utilization"] == "not measured"
+    assert fields_with(ServerUse(None, "dcgm"))["GPU utilization"] == (
+        "unknown: the gpupool service counts no pod of this server"
+    )
+    assert fields_with(ServerUse(error="no answer from the gpupool service"))[
+        "GPU utilization"
+    ] == ("unknown: no answer from the gpupool service")
+    assert "GPU utilization" not in dict(status_fields(HERE, None))  # not asked
+
+
+def test_status_warns_while_the_gpus_are_idle():
+    since, due = NOW - 55 * 60, NOW + 65 * 60  # 14:05 and 16:05 UTC
+    stop = {"since": since, "warned": True, "stops_at": due, "due_at": due, "action": "stop"}
+    report = {**stop, "stops_at": None, "due_at": NOW - 60, "action": "report"}
+    use = ServerUse({**ROW, "idle": stop}, "dcgm")
+    assert fields_with(use)["warning"] == "idle since 14:05 UTC; will be stopped at 16:05 UTC"
+    assert fields_with(ServerUse({**ROW, "idle": report}, "dcgm"))["warning"] == (
+        "idle since 14:05 UTC; reported to admins"
+    )
+    assert "warning" not in fields_with(ServerUse(ROW, "dcgm"))
+    html = status_report(HERE, None, use, NOW).html
+    warning = "<th style='text-align:left'>warning</th>"
+    assert warning + "<td style='text-align:left;color:#b45309;font-weight:bold'>" in html
+
+
+def test_own_row_is_this_servers_live_pod():
+    here = Placement(user="alice", server="big", admission="adm-big")
+    other = {**ROW, "server": "small", "admission": "adm-small"}
+    old = {**ROW, "admission": "adm-old", "state": "terminating"}
+    assert own_row([other, old, ROW], here) is ROW
+    assert own_row([other, old], here) is old  # the only one there is
+    assert own_row([other], here) is None
 
 
 def test_pool_rows_default_order_first():

@@ -134,6 +134,13 @@ def test_servers_join_the_hub_and_the_service(server):
         "gpus": 2,
         "over_quota": False,
         "state": "running",
+        # the fake's service measures no GPU utilization (no source)
+        "gpu_utilization": None,
+        "gpu_utilization_max": None,
+        "gpu_memory_used_mib": None,
+        "gpu_memory_total_mib": None,
+        "measured_at": None,
+        "idle": None,
     }
 
 
@@ -153,3 +160,23 @@ def test_servers_body_uses_the_hubs_options_without_a_pod():
         1,
         "spawn",
     )
+
+
+def test_servers_body_passes_on_what_the_gpus_do():
+    """A pod's utilization, memory and idle state reach the side panel as the service gives
+    them."""
+    idle = {"since": 1.0e9, "warned": True, "stops_at": 1.0e9 + 7200, "action": "stop"}
+    pod = {"server": "", "pool": "training-pool", "node": "gpu-node-1", "gpus": 2,
+           "state": "running", "gpu_utilization": 50.0, "gpu_utilization_max": 90.0,
+           "gpu_memory_used_mib": 31744, "gpu_memory_total_mib": 163840,
+           "measured_at": 1.0e9 + 3600, "gpu_utilization_history": [[1.0e9, 50.0]],
+           "idle": idle}  # fmt: skip
+    row = servers_body({"": {"ready": True}}, [pod], this="")["servers"][0]
+    assert {k: row[k] for k in pod if k in row and k.startswith(("gpu_", "idle"))} == {
+        "gpu_utilization": 50.0,
+        "gpu_utilization_max": 90.0,
+        "gpu_memory_used_mib": 31744,
+        "gpu_memory_total_mib": 163840,
+        "idle": idle,
+    }
+    assert "gpu_utilization_history" not in row  # the panel draws no chart

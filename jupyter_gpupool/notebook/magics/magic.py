@@ -15,6 +15,7 @@ import queue
 import shutil
 import subprocess
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
@@ -23,13 +24,15 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.display import HTML, display
 
 from ...core.placement import Placement
-from ..session import SESSION_ERRORS, LaunchResult, UserSession, default_server_name
+from ..session import SESSION_ERRORS, LaunchResult, ServerUse, UserSession, default_server_name
 from . import render
 from .args import Command, HelpRequested, parse_line
 from .where import ask_where
 
 T = TypeVar("T")
 Event = Mapping[str, Any]
+#: Seconds ``%gpupool status`` waits for the service's count of this server's GPUs.
+STATUS_TIMEOUT = 10.0
 
 
 def run_sync(
@@ -150,7 +153,22 @@ class GPUPoolMagics(Magics):
         handler(command)
 
     def _status(self, command: Command) -> None:
-        self.show(render.status_report(self.placement(), nvidia_smi_list()))
+        placement = self.placement()
+        use = self.server_use(placement) if placement.pool is not None and placement.gpus else None
+        self.show(render.status_report(placement, nvidia_smi_list(), use, time.time()))
+
+    def server_use(self, placement: Placement) -> ServerUse:
+        """What the service says of this server's GPUs (one request, a short wait: status must
+        come quickly even when the service does not answer)."""
+
+        async def go() -> ServerUse:
+            async with UserSession(placement, request_timeout=STATUS_TIMEOUT) as session:
+                return await session.server_use()
+
+        try:
+            return run_sync(go)
+        except SESSION_ERRORS as e:  # not configured (no service URL, no token)
+            return ServerUse(error=getattr(e, "message", None) or str(e))
 
     def _pools(self, command: Command) -> None:
         self.show(render.pools_report(self.ask(lambda s: s.launch_options())))

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import html
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +14,8 @@ from typing import Any
 from ...core.formatting import aligned_lines
 from ...core.launchoptions import Catalog, budget_text, pool_status, quota_text
 from ...core.placement import TIMES, Placement
+from ...core.utilwords import idle_line, utilization_line
+from ..session import ServerUse
 
 
 @dataclass(frozen=True)
@@ -49,8 +52,15 @@ def table_html(header: Sequence[str], rows: Sequence[Sequence[str]], caption: st
 # --- %gpupool status ----------------------------------------------------------------------------
 
 
-def status_fields(placement: Placement, nvidia_smi: str | None) -> list[tuple[str, str]]:
-    """``(field, value)`` pairs of ``%gpupool status``."""
+def status_fields(
+    placement: Placement,
+    nvidia_smi: str | None,
+    use: ServerUse | None = None,
+    now: float | None = None,
+) -> list[tuple[str, str]]:
+    """``(field, value)`` pairs of ``%gpupool status``; ``use`` (what the service says of the
+    server's GPUs, when it was asked) adds the ``GPU utilization`` line and, while the GPUs are
+    idle, a ``warning``."""
     p = placement
     if p.pool is None:
         where = "not started in a GPU pool (no GPUPOOL_POOL in the environment)"
@@ -62,6 +72,8 @@ def status_fields(placement: Placement, nvidia_smi: str | None) -> list[tuple[st
         ("node", p.node or "unknown"),
         ("GPUs", f"{p.gpus} {TIMES} {p.gpu_type}" if p.gpus and p.gpu_type else str(p.gpus)),
     ]
+    if use is not None:
+        fields += use_fields(use, time.time() if now is None else now)
     if p.pool is not None:
         fields.append(
             (
@@ -79,6 +91,24 @@ def status_fields(placement: Placement, nvidia_smi: str | None) -> list[tuple[st
     return fields
 
 
+def use_fields(use: ServerUse, now: float) -> list[tuple[str, str]]:
+    """``GPU utilization``: ``50% (max 90%), memory 31.0 of 160 GiB``, ``not measured (the
+    source's problem)`` or ``unknown: why``; then a ``warning`` while the GPUs are idle
+    (``idle since 14:05 UTC; will be stopped at 16:05 UTC``)."""
+    if use.error is not None:
+        return [("GPU utilization", f"unknown: {use.error}")]
+    if use.row is None:
+        return [("GPU utilization", "unknown: the gpupool service counts no pod of this server")]
+    measured = utilization_line(use.row)
+    if measured is None:
+        measured = "not measured" + (f" ({use.problem})" if use.problem else "")
+    fields = [("GPU utilization", measured)]
+    idle = idle_line(use.row.get("idle"), now)
+    if idle is not None:
+        fields.append(("warning", idle))
+    return fields
+
+
 def _unset(value: str | None) -> str:
     return "(not set)" if value is None else value or "(empty)"
 
@@ -89,8 +119,13 @@ def _server_name(p: Placement) -> str:
     return f"{p.user}/{p.server}" if p.server else f"{p.user} (default server)"
 
 
-def status_report(placement: Placement, nvidia_smi: str | None) -> Report:
-    fields = status_fields(placement, nvidia_smi)
+def status_report(
+    placement: Placement,
+    nvidia_smi: str | None,
+    use: ServerUse | None = None,
+    now: float | None = None,
+) -> Report:
+    fields = status_fields(placement, nvidia_smi, use, now)
     width = max(len(k) for k, _ in fields)
     text_lines = []
     for key, value in fields:
@@ -98,10 +133,15 @@ def status_report(placement: Placement, nvidia_smi: str | None) -> Report:
         text_lines.append(f"{key.ljust(width)}  {first}")
         text_lines += [" " * (width + 2) + line for line in more]
     e = html.escape
-    warn = " style='color:#b45309;font-weight:bold'"
+    # one style attribute: a browser ignores a second one on the same element
+    warn = ";color:#b45309;font-weight:bold"
+
+    def warned(key: str) -> bool:
+        return key == "warning" or (key == "quota" and placement.over_quota)
+
     rows = "".join(
         f"<tr><th style='text-align:left'>{e(k)}</th>"
-        f"<td style='text-align:left'{warn if k == 'quota' and placement.over_quota else ''}>"
+        f"<td style='text-align:left{warn if warned(k) else ''}'>"
         f"{'<pre>' + e(v) + '</pre>' if k == 'nvidia-smi -L' else e(v)}</td></tr>"
         for k, v in fields
     )

@@ -9,7 +9,7 @@ scopes the spawner chose), never with the browser's.
 - ``GET /gpupool/pools``: the pools the user may use, free GPUs and quota (the service's
   launch options);
 - ``GET /gpupool/servers``: the user's servers, the hub's view (ready, url) joined with the
-  service's (pool, node, GPUs, over quota).
+  service's (pool, node, GPUs, over quota, and what the GPUs do: utilization, memory, idle).
 """
 
 from __future__ import annotations
@@ -46,6 +46,17 @@ def status_body(placement: Placement) -> dict[str, Any]:
     }
 
 
+#: The fields of a service row about what the server's GPUs do, passed on as they are.
+USE_KEYS = (
+    "gpu_utilization",
+    "gpu_utilization_max",
+    "gpu_memory_used_mib",
+    "gpu_memory_total_mib",
+    "measured_at",
+    "idle",
+)
+
+
 def servers_body(
     hub_servers: Mapping[str, Mapping[str, Any]], pods: Sequence[Mapping[str, Any]], this: str
 ) -> dict[str, Any]:
@@ -70,6 +81,8 @@ def servers_body(
                 "over_quota": bool(pod.get("over_quota")),
                 "state": pod.get("state")
                 or ("running" if hub.get("ready") else hub.get("pending")),
+                # what its GPUs do, as the service measures them (null when not measured)
+                **{key: pod.get(key) for key in USE_KEYS},
             }
         )
     return {"servers": rows}
