@@ -273,7 +273,8 @@ class GPUPoolClient:
         self, range_: str | None = None, pool: str | None = None
     ) -> dict[str, Any]:
         """GPUs per pool over the last ``range_`` (6h, 24h, 7d, 30d), from the service's
-        database: ``{"columns", "pools": {name: [[time, used, total, over_quota, pending]]}}``.
+        database: ``{"columns", "pools": {name: [[time, used, total, over_quota, pending, busy]]}}``
+        (busy: GPUs actually busy, null where the GPU utilization was not measured).
         """
         params = {"range": range_, "pool": pool}
         return await self._json("GET", "api/v1/usage/history", params=params)

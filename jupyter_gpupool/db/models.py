@@ -30,6 +30,9 @@ class UsageSample(Base):
     gpu_used: Mapped[float] = mapped_column(Float)
     gpu_over_quota: Mapped[float] = mapped_column(Float)
     gpu_pending: Mapped[float] = mapped_column(Float)
+    #: GPUs actually busy: over the pool's running servers whose utilization was measured, the
+    #: sum of GPUs x utilization / 100; None when nothing was measured (or there is no source).
+    gpu_busy: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class ServerSession(Base):
@@ -56,7 +59,7 @@ class ServerSession(Base):
     #: The last time the service saw it running: where it is closed if it ended unseen.
     last_seen: Mapped[float] = mapped_column(Float)
     #: stopped (by its user, an admin, the idle culler, or unseen while the service was away) |
-    #: reclaimed | failed | over budget
+    #: reclaimed | failed | over budget | culled (its GPUs stayed idle: the idle policy)
     ended: Mapped[str | None] = mapped_column(String(32), nullable=True)
 
 

@@ -33,6 +33,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from ..core.history import hourly_averages
+from ..core.utilization import hourly_busy
 from .models import ChangeRecord, ServerSession, UsageSample
 
 log = logging.getLogger(__name__)
@@ -247,7 +248,8 @@ class Database:
 
     def add_samples(self, now: float, rows: Iterable[Mapping[str, Any]]) -> None:
         """One usage sample per pool row (``pool``, ``gpu_total``, ``gpu_used``,
-        ``gpu_over_quota``, ``gpu_pending``)."""
+        ``gpu_over_quota``, ``gpu_pending``, and optionally ``gpu_busy``: None or missing when
+        nothing was measured)."""
         samples = [
             UsageSample(
                 time=now,
@@ -257,6 +259,7 @@ class Database:
                 gpu_used=float(r["gpu_used"]),
                 gpu_over_quota=float(r["gpu_over_quota"]),
                 gpu_pending=float(r["gpu_pending"]),
+                gpu_busy=None if r.get("gpu_busy") is None else float(r["gpu_busy"]),
             )
             for r in rows
         ]
@@ -300,8 +303,9 @@ class Database:
         self._put("session", write)
 
     def prune(self, now: float, raw_days: float, keep_days: float) -> None:
-        """Samples older than ``raw_days`` become hourly averages; everything older than
-        ``keep_days`` goes (sessions that ended then, and changes, too)."""
+        """Samples older than ``raw_days`` become hourly averages (``gpu_busy``: of the
+        samples that have one); everything older than ``keep_days`` goes (sessions that ended
+        then, and changes, too)."""
         raw_before = now - raw_days * 86400
         keep_after = now - keep_days * 86400
 
@@ -314,11 +318,16 @@ class Database:
                     UsageSample.gpu_used,
                     UsageSample.gpu_over_quota,
                     UsageSample.gpu_pending,
+                    UsageSample.gpu_busy,
                 ).where(UsageSample.hourly.is_(False), UsageSample.time < raw_before)
             ).all()
             if old:
                 rows = [r._asdict() for r in old]
-                s.add_all(UsageSample(hourly=True, **h) for h in hourly_averages(rows))
+                busy = hourly_busy(rows)
+                s.add_all(
+                    UsageSample(hourly=True, gpu_busy=busy.get((h["time"], h["pool"])), **h)
+                    for h in hourly_averages(rows)
+                )
                 s.execute(
                     delete(UsageSample).where(
                         UsageSample.hourly.is_(False), UsageSample.time < raw_before
@@ -338,7 +347,8 @@ class Database:
         return Session(self.engine)
 
     def samples(self, since: float, pool: str | None = None) -> list[dict[str, Any]]:
-        """Samples since ``since``, oldest first: ``time``, ``pool``, the four GPU figures."""
+        """Samples since ``since``, oldest first: ``time``, ``pool``, the four GPU figures and
+        ``gpu_busy`` (None where nothing was measured)."""
         query = select(UsageSample).where(UsageSample.time >= since)
         if pool is not None:
             query = query.where(UsageSample.pool == pool)
@@ -351,6 +361,7 @@ class Database:
                     "gpu_used": r.gpu_used,
                     "gpu_over_quota": r.gpu_over_quota,
                     "gpu_pending": r.gpu_pending,
+                    "gpu_busy": r.gpu_busy,
                 }
                 for r in s.scalars(query.order_by(UsageSample.time, UsageSample.id))
             ]

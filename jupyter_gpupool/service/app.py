@@ -167,6 +167,7 @@ class GPUPoolService(Application, GPUPoolSettings):
         ctx: ServiceContext | None = None
         try:
             ctx = await self._build(api, kube)
+            ctx.metrics.utilization = ctx.utilization
             await self._sync(ctx)
             await self._remember(ctx)
             self._ctx = ctx
@@ -341,7 +342,7 @@ class GPUPoolService(Application, GPUPoolSettings):
         """One sample of the GPUs per pool, for the chart and the database."""
         now, summaries = clock.now(), self.ctx.state.pool_summaries()
         self.ctx.history.sample(now, summaries)
-        self.ctx.records.sample(now, summaries, self.ctx.state.index)
+        self.ctx.records.sample(now, summaries, self.ctx.state.index, self.ctx.utilization)
 
     async def _sample_soon(self) -> None:
         self._sample()

@@ -4,7 +4,8 @@ the pools page and the GPU-hours bars of the reports page.
 :func:`usage_chart` turns sampled usage (the database's history, :func:`history_series`, or the
 in-memory one of :mod:`.history`) into polylines: GPUs in use per pool (the largest pools by
 capacity, the rest summed as "other pools"), all pools together, and the total capacity as a
-dashed line; with axis ticks that fit the time span shown. Long series are averaged into about
+dashed line; where GPU utilization was measured, the GPUs actually busy as a finer dashed line
+beside each (broken where nothing was measured); with axis ticks that fit the time span shown. Long series are averaged into about
 one point per pixel column (:func:`downsample`). The template ``usage-chart.svg`` draws it.
 
 :func:`hour_bars` gives each row of a GPU-hours report its bar: within and over quota, as
@@ -47,17 +48,32 @@ class Point(Protocol):
 
 @dataclass(frozen=True)
 class Usage:
-    """GPUs in use and in total at ``time`` (averages, for samples from the database)."""
+    """GPUs in use and in total at ``time`` (averages, for samples from the database), and of
+    those the GPUs actually busy (None: not measured)."""
 
     time: float
     used: float
     total: float
+    busy: float | None = None
+
+
+def busy_of(s: Point) -> float | None:
+    """A sample's GPUs busy; None when not measured (the in-memory samples never are)."""
+    return getattr(s, "busy", None)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 def tidy(value: float) -> float:
     """A GPU figure as shown: whole numbers as such (16, not 16.0), else one decimal."""
     rounded = round(value, 1)
     return int(rounded) if rounded == int(rounded) else rounded
+
+
+#: The dashes of the capacity line and of the GPUs busy lines.
+CAPACITY_DASH, BUSY_DASH = "5 4", "2 2"
 
 
 @dataclass(frozen=True)
@@ -68,6 +84,10 @@ class Line:
     last: float  # GPUs at the latest sample (a whole number when it is one)
     dashed: bool = False
     width: float = 1.5
+    dash: str = CAPACITY_DASH  # stroke-dasharray when dashed
+    #: Pieces drawn apart (a line broken where nothing was measured); empty: ``points`` whole.
+    segments: tuple[str, ...] = ()
+    legend: bool = True  # an entry of its own in the legend
 
 
 @dataclass
@@ -125,41 +145,62 @@ def _label(ago: float, unit: str) -> str:
 
 
 def _sum(series_list: Sequence[Sequence[Point]]) -> list[Usage]:
-    """Samples of several pools added up, time by time (pools sampled together share times)."""
+    """Samples of several pools added up, time by time (pools sampled together share times);
+    GPUs busy over the pools measured then (None when none was)."""
     by_time: dict[float, list[float]] = {}
+    busy: dict[float, float] = {}
     for series in series_list:
         for s in series:
             acc = by_time.setdefault(s.time, [0, 0])
             acc[0] += s.used
             acc[1] += s.total
-    return [Usage(t, u, c) for t, (u, c) in sorted(by_time.items())]
+            b = busy_of(s)
+            if b is not None:
+                busy[s.time] = busy.get(s.time, 0.0) + b
+    return [Usage(t, u, c, busy.get(t)) for t, (u, c) in sorted(by_time.items())]
 
 
 def history_series(
     pools: Mapping[str, Sequence[Sequence[float]]], end: float, buckets: int = 600
 ) -> dict[str, list[Usage]]:
-    """The ``pools`` of ``GET api/v1/usage/history`` (rows ``[time, gpu_used, gpu_total, ...]``,
-    oldest first) as series of :class:`Usage` up to ``end``: as they are, or, when a pool has
-    more rows than ``buckets``, every pool averaged over ``buckets`` equal slices from the
-    oldest row to ``end`` (see :func:`downsample`). One pass over the rows."""
+    """The ``pools`` of ``GET api/v1/usage/history`` (rows ``[time, gpu_used, gpu_total,
+    gpu_over_quota, gpu_pending, gpu_busy]``, oldest first; ``gpu_busy`` may be None or
+    missing) as series of :class:`Usage` up to ``end``: as they are, or, when a pool has more
+    rows than ``buckets``, every pool averaged over ``buckets`` equal slices from the oldest row
+    to ``end`` (see :func:`downsample`; GPUs busy over the rows that have it). One pass over
+    the rows."""
     firsts = [rows[0][0] for rows in pools.values() if rows]
     start = min(firsts, default=end)
+
+    def busy(r: Sequence[float | None]) -> float | None:
+        return None if len(r) < 6 or r[5] is None else float(r[5])
+
     if all(len(rows) <= buckets for rows in pools.values()) or end <= start:
         return {
-            name: [Usage(float(r[0]), float(r[1]), float(r[2])) for r in rows]
+            name: [Usage(float(r[0]), float(r[1]), float(r[2]), busy(r)) for r in rows]
             for name, rows in pools.items()
         }
     width = (end - start) / buckets
     out: dict[str, list[Usage]] = {}
     for name, rows in pools.items():
         used, total, count = [0.0] * buckets, [0.0] * buckets, [0] * buckets
+        busy_sum, busy_count = [0.0] * buckets, [0] * buckets
         for r in rows:
             b = min(buckets - 1, max(0, int((r[0] - start) // width)))
             used[b] += r[1]
             total[b] += r[2]
             count[b] += 1
+            value = busy(r)
+            if value is not None:
+                busy_sum[b] += value
+                busy_count[b] += 1
         out[name] = [
-            Usage(start + (b + 0.5) * width, used[b] / n, total[b] / n)
+            Usage(
+                start + (b + 0.5) * width,
+                used[b] / n,
+                total[b] / n,
+                busy_sum[b] / busy_count[b] if busy_count[b] else None,
+            )
             for b, n in enumerate(count)
             if n
         ]
@@ -173,19 +214,26 @@ def downsample(
     that has samples, at the slice's middle (so pools sampled together still share times).
     Series no longer than ``buckets`` are left as they are."""
     if all(len(ss) <= buckets for ss in history.values()) or end <= start:
-        return {n: [Usage(s.time, s.used, s.total) for s in ss] for n, ss in history.items()}
+        return {
+            n: [Usage(s.time, s.used, s.total, busy_of(s)) for s in ss] for n, ss in history.items()
+        }
     width = (end - start) / buckets
     out: dict[str, list[Usage]] = {}
     for name, ss in history.items():
         sums: dict[int, list[float]] = {}
+        busy: dict[int, list[float]] = {}
         for s in ss:
             b = min(buckets - 1, max(0, int((s.time - start) // width)))
             acc = sums.setdefault(b, [0.0, 0.0, 0.0])
             acc[0] += s.used
             acc[1] += s.total
             acc[2] += 1
+            value = busy_of(s)
+            if value is not None:
+                busy.setdefault(b, []).append(value)
         out[name] = [
-            Usage(start + (b + 0.5) * width, u / n, c / n) for b, (u, c, n) in sorted(sums.items())
+            Usage(start + (b + 0.5) * width, u / n, c / n, _mean(busy.get(b, ())))
+            for b, (u, c, n) in sorted(sums.items())
         ]
     return out
 
@@ -217,14 +265,41 @@ def usage_chart(
     step = _nice_step(top_value)
     ymax = int(-(-top_value // step)) * step  # rounded up to a step
 
+    def xy(t: float, v: float) -> str:
+        x = left + (t - start) / span * chart.plot_width
+        y = top + chart.plot_height - v / ymax * chart.plot_height
+        return f"{x:.1f},{y:.1f}"
+
     def points(samples: Sequence[Point], value: str) -> str:
-        out = []
+        return " ".join(xy(s.time, s.used if value == "used" else s.total) for s in samples)
+
+    def busy_line(name: str, color: str, samples: Sequence[Point], width: float) -> Line | None:
+        """GPUs busy, in pieces where measured (a lone point as a dot); None if never."""
+        pieces: list[list[str]] = [[]]
+        last = None
         for s in samples:
-            x = left + (s.time - start) / span * chart.plot_width
-            v = s.used if value == "used" else s.total
-            y = top + chart.plot_height - v / ymax * chart.plot_height
-            out.append(f"{x:.1f},{y:.1f}")
-        return " ".join(out)
+            b = busy_of(s)
+            if b is None:
+                if pieces[-1]:
+                    pieces.append([])
+                continue
+            pieces[-1].append(xy(s.time, b))
+            last = b
+        pieces = [p * 2 if len(p) == 1 else p for p in pieces if p]
+        if last is None:
+            return None
+        segments = tuple(" ".join(p) for p in pieces)
+        return Line(
+            f"{name} busy",
+            color,
+            " ".join(segments),
+            tidy(last),
+            True,
+            width,
+            BUSY_DASH,
+            segments,
+            legend=name == "all pools",
+        )
 
     # the largest pools (by capacity) get their own line; the others are summed
     ranked = sorted(series, key=lambda n: (-series[n][-1].total, n))
@@ -236,14 +311,19 @@ def usage_chart(
     chart.lines.append(
         Line("all pools", ALL_COLOR, points(everything, "used"), tidy(last.used), False, 2.5)
     )
+    busy = [busy_line("all pools", ALL_COLOR, everything, 2.5)]
     for i, name in enumerate(own):
         ss = series[name]
         color = PALETTE[i % len(PALETTE)]
         chart.lines.append(Line(name, color, points(ss, "used"), tidy(ss[-1].used)))
+        busy.append(busy_line(name, color, ss, 1.5))
     if rest:
         other = _sum([series[n] for n in rest])
         name = f"{len(rest)} other pools"
         chart.lines.append(Line(name, OTHER_COLOR, points(other, "used"), tidy(other[-1].used)))
+        busy.append(busy_line(name, OTHER_COLOR, other, 1.5))
+    # the GPUs actually busy, after the lines in use; one legend entry says what dashes mean
+    chart.lines.extend(line for line in busy if line is not None)
     for v in range(0, ymax + 1, step):
         chart.y_ticks.append((top + chart.plot_height - v / ymax * chart.plot_height, str(v)))
     tstep, unit = _time_step(span)

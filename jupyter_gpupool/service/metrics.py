@@ -2,10 +2,13 @@
 
 Pool and quota gauges are read from the live state when Prometheus scrapes (a collector), so
 nothing has to be kept in step with the usage index; admissions are counted as they happen.
+With a GPU utilization source (:attr:`Metrics.utilization`), each pool's GPUs actually busy
+and the GPUs measured go next to the GPUs in use, so used can be graphed against allocated.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -14,9 +17,12 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ..core.admission import group_subject, user_subject
+from ..core.utilization import busy_gpus, measured_gpus
+from . import clock
 
 if TYPE_CHECKING:
     from .state import ServiceState
+    from .utilization import Utilization
 
 #: Admission results, the values of the ``result`` label.
 RESULTS = ("admitted", "rejected", "forbidden", "invalid", "error")
@@ -26,10 +32,16 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1,
 
 
 class StateCollector(Collector):
-    """GPUs per pool, quota per subject and pool, and reservations, at scrape time."""
+    """GPUs per pool (and what they do), quota per subject and pool, and reservations, at
+    scrape time."""
 
-    def __init__(self, state: Callable[[], ServiceState]):
+    def __init__(
+        self,
+        state: Callable[[], ServiceState],
+        utilization: Callable[[], Utilization | None] = lambda: None,
+    ):
         self._state = state
+        self._utilization = utilization
 
     def describe(self) -> list[Metric]:
         return []  # collected on scrape only; nothing to check at registration
@@ -45,7 +57,8 @@ class StateCollector(Collector):
             labels=["pool"],
         )
         nodes = GaugeMetricFamily("gpupool_pool_nodes", "Nodes in the pool", labels=["pool"])
-        for row in state.pool_summaries():
+        rows = state.pool_summaries()
+        for row in rows:
             name = row["name"]
             total.add_metric([name], row["gpu_total"])
             used.add_metric([name], row["gpu_used"])
@@ -53,6 +66,7 @@ class StateCollector(Collector):
             reserved.add_metric([name], row["gpu_reserved"])
             nodes.add_metric([name], row["node_count"])
         yield from (total, used, free, reserved, nodes)
+        yield from self._busy(state, [row["name"] for row in rows])
 
         labels = ["pool", "subject"]
         guaranteed = GaugeMetricFamily(
@@ -82,11 +96,39 @@ class StateCollector(Collector):
         held.add_metric([], len(state.reservations))
         yield held
 
+    def _busy(self, state: ServiceState, pools: list[str]) -> Iterator[Metric]:
+        """Per pool, the GPUs of running servers with a fresh utilization measurement, and of
+        those the GPUs actually busy (GPUs x utilization / 100; left out where none is measured:
+        not measured is not idle). Nothing without a utilization source."""
+        utilization = self._utilization()
+        if utilization is None or utilization.source is None:
+            return
+        measure = functools.partial(utilization.of, now=clock.now())
+        busy = GaugeMetricFamily(
+            "gpupool_pool_gpus_busy",
+            "GPUs actually busy: the sum of GPUs x utilization / 100 of the measured servers",
+            labels=["pool"],
+        )
+        measured = GaugeMetricFamily(
+            "gpupool_pool_gpus_measured",
+            "GPUs of running servers with a fresh utilization measurement",
+            labels=["pool"],
+        )
+        for pool in pools:
+            servers = state.index.servers(pool)
+            measured.add_metric([pool], measured_gpus(servers, measure))
+            value = busy_gpus(servers, measure)
+            if value is not None:
+                busy.add_metric([pool], round(value, 3))
+        yield from (busy, measured)
+
 
 class Metrics:
     """The service's metrics registry and the counters it updates."""
 
     def __init__(self, state: Callable[[], ServiceState]):
+        #: The service's GPU utilization, for the busy and measured gauges (None: left out).
+        self.utilization: Utilization | None = None
         self.registry = CollectorRegistry(auto_describe=False)
         self.admissions = Counter(
             "gpupool_admissions",
@@ -112,4 +154,4 @@ class Metrics:
             "Over-quota servers stopped to give guaranteed GPUs back",
             registry=self.registry,
         )
-        self.registry.register(StateCollector(state))
+        self.registry.register(StateCollector(state, lambda: self.utilization))

@@ -9,24 +9,29 @@ history API say what is missing and why (:attr:`Records.problem`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..core import ledger
 from ..core.budgets import Budget
 from ..core.history import parse_range
 from ..core.usage import UsageIndex
+from ..core.utilization import PodUtilization, busy_gpus
 from ..db.store import Database, DatabaseError, SchemaTooNew
 from . import clock
 from .budgets import BudgetBook
 from .errors import ApiError
 from .ledger import Ledger, ReadPod
+from .utilization import Utilization
 
 log = logging.getLogger(__name__)
 
 #: How often old samples are averaged by the hour and the oldest rows deleted.
 PRUNE_EVERY = 3600.0
+#: The columns of ``GET api/v1/usage/history``'s rows.
+HISTORY_COLUMNS = ("time", "gpu_used", "gpu_total", "gpu_over_quota", "gpu_pending", "gpu_busy")
 
 
 class StartupRefused(Exception):
@@ -104,14 +109,27 @@ class Records:
         if self.ledger is not None:
             self.ledger.on_pod(event_type, pod)
 
-    def sample(self, now: float, pools: Iterable[Mapping[str, Any]], index: UsageIndex) -> None:
-        """One usage sample per pool (rows of ``GET api/v1/pools``), and the ledger's tick."""
+    def sample(
+        self,
+        now: float,
+        pools: Iterable[Mapping[str, Any]],
+        index: UsageIndex,
+        utilization: Utilization | None = None,
+    ) -> None:
+        """One usage sample per pool (rows of ``GET api/v1/pools``), and the ledger's tick.
+
+        ``gpu_busy``, the GPUs actually busy, comes from ``utilization`` (the service's
+        :class:`Utilization`): None without it or its source, or where no server was measured."""
         if self.db is None or self.ledger is None:
             return
+        measure: Callable[[str, str], PodUtilization | None] | None = None
+        if utilization is not None and utilization.source is not None:
+            measure = functools.partial(utilization.of, now=now)
         rows = []
         for row in pools:
             name = row["name"]
-            pending = sum(s.gpus for s in index.servers(name) if s.state == "pending")
+            servers = index.servers(name)
+            pending = sum(s.gpus for s in servers if s.state == "pending")
             rows.append(
                 {
                     "pool": name,
@@ -119,6 +137,7 @@ class Records:
                     "gpu_used": row["gpu_used"],
                     "gpu_over_quota": row.get("gpu_borrowed") or 0,
                     "gpu_pending": pending,
+                    "gpu_busy": None if measure is None else busy_gpus(servers, measure),
                 }
             )
         self.db.add_samples(now, rows)
@@ -175,7 +194,8 @@ class Records:
         }
 
     async def history(self, range_: str | None, pool: str | None) -> dict[str, Any]:
-        """``GET api/v1/usage/history``: the samples of the last ``range`` (6h, 24h, 7d, 30d)."""
+        """``GET api/v1/usage/history``: the samples of the last ``range`` (6h, 24h, 7d, 30d),
+        rows of :data:`HISTORY_COLUMNS` (``gpu_busy`` None where nothing was measured)."""
         try:
             seconds = parse_range(range_)
         except ValueError as e:
@@ -188,16 +208,14 @@ class Records:
             rows = await asyncio.to_thread(self.db.samples, now - seconds, pool)
         except Exception as e:
             raise ApiError(503, f"cannot read usage history: {e}") from None
-        pools: dict[str, list[list[float]]] = {}
+        pools: dict[str, list[list[float | None]]] = {}
         for r in rows:
-            pools.setdefault(r["pool"], []).append(
-                [r["time"], r["gpu_used"], r["gpu_total"], r["gpu_over_quota"], r["gpu_pending"]]
-            )
+            pools.setdefault(r["pool"], []).append([r[c] for c in HISTORY_COLUMNS])
         return {
             "range": range_ or "6h",
             "since": now - seconds,
             "until": now,
-            "columns": ["time", "gpu_used", "gpu_total", "gpu_over_quota", "gpu_pending"],
+            "columns": list(HISTORY_COLUMNS),
             "pools": pools,
             "problem": self.status() or None,
         }

@@ -5,15 +5,20 @@ Each is a GET that renders one template from the same view functions as the JSON
 :mod:`.pages` for login, scopes and rendering); the live ones are refreshed by
 ``static/gpupool.js``. What the database keeps (the usage history of the pools page's chart,
 GPU-hours) is read through :class:`~.records.Records`; when the database is missing or down the
-pages say why and show what they can without it.
+pages say why and show what they can without it. With a GPU utilization source, the server
+tables show what each server's GPUs do (:func:`utilization_cells`) and the pools page the GPUs
+actually busy next to those in use.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -22,6 +27,8 @@ from tornado import web
 from ..core.history import RANGES, parse_range
 from ..core.poolwrite import pool_to_document
 from ..core.reports import quota_rows
+from ..core.usagerows import ServerUsage
+from ..core.utilization import busy_gpus
 from . import clock, views
 from .adminpages import sentence
 from .charts import Chart, Usage, downsample, history_series, hour_bars, tidy, usage_chart
@@ -32,6 +39,133 @@ from .pages import AdminPageHandler, PageHandler
 
 NODES_PER_PAGE = 100
 SERVERS_PER_PAGE = 100
+
+
+# --- what the GPUs do ---------------------------------------------------------------------------
+# The texts are made as static/gpupool.js makes them when it refreshes a row (data-format util,
+# memory, idle, spark): the same rounding, so a refreshed cell reads as the first one did.
+
+
+def one_decimal(value: float) -> str:
+    """``value`` to one decimal, halves up (as the script's ``Math.floor(x * 10 + 0.5)``)."""
+    return f"{math.floor(value * 10 + 0.5) / 10:.1f}"
+
+
+def utilization_text(percent: float | None) -> str:
+    """A server's mean GPU utilization: ``50%``, ``33.3%``; ``—`` when not measured."""
+    return "—" if percent is None else f"{tidy(percent)}%"
+
+
+def memory_text(used_mib: float | None, total_mib: float | None) -> str:
+    """GPU memory used (of total), in GiB; empty when not measured."""
+    if used_mib is None:
+        return ""
+    used = one_decimal(used_mib / 1024)
+    if total_mib is None:
+        return f"{used} GiB memory"
+    return f"{used} of {one_decimal(total_mib / 1024)} GiB memory"
+
+
+def clock_text(when: float) -> str:
+    """``14:05 UTC``."""
+    return datetime.fromtimestamp(when, timezone.utc).strftime("%H:%M UTC")
+
+
+def idle_text(idle: Mapping[str, Any] | None) -> str:
+    """A server's ``idle`` (the idle policy's view: ``since``, ``warned``, ``stops_at``,
+    ``action``) in words; empty when it is not idle."""
+    if not idle or idle.get("since") is None:
+        return ""
+    text = f"idle since {clock_text(float(idle['since']))}"
+    if idle.get("stops_at") is not None:
+        text += f", stops at {clock_text(float(idle['stops_at']))}"
+    elif idle.get("action") == "report":
+        text += ", reported (not stopped)"
+    if idle.get("warned"):
+        text += "; its user was warned"
+    return text
+
+
+#: The size of a server's utilization sparkline (percent 0..100 bottom to top), and the most
+#: points it draws (one per pixel column; a page of 100 servers stays small).
+SPARK_WIDTH, SPARK_HEIGHT, SPARK_POINTS = 60, 16, 60
+
+
+def sparkline(history: Sequence[Sequence[float]] | None) -> str:
+    """``points`` of a polyline of ``[[time, percent], ...]`` over :data:`SPARK_WIDTH`
+    x :data:`SPARK_HEIGHT` (time left to right; a longer history picked down to
+    :data:`SPARK_POINTS` evenly, first and last kept); empty under two points."""
+    if not history or len(history) < 2:
+        return ""
+    n = len(history)
+    if n > SPARK_POINTS:
+        history = [history[i * (n - 1) // (SPARK_POINTS - 1)] for i in range(SPARK_POINTS)]
+    t0, t1 = float(history[0][0]), float(history[-1][0])
+    span = (t1 - t0) or 1.0
+    out = []
+    for t, p in history:
+        x = (float(t) - t0) / span * SPARK_WIDTH
+        y = SPARK_HEIGHT - max(0.0, min(100.0, float(p))) / 100 * SPARK_HEIGHT
+        out.append(f"{one_decimal(x)},{one_decimal(y)}")
+    return " ".join(out)
+
+
+def utilization_cells(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A server row of ``GET api/v1/servers`` with the texts of its utilization cell."""
+    return {
+        **row,
+        "util_text": utilization_text(row.get("gpu_utilization")),
+        "util_title": "mean of the server's GPUs"
+        + (
+            ""
+            if row.get("gpu_utilization_max") is None
+            else f"; busiest {utilization_text(row['gpu_utilization_max'])}"
+        ),
+        "memory_text": memory_text(row.get("gpu_memory_used_mib"), row.get("gpu_memory_total_mib")),
+        "idle_text": idle_text(row.get("idle")),
+        "spark": sparkline(row.get("gpu_utilization_history")),
+    }
+
+
+@dataclass(frozen=True)
+class ServerTable:
+    """The rows of a servers table and what the page says about their utilization."""
+
+    rows: list[dict[str, Any]]
+    measured: bool  # a utilization source is configured: the column is shown
+    problem: str  # why utilization is not measured now (shown once above the table)
+
+
+def server_table(ctx: Any, servers: Sequence[ServerUsage], total: int) -> ServerTable:
+    """``servers`` as ``GET api/v1/servers`` gives them (with their utilization and, once the
+    idle policy says so, ``idle``), and the utilization source's problem."""
+    answer = views.servers_answer(servers, total, ctx.utilization)
+    source = answer["utilization"]
+    measured = source["source"] != "none"
+    return ServerTable(
+        [utilization_cells(r) for r in answer["servers"]],
+        measured,
+        _full_stop(source["problem"]) if measured and source["problem"] else "",
+    )
+
+
+def _full_stop(text: str) -> str:
+    text = text.strip()
+    return text if text.endswith(".") else text + "."
+
+
+def _tidy_or_none(value: float | None) -> float | None:
+    return None if value is None else tidy(value)
+
+
+def pools_busy(ctx: Any, pools: Iterable[str], now: float) -> dict[str, float | None] | None:
+    """Per pool, the GPUs actually busy now (None where nothing is measured); None without a
+    utilization source."""
+    utilization = ctx.utilization
+    if utilization.source is None:
+        return None
+    measure = functools.partial(utilization.of, now=now)
+    return {name: busy_gpus(ctx.state.index.servers(name), measure) for name in pools}
 
 
 # --- every user ----------------------------------------------------------------------------------
@@ -80,13 +214,16 @@ class UserPage(PageHandler):
         }
         cap = views.quotas(reg, index, res, name, groups)["caps"]["users"].get(name)
         hours, hours_problem = await own_gpu_hours(self.ctx.records, name)
+        mine = index.servers(user=name)
+        table = server_table(self.ctx, mine, len(mine))
         self.render_page(
             "user.html",
             pools=pools,
             groups=groups,
             quota_text=texts,
             caps=cap if cap and cap.get("gpu") is not None else None,
-            servers=[views.server_row(s) for s in index.servers(user=name)],
+            servers=table.rows,
+            utilization=table,
             admissions=[views.reservation_row(r) for r in res if r.user == name],
             hours=hours,
             hours_problem=hours_problem,
@@ -143,11 +280,16 @@ RANGE_LABELS = {"6h": "6 hours", "24h": "24 hours", "7d": "7 days", "30d": "30 d
 DEFAULT_RANGE = "6h"  # as the API, and the span the in-memory chart has always shown
 
 
-def current_usage(ctx: Any, now: float) -> dict[str, Usage]:
-    """Each pool's GPUs in use and in total now: the chart's last point."""
+def current_usage(ctx: Any, now: float, busy: bool = False) -> dict[str, Usage]:
+    """Each pool's GPUs in use and in total now (and, given ``busy``, actually busy, where
+    measured): the chart's last point."""
+    rows = ctx.state.pool_summaries()
+    measured = pools_busy(ctx, [r["name"] for r in rows], now) if busy else None
     return {
-        row["name"]: Usage(now, row["gpu_used"], row["gpu_total"])
-        for row in ctx.state.pool_summaries()
+        row["name"]: Usage(
+            now, row["gpu_used"], row["gpu_total"], (measured or {}).get(row["name"])
+        )
+        for row in rows
     }
 
 
@@ -217,8 +359,9 @@ async def usage_view(ctx: Any, range_: str) -> UsageView:
             problem = e.message
         else:
             # thousands of samples per pool over 7 or 30 days: averaged off the event loop
+            current = current_usage(ctx, now, busy=True)
             chart = await asyncio.to_thread(
-                database_chart, answer["pools"], current_usage(ctx, now), now, RANGES[range_] / 3600
+                database_chart, answer["pools"], current, now, RANGES[range_] / 3600
             )
             return UsageView(chart, range_, answer.get("problem") or "", True)
     else:
@@ -251,9 +394,13 @@ class PoolsPage(AdminPageHandler):
         rows = [
             {**r, "admissions": counts.get(r["name"], 0)} for r in self.ctx.state.pool_summaries()
         ]
+        busy = pools_busy(self.ctx, [r["name"] for r in rows], clock.now())
+        if busy is not None:
+            rows = [{**r, "gpu_busy": _tidy_or_none(busy[r["name"]])} for r in rows]
         self.render_page(
             "pools.html",
             pools=rows,
+            busy=busy is not None,
             totals={k: sum(r.get(k) or 0 for r in rows) for k in TOTALS},
             usage=usage,
             chart=usage.chart,
@@ -321,10 +468,12 @@ class PoolPage(AdminPageHandler):
             at = {**keep, "servers_offset": servers.offset_of(number)}
             return f"{self.svc}pools/{quote(name)}?{urlencode(at)}#servers"
 
+        table = server_table(self.ctx, servers.rows, servers.total)
         self.render_page(
             "pool.html",
             pool=state.pool_summary(name),
-            servers=[views.server_row(s) for s in servers.rows],
+            servers=table.rows,
+            utilization=table,
             servers_page=servers,
             servers_url=servers_url,
             servers_query=urlencode(

@@ -12,9 +12,11 @@ from collections.abc import Iterator
 
 import pg
 import pytest
+from alembic import command
+from alembic.config import Config
 from sqlalchemy import create_engine, inspect, text
 
-from jupyter_gpupool.db.store import Database, SchemaTooNew, head_revision
+from jupyter_gpupool.db.store import MIGRATIONS, Database, SchemaTooNew, head_revision
 
 HOUR = 3600.0
 DAY = 86400.0
@@ -183,3 +185,56 @@ def test_seen_open_marks_every_open_session_and_no_closed_one(db, db_url):
     # sessions filtered by user or by charged subject (the budgets' read)
     assert [s["pod_uid"] for s in db.sessions(users=["bob"], charged=[])] == ["u2"]
     assert [s["pod_uid"] for s in db.sessions(users=[], charged=["user:alice"])] == ["u1"]
+
+
+# --- GPUs busy (issue 17): schema revision 0002 ---------------------------------------------------
+
+
+def test_a_first_schema_database_is_upgraded_on_open_and_keeps_its_samples(db_url):
+    """A database of revision 0001 (before GPU utilization) gets ``gpu_busy`` when opened; its
+    samples stay, with no value (nothing was measured then)."""
+    engine = create_engine(db_url)
+    try:
+        with engine.begin() as conn:
+            cfg = Config()
+            cfg.set_main_option("script_location", str(MIGRATIONS))
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "0001")
+            conn.execute(
+                text(
+                    "INSERT INTO usage_samples (time, pool, hourly, gpu_total, gpu_used,"
+                    " gpu_over_quota, gpu_pending) VALUES (1.0, 'p', false, 8, 3, 0, 0)"
+                )
+            )
+        columns = {c["name"] for c in inspect(engine).get_columns("usage_samples")}
+    finally:
+        engine.dispose()
+    assert "gpu_busy" not in columns
+    db = Database(db_url, batch_seconds=0)
+    assert db.open() == ("0001", "0002") and head_revision() == "0002"
+    try:
+        db.add_samples(2.0, [sample("p", 4) | {"gpu_busy": 1.5}])
+        assert db.flush()
+        assert rows(db_url, "SELECT time, gpu_used, gpu_busy FROM usage_samples ORDER BY time") == [
+            (1.0, 3.0, None),
+            (2.0, 4.0, 1.5),
+        ]
+        assert [s["gpu_busy"] for s in db.samples(0.0, "p")] == [None, 1.5]
+    finally:
+        db.close()
+
+
+def test_hourly_averages_of_gpus_busy_leave_out_the_samples_not_measured(db):
+    now = 1_800_000_000.0
+    hour = (now - 8 * DAY) // HOUR * HOUR
+    for i, busy in enumerate([1.0, None, 2.5]):
+        db.add_samples(hour + i * 600, [sample("p", 4) | {"gpu_busy": busy}, sample("q", 1)])
+    assert db.flush()
+    db.prune(now, raw_days=7, keep_days=90)
+    assert db.flush()
+    assert rows(
+        db.url, "SELECT pool, hourly, gpu_used, gpu_busy FROM usage_samples ORDER BY pool"
+    ) == [
+        ("p", True, 4.0, 1.75),  # (1.0 + 2.5) / 2: the unmeasured sample is not a 0
+        ("q", True, 1.0, None),  # never measured
+    ]

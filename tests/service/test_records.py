@@ -84,7 +84,14 @@ async def test_usage_history_is_kept_in_the_database_across_a_restart(db_url, st
     assert list(history["pools"]) == ["dev-pool"]
     earlier = [p for p in history["pools"]["dev-pool"] if p[0] < before]
     assert earlier and [2.0, 4.0] in [p[1:3] for p in earlier]  # samples from before the restart
-    assert history["columns"] == ["time", "gpu_used", "gpu_total", "gpu_over_quota", "gpu_pending"]
+    assert history["columns"] == [
+        "time",
+        "gpu_used",
+        "gpu_total",
+        "gpu_over_quota",
+        "gpu_pending",
+        "gpu_busy",
+    ]
     with pytest.raises(GPUPoolError) as bad:
         await again.admin().usage_history("1y")
     assert bad.value.status == 400 and "range must be one of 6h, 24h, 7d, 30d" in str(bad.value)

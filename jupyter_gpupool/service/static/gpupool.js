@@ -10,7 +10,8 @@
 //   data-live-object="URL" [data-list="KEY" data-pick="NAME" | data-sum="KEY"]: an element
 //       filled from the answer, one item of its list (by name), or the sums of a list's numbers.
 //   data-live-svg="URL" data-every="SECONDS": replaced by the SVG the URL answers.
-// Inside them: data-field="a.b" (text), data-format="age|quota|labels", data-badge (status
+// Inside them: data-field="a.b" (text), data-format="age|quota|labels|util|memory|idle|spark"
+// (the last four: a server's GPU utilization cell, as viewpages.py writes it), data-badge (status
 // colour), data-bar="PART/WHOLE[|WHOLE2]" (bar width), data-href="...{}..." data-href-field,
 // input[data-value="FIELD"].
 // Forms: input[data-choose="ID=VALUE"] sets the <select id=ID> to VALUE when something is typed
@@ -67,6 +68,38 @@
     if (typeof v === "boolean") return v ? "yes" : "no";
     return String(v);
   }
+  // A server's GPU utilization cell, made as viewpages.py makes it (the same rounding).
+  function oneDecimal(x) {
+    return (Math.floor(x * 10 + 0.5) / 10).toFixed(1);
+  }
+  function percentText(v) {
+    return v == null ? "\u2014" : v + "%";
+  }
+  function memory(used, total) {
+    if (used == null) return "";
+    const u = oneDecimal(used / 1024);
+    return total == null ? u + " GiB memory" : u + " of " + oneDecimal(total / 1024) + " GiB memory";
+  }
+  function clock(t) {
+    return new Date(t * 1000).toISOString().slice(11, 16) + " UTC";
+  }
+  function idle(v) {
+    if (!v || v.since == null) return "";
+    let text = "idle since " + clock(v.since);
+    if (v.stops_at != null) text += ", stops at " + clock(v.stops_at);
+    else if (v.action === "report") text += ", reported (not stopped)";
+    if (v.warned) text += "; its user was warned";
+    return text;
+  }
+  function spark(history) {
+    if (!history || history.length < 2) return "";
+    const n = history.length, most = 60;
+    if (n > most) history = Array.from({ length: most }, (_, i) => history[Math.floor((i * (n - 1)) / (most - 1))]);
+    const t0 = history[0][0], span = history[history.length - 1][0] - t0 || 1;
+    return history
+      .map(([t, p]) => oneDecimal(((t - t0) / span) * 60) + "," + oneDecimal(16 - (Math.max(0, Math.min(100, p)) / 100) * 16))
+      .join(" ");
+  }
   function keyOf(spec, item) {
     return spec.replace(/[A-Za-z_][\w.]*/g, (f) => String(pick(item, f) ?? ""));
   }
@@ -80,6 +113,17 @@
         c.title = v || "";
       } else if (fmt === "quota") {
         c.textContent = v ? "over quota (borrowed)" : "within quota";
+      } else if (fmt === "util") {
+        c.textContent = percentText(v);
+        const max = item.gpu_utilization_max;
+        c.title = "mean of the server's GPUs" + (max == null ? "" : "; busiest " + percentText(max));
+      } else if (fmt === "memory") {
+        c.textContent = memory(v, item.gpu_memory_total_mib);
+      } else if (fmt === "idle") {
+        c.textContent = idle(v);
+        c.hidden = !c.textContent;
+      } else if (fmt === "spark") {
+        c.setAttribute("points", spark(v));
       } else if (fmt === "labels") {
         c.replaceChildren(
           ...Object.keys(v || {}).sort().map((k) => {
