@@ -76,7 +76,8 @@ class DCGMSource:
                 problems.append(f"{url}: {getattr(page, 'message', None) or describe(page)}")
                 continue
             try:
-                readings.extend(parse_exporter(page))
+                # a big page (40,000 GPUs: about a second) is read off the event loop
+                readings.extend(await asyncio.to_thread(parse_exporter, page))
             except ValueError as e:
                 problems.append(f"{url}: {e}")
         if problems and len(problems) == len(self.urls):

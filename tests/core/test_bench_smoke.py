@@ -156,3 +156,14 @@ def test_database_benchmark():
     assert rows["server_sessions"] == size["sessions_opened"]
     assert rows["server_sessions_open"] == size["sessions_opened"] - size["sessions_closed"]
     assert size["size_mb"] > 0 and size["bytes_per_sample"] > 0 and size["api_rows_per_s"] > 0
+
+
+def test_utilization_benchmark():
+    result = run("bench_utilization.py", "--quick")
+    # 20 nodes x 8 GPUs, 2 GPUs to a server: 80 servers measured
+    assert (result["nodes"], result["gpus"], result["servers"]) == (20, 160, 80)
+    assert 0 < result["poll_p50_ms"] <= result["poll_max_ms"]
+    assert result["baseline_p50_ms"] > 0 and result["held_mb"] >= 0
+    # the ratio of the unrounded times: within rounding of the ratio of the rounded ones
+    ratio = result["baseline_p50_ms"] / result["poll_p50_ms"]
+    assert abs(result["baseline_x_poll"] - ratio) < 0.05 * ratio

@@ -98,3 +98,31 @@ def test_prometheus_answers_per_pod():
     assert only[("jhub", "jupyter-alice")].util_max == 12.5
     with pytest.raises(ValueError, match="not a vector answer: parse error"):
         from_prometheus({"util": {"status": "error", "error": "parse error"}}, at=5.0)
+
+
+def test_the_readings_are_prometheus_clients_own_on_the_simulators_page():
+    """The line reader agrees with prometheus_client's general parser (the truth here) on a
+    page the simulated exporter wrote, escapes and all."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from jupyter_gpupool.sim import SimCluster
+    from jupyter_gpupool.sim.spec import example_cluster_spec
+
+    cluster = SimCluster(example_cluster_spec())
+    text = cluster.dcgm_metrics()
+    text += (
+        'DCGM_FI_DEV_GPU_UTIL{gpu="9",Hostname="odd \\"node\\"\\\\x",pod="p\\nq",'
+        'namespace="ns"} 7 1700000000000\n'
+    )
+    mine = {(r.node, r.gpu): (r.pod, r.util, r.mem_used, r.mem_free) for r in parse_exporter(text)}
+    theirs: dict = {}
+    fields = {"DCGM_FI_DEV_GPU_UTIL": 1, "DCGM_FI_DEV_FB_USED": 2, "DCGM_FI_DEV_FB_FREE": 3}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in fields:
+                key = (sample.labels.get("Hostname", ""), sample.labels.get("gpu", ""))
+                row = theirs.setdefault(key, [sample.labels.get("pod", ""), None, None, None])
+                row[fields[sample.name]] = sample.value
+    assert mine == {k: tuple(v) for k, v in theirs.items()}
+    assert mine[('odd "node"\\x', "9")] == ("p\nq", 7.0, None, None)
+    assert len(mine) > 20  # every GPU of the example cluster
