@@ -41,11 +41,9 @@ import gc
 import heapq
 import json
 import math
-import os
 import random
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -66,80 +64,19 @@ from bench_service import (
     percentile,
     populate,
     rss_mb,
+    server_pod,
     write_pools,
 )
-from service_process import PREFIX, SERVICE_TOKEN, start_hub_stub, wait_answering
+from service_process import start_hub_stub, start_service, wait_answering
 from sqlalchemy import bindparam, create_engine, func, insert, select, update
 
 from jupyter_gpupool.db.models import ChangeRecord, ServerSession, UsageSample
 from jupyter_gpupool.db.store import Database
-from jupyter_gpupool.demo.run import free_port
 from jupyter_gpupool.sim import SimCluster
 
 HERE = Path(__file__).resolve().parent
 
 # --- 1. admission latency with the database off and on ------------------------------------------
-
-
-def start_service(
-    kubeconfig: str, pools_dir: Path, hub_api: str, db_url: str, interval: float
-) -> tuple[subprocess.Popen[bytes], str]:
-    """The service with ``db_url`` ('' = none), as service_process.start_service starts it
-    (which always gives it an SQLite file)."""
-    port = free_port()
-    env = {
-        **os.environ,
-        "JUPYTERHUB_API_URL": hub_api,
-        "JUPYTERHUB_API_TOKEN": SERVICE_TOKEN,
-        "JUPYTERHUB_SERVICE_PREFIX": PREFIX,
-        "JUPYTERHUB_CLIENT_ID": "service-gpupool",
-    }
-    argv = [
-        sys.executable,
-        "-m",
-        "jupyter_gpupool.service",
-        f"--port={port}",
-        f"--kubeconfig={kubeconfig}",
-        f"--pools={pools_dir}",
-        f"--db-url={db_url}",
-        "--log-level=WARN",
-        f"--GPUPoolService.history_interval={interval}",
-        SYNC_TIMEOUT,
-    ]
-    proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL)
-    return proc, f"http://127.0.0.1:{port}{PREFIX}"
-
-
-def server_pod(name: str, node: str, pool: str, user: str, group: str) -> dict[str, Any]:
-    """A 1-GPU server pod bound to ``node``, labelled as gpupool's spawner does."""
-    return {
-        "metadata": {
-            "name": name,
-            "labels": {
-                "gpupool.jupyter.org/pool": pool,
-                "gpupool.jupyter.org/user": user,
-                "gpupool.jupyter.org/over-quota": "false",
-            },
-            "annotations": {
-                "gpupool.jupyter.org/user": user,
-                "gpupool.jupyter.org/server": "",
-                "gpupool.jupyter.org/charged": f"group:{group}",
-            },
-        },
-        "spec": {
-            "nodeName": node,
-            "containers": [
-                {
-                    "name": "notebook",
-                    "image": "jupyter/base",
-                    "resources": {
-                        "requests": {"nvidia.com/gpu": "1"},
-                        "limits": {"nvidia.com/gpu": "1"},
-                    },
-                }
-            ],
-        },
-    }
 
 
 def running_pods(cluster: SimCluster) -> int:
@@ -303,7 +240,14 @@ async def one_run(
     args: argparse.Namespace,
 ) -> dict[str, Any]:
     t0 = time.perf_counter()
-    proc, base = start_service(cluster.kubeconfig, pools_dir, hub_api, db_url, args.interval)
+    proc, base = start_service(
+        cluster.kubeconfig,
+        pools_dir,
+        hub_api,
+        f"--GPUPoolService.history_interval={args.interval}",
+        SYNC_TIMEOUT,
+        db_url=db_url,
+    )
     client = Client(args.clients)
     churn = Churn(cluster, args)
     try:

@@ -90,35 +90,40 @@ def populate(cluster: SimCluster, nodes: int, pools: int, pods: int, groups: int
         store.create(
             "pods",
             "default",
-            {
-                "metadata": {
-                    "name": f"jupyter-{user}-{i}",
-                    "labels": {
-                        "gpupool.jupyter.org/pool": pool,
-                        "gpupool.jupyter.org/user": user,
-                        "gpupool.jupyter.org/over-quota": "false",
-                    },
-                    "annotations": {
-                        "gpupool.jupyter.org/user": user,
-                        "gpupool.jupyter.org/server": "",
-                        "gpupool.jupyter.org/charged": f"group:{group}",
-                    },
-                },
-                "spec": {
-                    "nodeName": f"node-{node:05d}",
-                    "containers": [
-                        {
-                            "name": "notebook",
-                            "image": "jupyter/base",
-                            "resources": {
-                                "requests": {"nvidia.com/gpu": "1"},
-                                "limits": {"nvidia.com/gpu": "1"},
-                            },
-                        }
-                    ],
-                },
-            },
+            server_pod(f"jupyter-{user}-{i}", f"node-{node:05d}", pool, user, group),
         )
+
+
+def server_pod(name: str, node: str, pool: str, user: str, group: str) -> dict[str, Any]:
+    """A 1-GPU server pod bound to ``node``, labelled as gpupool's spawner does."""
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {
+                "gpupool.jupyter.org/pool": pool,
+                "gpupool.jupyter.org/user": user,
+                "gpupool.jupyter.org/over-quota": "false",
+            },
+            "annotations": {
+                "gpupool.jupyter.org/user": user,
+                "gpupool.jupyter.org/server": "",
+                "gpupool.jupyter.org/charged": f"group:{group}",
+            },
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [
+                {
+                    "name": "notebook",
+                    "image": "jupyter/base",
+                    "resources": {
+                        "requests": {"nvidia.com/gpu": "1"},
+                        "limits": {"nvidia.com/gpu": "1"},
+                    },
+                }
+            ],
+        },
+    }
 
 
 def write_pools(directory: Path, pools: int, groups: int) -> None:

@@ -46,9 +46,12 @@ def start_hub_stub(models: Mapping[str, dict[str, Any]]) -> str:
 
 
 def start_service(
-    kubeconfig: str, pools_dir: Path, hub_api: str, *extra_args: str
+    kubeconfig: str, pools_dir: Path, hub_api: str, *extra_args: str, db_url: str | None = None
 ) -> tuple[subprocess.Popen[bytes], str]:
-    """The service on a free port, as the hub would start it; returns it and its URL."""
+    """The service on a free port, as the hub would start it; returns it and its URL. Its
+    database is ``db_url`` ('' = none), by default an SQLite file beside ``pools_dir``."""
+    if db_url is None:
+        db_url = f"sqlite:///{Path(pools_dir).parent / 'gpupool.sqlite'}"
     port = free_port()
     env = {
         **os.environ,
@@ -65,7 +68,7 @@ def start_service(
             f"--port={port}",
             f"--kubeconfig={kubeconfig}",
             f"--pools={pools_dir}",
-            f"--db-url=sqlite:///{Path(pools_dir).parent / 'gpupool.sqlite'}",
+            f"--db-url={db_url}",
             "--log-level=WARN",
             *extra_args,
         ],
