@@ -61,6 +61,8 @@ class ServerSession(Base):
     #: stopped (by its user, an admin, the idle culler, or unseen while the service was away) |
     #: reclaimed | failed | over budget | culled (its GPUs stayed idle: the idle policy)
     ended: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    #: The last time the idle policy warned that its GPUs were idle (None: never warned)
+    idle_warned: Mapped[float | None] = mapped_column(Float, nullable=True, index=True)
 
 
 class ChangeRecord(Base):

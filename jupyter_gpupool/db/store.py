@@ -291,6 +291,19 @@ class Database:
 
         self._put("session", write)
 
+    def idle_warned(self, pod_uid: str, at: float) -> None:
+        """The idle policy warned the open session of ``pod_uid`` at ``at`` (the latest
+        warning is kept)."""
+
+        def write(s: Session) -> None:
+            s.execute(
+                update(ServerSession)
+                .where(ServerSession.pod_uid == pod_uid, ServerSession.stopped.is_(None))
+                .values(idle_warned=at)
+            )
+
+        self._put("session", write)
+
     def seen_open(self, now: float) -> None:
         """Every open session was still running at ``now`` (one statement, however many; the
         ledger closes the sessions of servers that stopped before it says this)."""
@@ -401,6 +414,18 @@ class Database:
         with self._read() as s:
             return [_session_dict(r) for r in s.scalars(query.order_by(ServerSession.started))]
 
+    def idle_warnings(self, since: float, n: int = 200) -> list[dict[str, Any]]:
+        """The ``n`` latest sessions the idle policy warned at or after ``since``, newest
+        warning first, with how they ended (None while they run)."""
+        query = (
+            select(ServerSession)
+            .where(ServerSession.idle_warned >= since)
+            .order_by(ServerSession.idle_warned.desc(), ServerSession.id.desc())
+            .limit(n)
+        )
+        with self._read() as s:
+            return [_session_dict(r) for r in s.scalars(query)]
+
 
 def _session_dict(r: ServerSession) -> dict[str, Any]:
     return {
@@ -421,6 +446,7 @@ def _session_dict(r: ServerSession) -> dict[str, Any]:
             "stopped",
             "last_seen",
             "ended",
+            "idle_warned",
         )
     }
 

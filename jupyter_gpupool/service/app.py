@@ -317,6 +317,7 @@ class GPUPoolService(Application, GPUPoolSettings):
         ctx.view.on_pods_reset = records.ledger.tick
         ctx.desk.on_reclaim = records.ledger.reclaiming
         ctx.idle.on_cull = records.ledger.culled
+        ctx.idle.on_warn = records.ledger.idle_warned
         ctx.state.budgets = records.budgets
         ctx.state.on_registry = lambda registry: records.follow_budgets(registry.budgets)
         records.follow_budgets(ctx.state.registry.budgets)
@@ -475,6 +476,7 @@ def route_table(prefix: str) -> list[tuple[str, type[tornado.web.RequestHandler]
         (prefix + "nodes", viewpages.NodesPage),
         (prefix + "quotas", viewpages.QuotasPage),
         (prefix + "reports", viewpages.ReportsPage),
+        (prefix + "idle", viewpages.IdlePage),
         (prefix + "admin", adminpages.AdminPage),
         (prefix + "admin/pools", adminpages.ApplyPoolsAction),
         (prefix + "admin/pools/([^/]+)/delete", adminpages.DeletePoolPage),

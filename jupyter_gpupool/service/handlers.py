@@ -302,12 +302,22 @@ class IdleHandler(APIHandler):
     scopes = {"GET": ADMIN_SCOPE}
 
     async def get(self) -> None:
+        """``warned``: the ledger's sessions warned in the last ``?days=`` (7), latest first,
+        with how they ended; its ``problem`` when the database cannot say."""
         state, use = self.ctx.state, self.ctx.utilization
+        now = clock.now()
+        days = whole_number(self.get_argument("days", None), "days", 7, 366) or 7
+        warned: dict[str, Any] = {"days": days, "servers": [], "problem": None}
+        try:
+            warned["servers"] = await self.ctx.records.idle_warnings(now - days * 86400)
+        except ApiError as e:
+            warned["problem"] = e.message
         self.write_json(
             {
-                "servers": self.ctx.idle.candidates(state.registry, state.index, clock.now()),
+                "servers": self.ctx.idle.candidates(state.registry, state.index, now),
                 "utilization": {"source": use.name, "problem": use.problem or None},
                 "culled": self.ctx.idle.culled,
+                "warned": warned,
             }
         )
 

@@ -1,8 +1,8 @@
 """The idle-GPU policy at work (rules: :mod:`..core.idle`): after each utilization poll, the
 idle clocks of the running servers with GPUs move on; a server due for warning is warned (a log
-line; the API's ``idle`` field, which the status item and the pages show), one due for its
-action is stopped through JupyterHub (the ledger says "culled") or, under ``action: report``,
-listed by ``GET api/v1/idle``.
+line, the time in its ledger session; the API's ``idle`` field, which the status item and the
+pages show), one due for its action is stopped through JupyterHub (the ledger says "culled")
+or, under ``action: report``, listed by ``GET api/v1/idle`` and the Idle GPUs page.
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ class IdleWatch:
         self.stop = stop
         #: Told of each server stopped for idleness, before it is (the ledger says "culled").
         self.on_cull: Callable[[ServerUsage], None] | None = None
+        #: Told of each server warned, with the time (the ledger keeps it)
+        self.on_warn: Callable[[ServerUsage, float], None] | None = None
         self.clock = IdleClock()
         self.warned: set[Key] = set()
         self.asked: dict[Key, float] = {}
@@ -103,6 +105,8 @@ class IdleWatch:
                     "stopped" if policy.action == "stop" else "reported",
                     duration_words(state.due_at - now),
                 )
+                if self.on_warn is not None:
+                    self.on_warn(s, now)
             if now >= state.due_at and policy.action == "stop":
                 due.append((s, policy, state))
         stopped = []
@@ -143,10 +147,15 @@ class IdleWatch:
         state = self.state_of(registry, s)
         return None if state is None else state.as_json(now)
 
+    def idle_servers(self, registry: Registry, index: UsageIndex) -> list[ServerUsage]:
+        """Every server idle under a policy, the longest idle first."""
+        idle = [(state.since, s) for s in index.servers() if (state := self.state_of(registry, s))]
+        return [s for _, s in sorted(idle, key=lambda pair: pair[0])]
+
     def candidates(self, registry: Registry, index: UsageIndex, now: float) -> list[dict[str, Any]]:
         """``GET api/v1/idle``: every server idle under a policy, the longest idle first."""
         out = []
-        for s in index.servers():
+        for s in self.idle_servers(registry, index):
             state = self.state_of(registry, s)
             policy = self.policy_for(registry, s.pool)
             if state is None or policy is None:
@@ -164,4 +173,4 @@ class IdleWatch:
                     "policy": policy.words(),
                 }
             )
-        return sorted(out, key=lambda r: r["since"])
+        return out

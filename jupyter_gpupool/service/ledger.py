@@ -43,6 +43,12 @@ class Ledger:
         """The service is stopping this server because its GPUs stayed idle."""
         self.stopping[(server.namespace, server.name)] = ledger.CULLED
 
+    def idle_warned(self, server: Any, at: float) -> None:
+        """The idle policy warned this server at ``at``: its session keeps the time."""
+        if server.uid in self.open:
+            self.open[server.uid]["idle_warned"] = at
+            self.db.idle_warned(server.uid, at)
+
     def over_budget(self, server: Any) -> None:
         """The service is stopping this server because its budget is spent."""
         self.stopping[(server.namespace, server.name)] = ledger.OVER_BUDGET

@@ -162,6 +162,17 @@ class Records:
             return f"the database {self.db.description} is not answering: {self.db.last_error}"
         return ""
 
+    async def idle_warnings(self, since: float) -> list[dict[str, Any]]:
+        """The ledger's sessions the idle policy warned since ``since``, latest first, with
+        how they ended (``culled``, ``stopped``...; None while they run)."""
+        if not self.available:
+            raise ApiError(503, f"The ledger is not available: {self.status()}")
+        assert self.db is not None
+        try:
+            return await asyncio.to_thread(self.db.idle_warnings, since)
+        except Exception as e:
+            raise ApiError(503, f"cannot read the ledger: {e}") from None
+
     async def gpu_hours(
         self, since: str | None, until: str | None, by: str | None, user: str | None
     ) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""The pages that show: every user's own page, and the admins' pools, pool, nodes, quotas and
-reports.
+"""The pages that show: every user's own page, and the admins' pools, pool, nodes, quotas,
+idle GPUs and reports.
 
 Each is a GET that renders one template from the same view functions as the JSON API (see
 :mod:`.pages` for login, scopes and rendering); the live ones are refreshed by
@@ -25,6 +25,7 @@ from urllib.parse import quote, urlencode
 from tornado import web
 
 from ..core.history import RANGES, parse_range
+from ..core.idle import IdlePolicy
 from ..core.poolwrite import pool_to_document
 from ..core.reports import quota_rows
 from ..core.usagerows import ServerUsage
@@ -139,7 +140,10 @@ class ServerTable:
 def server_table(ctx: Any, servers: Sequence[ServerUsage], total: int) -> ServerTable:
     """``servers`` as ``GET api/v1/servers`` gives them (with their utilization and, once the
     idle policy says so, ``idle``), and the utilization source's problem."""
-    answer = views.servers_answer(servers, total, ctx.utilization)
+    registry, now = ctx.state.registry, clock.now()
+    answer = views.servers_answer(
+        servers, total, ctx.utilization, lambda s: ctx.idle.row(registry, s, now)
+    )
     source = answer["utilization"]
     measured = source["source"] != "none"
     return ServerTable(
@@ -605,4 +609,58 @@ class ReportsPage(AdminPageHandler):
             by_choices=REPORT_BY,
             since_choices=REPORT_SINCE,
             csv_url=f"{self.svc}api/v1/reports/gpu-hours.csv?{query.query()}",
+        )
+
+
+# --- idle GPUs -----------------------------------------------------------------------------------
+
+#: How far back the idle page lists the servers the policy warned (from the ledger).
+IDLE_WARNED_DAYS = 7
+
+
+def idle_policies(ctx: Any) -> list[tuple[str, str, str]]:
+    """Each pool with the idle policy that applies to it (its own, else the service's) in
+    words, and who is exempt (``alice, group admins``)."""
+    state, idle = ctx.state, ctx.idle
+    rows = []
+    for name in views.pool_names(state.registry, state.index):
+        policy: IdlePolicy | None = idle.policy_for(state.registry, name)
+        if policy is None:
+            rows.append((name, "none", ""))
+            continue
+        exempt = [*policy.exempt_users, *(f"group {g}" for g in policy.exempt_groups)]
+        rows.append((name, policy.words(), ", ".join(exempt)))
+    return rows
+
+
+class IdlePage(AdminPageHandler):
+    """``{prefix}idle``: the servers whose GPUs are idle under a policy now (the candidates of
+    ``action: report`` and those about to be stopped, each with a stop button), the policy of
+    each pool, and from the ledger the servers warned in the last days and how they ended."""
+
+    nav = "idle"
+    title = "Idle GPUs"
+
+    async def get(self) -> None:
+        ctx, state = self.ctx, self.ctx.state
+        now = clock.now()
+        idle = ctx.idle.idle_servers(state.registry, state.index)
+        table = server_table(ctx, idle, len(idle))
+        warned: list[dict[str, Any]] = []
+        ledger_problem = ""
+        try:
+            warned = await ctx.records.idle_warnings(now - IDLE_WARNED_DAYS * 86400)
+        except ApiError as e:
+            ledger_problem = sentence(e.message)
+        self.render_page(
+            "idle.html",
+            servers=table.rows,
+            utilization=table,
+            source=ctx.utilization.name,
+            policies=idle_policies(ctx),
+            warned=warned,
+            warned_days=IDLE_WARNED_DAYS,
+            ledger_problem=ledger_problem,
+            culled=ctx.idle.culled,
+            back=f"{self.svc}idle",
         )

@@ -62,6 +62,20 @@ def rows(url: str, sql: str) -> list[tuple]:
         engine.dispose()
 
 
+def at_revision(url: str, revision: str, sql: str) -> None:
+    """The database at an older schema ``revision``, with a row written by ``sql``."""
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            cfg = Config()
+            cfg.set_main_option("script_location", str(MIGRATIONS))
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, revision)
+            conn.execute(text(sql))
+    finally:
+        engine.dispose()
+
+
 @pytest.fixture
 def db(db_url: str) -> Iterator[Database]:
     database = Database(db_url, batch_seconds=0)
@@ -193,25 +207,20 @@ def test_seen_open_marks_every_open_session_and_no_closed_one(db, db_url):
 def test_a_first_schema_database_is_upgraded_on_open_and_keeps_its_samples(db_url):
     """A database of revision 0001 (before GPU utilization) gets ``gpu_busy`` when opened; its
     samples stay, with no value (nothing was measured then)."""
+    at_revision(
+        db_url,
+        "0001",
+        "INSERT INTO usage_samples (time, pool, hourly, gpu_total, gpu_used,"
+        " gpu_over_quota, gpu_pending) VALUES (1.0, 'p', false, 8, 3, 0, 0)",
+    )
     engine = create_engine(db_url)
     try:
-        with engine.begin() as conn:
-            cfg = Config()
-            cfg.set_main_option("script_location", str(MIGRATIONS))
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "0001")
-            conn.execute(
-                text(
-                    "INSERT INTO usage_samples (time, pool, hourly, gpu_total, gpu_used,"
-                    " gpu_over_quota, gpu_pending) VALUES (1.0, 'p', false, 8, 3, 0, 0)"
-                )
-            )
         columns = {c["name"] for c in inspect(engine).get_columns("usage_samples")}
     finally:
         engine.dispose()
     assert "gpu_busy" not in columns
     db = Database(db_url, batch_seconds=0)
-    assert db.open() == ("0001", "0002") and head_revision() == "0002"
+    assert db.open() == ("0001", head_revision())
     try:
         db.add_samples(2.0, [sample("p", 4) | {"gpu_busy": 1.5}])
         assert db.flush()
@@ -238,3 +247,41 @@ def test_hourly_averages_of_gpus_busy_leave_out_the_samples_not_measured(db):
         ("p", True, 4.0, 1.75),  # (1.0 + 2.5) / 2: the unmeasured sample is not a 0
         ("q", True, 1.0, None),  # never measured
     ]
+
+
+# --- idle warnings (issue 17): schema revision 0003 ----------------------------------------------
+
+
+def test_a_revision_0002_database_gets_idle_warnings_and_keeps_its_sessions(db_url):
+    """Sessions written before 0003 stay, never warned; a warning is kept on the open session
+    of its pod only, and the latest warnings are listed newest first with how they ended."""
+    at_revision(
+        db_url,
+        "0002",
+        'INSERT INTO server_sessions (pod_uid, namespace, pod, "user", server, gpus,'
+        " over_quota, started, last_seen) VALUES"
+        " ('old', 'default', 'jupyter-old', 'olga', '', 1, false, 1.0, 2.0)",
+    )
+    db = Database(db_url, batch_seconds=0)
+    assert db.open() == ("0002", head_revision())
+    try:
+        db.open_session(session("u1", "alice", 100.0))
+        db.open_session(session("u2", "bob", 100.0))
+        db.idle_warned("u1", 200.0)
+        db.idle_warned("u2", 150.0)
+        db.close_session("u2", 160.0, "culled")
+        db.idle_warned("u2", 300.0)  # closed: not warned again
+        db.idle_warned("u1", 250.0)  # the latest warning is kept
+        assert db.flush()
+        assert rows(db_url, "SELECT pod_uid, idle_warned FROM server_sessions ORDER BY id") == [
+            ("old", None),
+            ("u1", 250.0),
+            ("u2", 150.0),
+        ]
+        assert [(w["pod_uid"], w["ended"]) for w in db.idle_warnings(0.0)] == [
+            ("u1", None),
+            ("u2", "culled"),
+        ]
+        assert [w["pod_uid"] for w in db.idle_warnings(200.0)] == ["u1"]
+    finally:
+        db.close()

@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 from service_kit import start_pod
+from test_pages import Browser, text
 from test_records import until
 from waiting import async_wait_for
 
 from jupyter_gpupool.service import clock
+from jupyter_gpupool.service.auth import ADMIN_SCOPE
 
 T0 = 1_800_000_000.0
 DCGM = {
@@ -95,6 +97,18 @@ async def test_an_idle_server_is_warned_then_stopped_and_a_busy_one_keeps_runnin
         "under 5% for 20s (warned 10s before; then stopped)",
     )
     assert service.hub.stopped == []
+    # the warning is in the ledger: her session keeps when it was given
+    warned = await until(
+        db_url,
+        "SELECT pod, idle_warned, stopped FROM server_sessions WHERE idle_warned IS NOT NULL",
+        lambda r: len(r) == 1,
+        "carol's warning in the ledger",
+    )
+    assert warned == [("carol-nb", T0 + 11, None)]
+    page = await idle_page(service)
+    assert "carol" in page["idle now"] and "dave" not in page["idle now"]
+    assert "under 5% for 20s (warned 10s before; then stopped)" in page["policies"]
+    assert "still running" in page["warned"]
 
     now[0] = T0 + 21  # due
     await async_wait_for(
@@ -109,6 +123,12 @@ async def test_an_idle_server_is_warned_then_stopped_and_a_busy_one_keeps_runnin
         "carol's session to end",
     )
     assert ended == [("carol-nb", "culled")]
+    warned_list = (await admin.request("GET", "api/v1/idle")).json()["warned"]
+    assert [(w["pod"], w["idle_warned"], w["ended"]) for w in warned_list["servers"]] == [
+        ("carol-nb", T0 + 11, "culled")
+    ]
+    page = await idle_page(service)
+    assert "carol" not in page["idle now"] and "culled at" in page["warned"]
 
 
 async def test_any_gpu_activity_resets_the_clock_and_report_only_lists(
@@ -142,6 +162,18 @@ async def test_any_gpu_activity_resets_the_clock_and_report_only_lists(
     listed = (await admin.request("GET", "api/v1/idle")).json()["servers"]
     assert [(r["user"], r["action"]) for r in listed] == [("carol", "report")]
     assert service.hub.stopped == [] and cluster.pod("default", "carol-nb") is not None
+    # the Idle GPUs page lists her with a stop button for the admin, and her warning (the
+    # ledger's writes are queued: it shows once written)
+    page = await idle_page(service)
+    assert "carol" in page["idle now"] and "reported (not stopped)" in page["idle now"]
+    assert 'value="carol-nb"' in page["html"] and "admin/servers/stop" in page["html"]
+
+    async def warned() -> str | None:
+        section = (await idle_page(service))["warned"]
+        return section if "carol" in section else None
+
+    section = await async_wait_for(warned, what="carol's warning on the page", timeout=10)
+    assert "still running" in section and "dave" not in section
 
 
 async def test_no_measurement_is_not_idle_and_exempt_users_are_left_alone(
@@ -170,6 +202,17 @@ async def test_no_measurement_is_not_idle_and_exempt_users_are_left_alone(
     assert (await rows(admin))["carol-nb"]["idle"] is None
 
 
+async def idle_page(service) -> dict[str, str]:
+    """The Idle GPUs page as an admin reads it: its sections' texts, and its HTML."""
+    browser = Browser(service, service.hub.user("admin", [], [ADMIN_SCOPE]))
+    code, html, _ = await browser.get("idle")
+    assert code == 200, html
+    words = text(html)
+    policies, _, rest = words.partition("Idle now")
+    idle_now, _, warned = rest.partition("Warned in the last")
+    return {"policies": policies, "idle now": idle_now, "warned": warned, "html": html}
+
+
 async def _gpu_util(admin, name: str, value: float) -> bool:
     return (await rows(admin))[name]["gpu_utilization"] == value
 
@@ -182,3 +225,14 @@ async def _idle_since(admin, name: str, t: float) -> dict | None:
 async def _problem(admin) -> str | None:
     answer = (await admin.request("GET", "api/v1/servers")).json()
     return answer["utilization"]["problem"]
+
+
+async def test_the_idle_page_says_what_it_lacks(start_service):
+    """Without a utilization source nobody can be idle, and without a database there is no
+    ledger of warnings: the page says both instead of showing empty tables."""
+    service = await start_service(db_url="")
+    page = await idle_page(service)
+    assert "No GPU utilization source is configured" in page["policies"]
+    assert "dev-pool none" in page["policies"]
+    assert "No server's GPUs are idle under a policy" in page["idle now"]
+    assert "The ledger is not available: no database is configured." in page["warned"]
