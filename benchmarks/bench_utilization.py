@@ -1,15 +1,22 @@
-"""Benchmark of GPU utilization polling (issue 17): what one poll costs the service at 5,000
+"""Benchmark of GPU utilization polling (issue 17): what polling costs the service at 5,000
 nodes x 8 GPUs.
 
-One poll of the ``dcgm`` source reads the exporter pages of every GPU node (here: one page of
-all 40,000 GPUs, the size of every node's page together, three metrics per GPU as the simulated
-exporter writes), parses them (:func:`~jupyter_gpupool.core.utilization.parse_exporter`, with
-prometheus_client's parser), groups them per pod (``by_pod``) and moves the idle clocks of the
-running servers on (:class:`~jupyter_gpupool.core.idle.IdleClock`). The baseline, measured in
-the same run on the same text, is prometheus_client's general parser, which the service used
-first (it reads every metric and keeps every sample). Figures: milliseconds per poll (p50 and max over
-``--polls``), the page's size, the memory the measurements hold (tracemalloc), and the ratio to
-the baseline. Run::
+Part 1, the poll in this process. One poll of the ``dcgm`` source reads the exporter pages of
+every GPU node (here: one page of all 40,000 GPUs, the size of every node's page together, three
+metrics per GPU as the simulated exporter writes), parses them
+(:func:`~jupyter_gpupool.core.utilization.parse_exporter`, a reader of the three metrics it
+needs), groups them per pod (``by_pod``) and moves the idle clocks of the running servers on
+(:class:`~jupyter_gpupool.core.idle.IdleClock`). The baseline, measured in the same run on the
+same text, is prometheus_client's general parser, which the service used first (it reads every
+metric and keeps every sample). Figures: milliseconds per poll (p50 and max over ``--polls``),
+the page's size, the memory the measurements hold (tracemalloc), and the ratio to the baseline.
+
+Part 2, the service as it runs (``python -m jupyter_gpupool.service``, its own process) on a
+simulated cluster of the same size with ``--pods`` 1-GPU server pods, twice over the same
+wall time: with ``utilization_source = "dcgm"`` reading the simulator's exporter every
+``--interval`` seconds, and without a source (the baseline). Figures: the service's RSS with
+and without polling, and the CPU seconds one poll costs the service (the difference of the two
+runs' CPU time, divided by the polls). Run::
 
     python benchmarks/bench_utilization.py            # 5,000 nodes x 8 GPUs, 20,000 servers
     python benchmarks/bench_utilization.py --quick    # tiny
@@ -20,21 +27,37 @@ Prints one JSON line on stdout and a summary on stderr.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import json
+import os
 import statistics
 import sys
+import tempfile
 import time
 import tracemalloc
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import tornado.httpclient
+from bench_service import (
+    ADMIN_TOKEN,
+    SYNC_TIMEOUT,
+    cluster_spec,
+    hub_models,
+    populate,
+    rss_mb,
+    write_pools,
+)
 from prometheus_client.parser import text_string_to_metric_families
+from service_process import answers_ok, start_hub_stub, start_service, wait_answering
 
 from jupyter_gpupool.core.idle import IdleClock
 from jupyter_gpupool.core.utilization import by_pod, parse_exporter
+from jupyter_gpupool.sim import SimCluster
 
 METRICS = (
     ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %)."),
@@ -71,16 +94,8 @@ def baseline(text: str) -> int:
     )
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nodes", type=int, default=5000)
-    parser.add_argument("--gpus", type=int, default=8, help="GPUs per node")
-    parser.add_argument("--per-pod", type=int, default=2, help="GPUs per server")
-    parser.add_argument("--polls", type=int, default=5)
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.nodes, args.polls = 20, 3
+def poll_part(args: argparse.Namespace) -> dict[str, Any]:
+    """Part 1: the poll in this process, and prometheus_client's parser on the same page."""
     text = page(args.nodes, args.gpus, args.per_pod)
     clock = IdleClock()
     times, base_times = [], []
@@ -130,6 +145,126 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"  memory held                           {result['held_mb']} MB",
         file=sys.stderr,
     )
+    return result
+
+
+def cpu_seconds(pid: int) -> float:
+    """The process's user + system CPU time so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def polls_seen(http: tornado.httpclient.AsyncHTTPClient, base: str) -> set[float]:
+    """The times of the polls that measured the first server (``measured_at``)."""
+    resp = await http.fetch(
+        base + "api/v1/servers?limit=1", headers={"Authorization": f"token {ADMIN_TOKEN}"}
+    )
+    [row] = json.loads(resp.body)["servers"]
+    return {row["measured_at"]} if row["measured_at"] is not None else set()
+
+
+async def service_run(
+    cluster: SimCluster, pools_dir: Path, hub_api: str, args: argparse.Namespace, seconds: float
+) -> dict[str, Any]:
+    """The service with the dcgm source (``seconds`` 0: until ``args.service_polls`` polls) or
+    without a source (for ``seconds``); its CPU time and RSS over that time, and the polls."""
+    extra = [SYNC_TIMEOUT, f"--GPUPoolService.utilization_interval={args.interval}"]
+    if not seconds:
+        extra += [
+            "--GPUPoolService.utilization_source=dcgm",
+            '--GPUPoolService.dcgm_urls=["/sim/v1/dcgm/metrics"]',
+        ]
+    proc, base = start_service(cluster.kubeconfig, pools_dir, hub_api, *extra, db_url="")
+    http = tornado.httpclient.AsyncHTTPClient(force_instance=True)
+    try:
+        await wait_answering(proc, answers_ok(base + "api/v1/", ADMIN_TOKEN))
+        polls: set[float] = set()
+        if not seconds:  # the first poll comes at start: count from the second
+            while not polls:
+                polls = await polls_seen(http, base)
+                await asyncio.sleep(0.05)
+        cpu0, t0 = cpu_seconds(proc.pid), time.monotonic()
+        seen = len(polls)
+        while True:
+            await asyncio.sleep(0.05)
+            if seconds:
+                if time.monotonic() - t0 >= seconds:
+                    break
+            else:
+                polls |= await polls_seen(http, base)
+                if len(polls) - seen >= args.service_polls:
+                    break
+        return {
+            "cpu_s": cpu_seconds(proc.pid) - cpu0,
+            "wall_s": time.monotonic() - t0,
+            "rss_mb": rss_mb(proc.pid),
+            "polls": len(polls) - seen,
+        }
+    finally:
+        http.close()
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+async def service_part(args: argparse.Namespace) -> dict[str, Any]:
+    """Part 2: the service polling the simulator's exporter, against the service without."""
+    hub_api = start_hub_stub(hub_models())
+    cluster = SimCluster(cluster_spec(args.nodes, args.pools, args.gpus))
+    populate(cluster, args.nodes, args.pools, args.pods, args.groups)
+    await cluster.start()
+    gc.collect()
+    gc.freeze()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            pools_dir = Path(tmp) / "pools"
+            pools_dir.mkdir()
+            write_pools(pools_dir, args.pools, args.groups)
+            polling = await service_run(cluster, pools_dir, hub_api, args, 0)
+            without = await service_run(cluster, pools_dir, hub_api, args, polling["wall_s"])
+    finally:
+        await cluster.stop()
+    per_poll = (polling["cpu_s"] - without["cpu_s"]) / max(polling["polls"], 1)
+    result = {
+        "service_pods": args.pods,
+        "service_polls": polling["polls"],
+        "service_interval_s": args.interval,
+        "service_cpu_per_poll_ms": round(per_poll * 1000, 1),
+        "service_rss_mb": round(polling["rss_mb"], 1),
+        "service_rss_without_mb": round(without["rss_mb"], 1),
+        "service_rss_x_without": round(polling["rss_mb"] / without["rss_mb"], 2),
+    }
+    print(
+        f"The service, {args.pods} servers, polling every {args.interval:g} s:\n"
+        f"  CPU per poll                          {result['service_cpu_per_poll_ms']} ms "
+        f"(over {result['service_polls']} polls, less the same time without a source)\n"
+        f"  RSS                                   {result['service_rss_mb']} MB "
+        f"({result['service_rss_x_without']}x the {result['service_rss_without_mb']} MB "
+        "without a source)",
+        file=sys.stderr,
+    )
+    return result
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--gpus", type=int, default=8, help="GPUs per node")
+    parser.add_argument("--per-pod", type=int, default=2, help="GPUs per server (part 1)")
+    parser.add_argument("--polls", type=int, default=5, help="polls measured in part 1")
+    parser.add_argument("--pods", type=int, default=20000, help="server pods (part 2)")
+    parser.add_argument("--pools", type=int, default=10, help="pools (part 2)")
+    parser.add_argument("--groups", type=int, default=20, help="groups (part 2)")
+    parser.add_argument("--interval", type=float, default=5.0, help="seconds between polls")
+    parser.add_argument("--service-polls", type=int, default=5, help="polls measured in part 2")
+    parser.add_argument("--no-service", action="store_true", help="part 1 only")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.nodes, args.polls, args.pods, args.pools = 20, 3, 40, 2
+        args.interval, args.service_polls = 0.5, 3
+    result = poll_part(args)
+    if not args.no_service:
+        result |= asyncio.run(service_part(args))
     return result
 
 

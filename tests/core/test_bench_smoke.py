@@ -167,3 +167,9 @@ def test_utilization_benchmark():
     # the ratio of the unrounded times: within rounding of the ratio of the rounded ones
     ratio = result["baseline_p50_ms"] / result["poll_p50_ms"]
     assert abs(result["baseline_x_poll"] - ratio) < 0.05 * ratio
+    # part 2: the service polled its 40 servers' GPUs (a poll that measured nothing would not
+    # be counted) and both runs' RSS was read
+    assert result["service_pods"] == 40 and result["service_polls"] >= 3
+    assert result["service_rss_mb"] > 0 and result["service_rss_without_mb"] > 0
+    rss_ratio = result["service_rss_mb"] / result["service_rss_without_mb"]
+    assert abs(result["service_rss_x_without"] - rss_ratio) < 0.02
