@@ -7,7 +7,9 @@ decisions are serialized. It walks the user's pools in order and takes the first
 1. **access** - the user or one of their groups is allowed (pools without ``access``: everyone);
 2. **validation** - the GPU count passes the pool's ``limits`` and the GPU type exists there;
 3. **quota** - a subject can be charged (:mod:`.quota` says who), and neither the user's GPU-hour
-   budget nor that of the group charged is spent there (:mod:`.budgets`);
+   budget nor that of the group charged is spent there (:mod:`.budgets`); no borrowing (over
+   quota) in a pool where a request within quota waits in line (``AdmissionState.promised``,
+   :mod:`.queue`);
 4. **capacity** - ONE schedulable, Ready node has the GPUs free, reservations counted as used
    (free GPUs spread over several nodes are no use to one pod: fragmentation).
 
@@ -64,6 +66,13 @@ __all__ = [
 ]
 
 
+#: Why a pool takes no borrower while a request within quota waits in line for it.
+PROMISED = (
+    "its GPUs are promised to requests waiting in line within their quota: "
+    "none may be borrowed here now"
+)
+
+
 @dataclass
 class _Outcome:
     skip: Skip | None = None
@@ -76,7 +85,8 @@ def _or_list(items: Sequence[object]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
-def _validate(pool: Pool, n: int) -> str | None:
+def validate_gpus(pool: Pool, n: int) -> str | None:
+    """Why the pool's ``limits`` refuse a server of ``n`` GPUs, or None."""
     lim = pool.limits
     if n < lim.min_gpus:
         return f"servers here need at least {gpus_text(lim.min_gpus)} (you asked for {n})"
@@ -97,7 +107,7 @@ def _evaluate(name: str, ctx: Context) -> _Outcome:
     if not pool.allows(req.user, req.groups):
         return _Outcome(Skip(name, "you don't have access to this pool"))
     n = req.gpus
-    if problem := _validate(pool, n):
+    if problem := validate_gpus(pool, n):
         return _Outcome(Skip(name, problem))
 
     platform: Platform | None = None
@@ -119,6 +129,8 @@ def _evaluate(name: str, ctx: Context) -> _Outcome:
     if isinstance(charge, str):
         return _Outcome(Skip(name, charge))
     charged, over_quota = charge
+    if over_quota and n and name in ctx.state.promised:
+        return _Outcome(Skip(name, PROMISED))
     book = ctx.state.budgets
     if n and book is not None and reg.budgets:
         spent = refusal(reg.budgets, req.user, charged, name, book, ctx.state.now)

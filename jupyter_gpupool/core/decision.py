@@ -62,7 +62,7 @@ class AdmissionRequest:
 class AdmissionState:
     """Everything :func:`~.admission.decide` reads. ``pool_label`` is the node label key naming
     pools. ``budgets`` gives the sessions the registry's budgets count at ``now`` (None: budgets
-    are not enforced, as when the service keeps no ledger)."""
+    are not enforced, as when the service keeps no ledger). ``promised``: see :mod:`.queue`."""
 
     registry: Registry
     usage: UsageView
@@ -70,6 +70,9 @@ class AdmissionState:
     pool_label: str = POOL_LABEL
     budgets: BudgetSessions | None = None
     now: float = 0.0
+    #: Pools where a request waiting in line within its quota is not admitted yet: they take
+    #: no request over quota (the GPUs that come free there are the waiting one's)
+    promised: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -385,6 +385,16 @@ class UsageIndex:
         ps = self._pools.get(pool)
         return ps.groups.values() if ps is not None else ()
 
+    def pool_max_free(self, pool: str) -> int:
+        """The most free GPUs on one schedulable node of ``pool`` (reservations not counted)."""
+        ps = self._pools.get(pool)
+        return max((g.max_free() for g in ps.groups.values()), default=0) if ps else 0
+
+    def largest_node_gpus(self, pool: str) -> int:
+        """The most GPUs one node of ``pool`` holds, free or not, schedulable or not."""
+        ps = self._pools.get(pool)
+        return max((self._nodes[n].gpu_total for n in ps.nodes), default=0) if ps else 0
+
     def node_free(self, node: str) -> int:
         n = self._nodes.get(node)
         return n.free if n is not None else 0

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 
 from ..core.admission import AdmissionRequest, Decision, ReclaimPlan, decide, user_subject
 from ..core.budgets import over_budget, paid_by
+from ..core.queue import Waiting
 from ..core.reservations import Reservation
 from ..core.usage import ServerUsage
 from . import clock
@@ -31,6 +32,7 @@ from .errors import ApiError
 from .hubapi import HubAPI
 from .kube import Kube, KubeError
 from .metrics import Metrics
+from .queue import Line
 from .state import ServiceState
 from .views import pool_exists, pool_or_bare
 
@@ -41,13 +43,15 @@ NO_ACCESS = "you don't have access to this pool"
 
 @dataclass(frozen=True)
 class Outcome:
-    """How an admission request ended: 201 admitted, 409 not now, 403 no pool allowed."""
+    """How an admission request ended: 201 admitted, 202 waiting in line (``waiting``), 409
+    not now, 403 no pool allowed."""
 
     status: int
     decision: Decision
     reservation: Reservation | None = None
     reclaimed: tuple[ServerUsage, ...] = ()
     note: str = ""
+    waiting: Waiting | None = None
 
     @property
     def message(self) -> str:
@@ -81,6 +85,8 @@ class AdmissionDesk:
         self.on_reclaim: Callable[[ServerUsage], None] | None = None
         #: (namespace, name) -> when the service asked it to stop over budget
         self._budget_stops: dict[tuple[str, str], float] = {}
+        #: The requests waiting in line (:mod:`.queue`); None: no queue
+        self.line: Line | None = None
 
     # --- checks before deciding ------------------------------------------------------------------
 
@@ -116,15 +122,21 @@ class AdmissionDesk:
         return gone
 
     def _decide_and_reserve(self, request: AdmissionRequest) -> Decision:
-        """Under the lock: decide, and hold the GPUs of an admitted request."""
+        """Under the lock: decide, and hold the GPUs of an admitted request. The line goes
+        first, and pools promised to requests waiting within quota take no borrower."""
         self.sweep()
-        decision = decide(request, self.state.admission_state())
+        state = self.state.admission_state()
+        if self.line is not None:
+            self.line.pass_if_due()
+            state = replace(state, promised=self.line.promised)
+        decision = decide(request, state)
         if decision.admitted:
             self.state.reservations.add(decision.reservation(clock.now() + self.ttl))
         return decision
 
-    async def admit(self, request: AdmissionRequest) -> Outcome:
-        """Admit ``request`` (its ``admission_id`` is set here when empty)."""
+    async def admit(self, request: AdmissionRequest, queue: bool = False) -> Outcome:
+        """Admit ``request`` (its ``admission_id`` is set here when empty); with ``queue``, a
+        request no pool can take now waits in line (202) when some pool could take it later."""
         if not request.admission_id:
             request = replace(request, admission_id=new_admission_id())
         self.check_pools(request)
@@ -134,16 +146,35 @@ class AdmissionDesk:
                 return self._admitted(decision)
             plan = decision.reclaim
             if plan is None:
-                return Outcome(409, decision)
+                return self._refused_or_queued(decision, queue)
             hold = self._hold_for(request, plan)
-        return await self._reclaim(request, decision, plan, hold)
+        outcome = await self._reclaim(request, decision, plan, hold)
+        if outcome.status == 409 and queue:
+            async with self.lock:
+                return self._refused_or_queued(outcome.decision, queue, outcome)
+        return outcome
+
+    def _refused_or_queued(
+        self, decision: Decision, queue: bool, outcome: Outcome | None = None
+    ) -> Outcome:
+        refused = outcome or Outcome(409, decision)
+        if not queue or self.line is None:
+            return refused
+        never = self.line.never(decision.request)
+        if never is not None:
+            return replace(refused, note="\n".join(x for x in (refused.note, never) if x))
+        waiting = self.line.enqueue(decision.request, decision)
+        return replace(refused, status=202, waiting=waiting)
 
     def _admitted(self, decision: Decision, **kw: object) -> Outcome:
         res = self.state.reservations.get(decision.request.admission_id)
         return Outcome(201, decision, reservation=res, **kw)  # type: ignore[arg-type]
 
     def release(self, admission_id: str) -> Reservation | None:
-        return self.state.reservations.release(admission_id)
+        released = self.state.reservations.release(admission_id)
+        if released is not None and self.line is not None:
+            self.line.kick()  # its GPUs may let a waiting request in
+        return released
 
     # --- reclaim ---------------------------------------------------------------------------------
 
@@ -162,9 +193,11 @@ class AdmissionDesk:
         self.state.reservations.add(hold)
         return hold
 
-    async def _reclaim(
-        self, request: AdmissionRequest, first: Decision, plan: ReclaimPlan, hold: Reservation
-    ) -> Outcome:
+    async def reclaim_for(
+        self, request: AdmissionRequest, plan: ReclaimPlan, hold: Reservation
+    ) -> bool:
+        """Stop the plan's victims for ``request``, wait for their GPUs, then let go of the
+        node's ``hold``; whether their GPUs came free in time."""
         victims = plan.victims
         names = ", ".join(f"{v.user}/{v.server}" if v.server else v.user for v in victims)
         log.info(
@@ -178,10 +211,17 @@ class AdmissionDesk:
         try:
             await asyncio.gather(*(self._stop(v) for v in victims))
             self.metrics.reclaimed.inc(len(victims))
-            freed = await self._wait_gone(victims, self.reclaim_wait)
+            return await self._wait_gone(victims, self.reclaim_wait)
         finally:
             async with self.lock:
                 self.state.reservations.release(hold.admission_id)
+
+    async def _reclaim(
+        self, request: AdmissionRequest, first: Decision, plan: ReclaimPlan, hold: Reservation
+    ) -> Outcome:
+        victims = plan.victims
+        names = ", ".join(f"{v.user}/{v.server}" if v.server else v.user for v in victims)
+        freed = await self.reclaim_for(request, plan, hold)
         async with self.lock:
             decision = self._decide_and_reserve(replace(request, reclaim=False))
         note = (

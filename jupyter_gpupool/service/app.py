@@ -47,6 +47,7 @@ from .idlewatch import IdleWatch, no_groups
 from .kube import Kube, default_namespace, make_api_client
 from .metrics import Metrics
 from .poolchanges import PoolManager
+from .queue import Line
 from .records import Records, StartupRefused
 from .registrystore import ConfigMapStore, FileStore, RegistryStore
 from .settings import GPUPoolSettings, idle_policy_of
@@ -184,6 +185,9 @@ class GPUPoolService(Application, GPUPoolSettings):
             asyncio.create_task(self._every(1.0, self._sweep)),
             asyncio.create_task(self._every(ctx.history.interval, self._sample_soon)),
         ]
+        if ctx.desk.line is not None:
+            ctx.view.on_change = ctx.desk.line.kick  # GPUs may have come free
+            self._tasks.append(asyncio.create_task(ctx.desk.line.run()))
         if ctx.utilization.source is not None:
             self.log.info(
                 "GPU utilization from %s every %gs",
@@ -233,6 +237,7 @@ class GPUPoolService(Application, GPUPoolSettings):
             kube=kube,
             reclaim_wait=self.reclaim_wait,
         )
+        desk.line = Line(desk, heartbeat=self.queue_heartbeat)
         return ServiceContext(
             state=state,
             desk=desk,
@@ -466,6 +471,7 @@ def route_table(prefix: str) -> list[tuple[str, type[tornado.web.RequestHandler]
         (api + "launch-options", h.LaunchOptionsHandler),
         (api + "admissions", h.AdmissionsHandler),
         (api + "admissions/([^/]+)", h.AdmissionHandler),
+        (api + "queue", h.QueueHandler),
         (prefix + "metrics", h.MetricsHandler),
         (prefix + "api/(.*)", h.NotFoundHandler),
         (prefix + "oauth_callback", pages.OAuthCallbackHandler),

@@ -102,9 +102,11 @@ class AdmissionBody:
     gpu_type: str | None
     server: str
     reclaim: bool
+    #: wait in line when no pool can take it now (202) instead of a refusal (409)
+    queue: bool = False
 
 
-ADMISSION_FIELDS = ("user", "groups", "pools", "gpus", "gpu_type", "server", "reclaim")
+ADMISSION_FIELDS = ("user", "groups", "pools", "gpus", "gpu_type", "server", "reclaim", "queue")
 
 
 def parse_admission(value: Any, *, max_gpus: int) -> AdmissionBody:
@@ -113,8 +115,10 @@ def parse_admission(value: Any, *, max_gpus: int) -> AdmissionBody:
     groups = data.get("groups")
     gpu_type = data.get("gpu_type")
     reclaim = data.get("reclaim", True)
-    if not isinstance(reclaim, bool):
-        raise bad_request(f"reclaim must be true or false, not {_describe(reclaim)}")
+    queue = data.get("queue", False)
+    for key, value in (("reclaim", reclaim), ("queue", queue)):
+        if not isinstance(value, bool):
+            raise bad_request(f"{key} must be true or false, not {_describe(value)}")
     pools = _names(data.get("pools", []), "pools", limit=MAX_POOLS_PER_REQUEST)
     return AdmissionBody(
         user=None if user is None else _name(user, "user"),
@@ -124,6 +128,7 @@ def parse_admission(value: Any, *, max_gpus: int) -> AdmissionBody:
         gpu_type=None if gpu_type in (None, "") else _name(gpu_type, "gpu_type"),
         server=_name(data.get("server", ""), "server", empty_ok=True),
         reclaim=reclaim,
+        queue=queue,
     )
 
 

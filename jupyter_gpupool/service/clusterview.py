@@ -84,6 +84,8 @@ class ClusterView:
         #: (the service's ledger of server sessions follows pods this way).
         self.on_pod: Callable[[str, dict[str, Any]], None] | None = None
         self.on_pods_reset: Callable[[], None] | None = None
+        #: Told after every change the index applied (a node or pod event, a fresh list)
+        self.on_change: Callable[[], None] | None = None
         self.last_error: str | None = None
         self.resource_versions: dict[str, str | None] = dict.fromkeys(KINDS)
 
@@ -169,6 +171,8 @@ class ClusterView:
             self.index.reset(pods=items)
             if self.on_pods_reset is not None:
                 self.on_pods_reset()
+        if self.on_change is not None:
+            self.on_change()
 
     def _apply(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
         if kind == "nodes":
@@ -177,6 +181,8 @@ class ClusterView:
             self.index.apply_pod(event_type, obj)
             if self.on_pod is not None:
                 self.on_pod(event_type, obj)
+        if self.on_change is not None:
+            self.on_change()
 
     # --- API calls -------------------------------------------------------------------------------
 

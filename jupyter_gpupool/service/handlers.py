@@ -23,6 +23,7 @@ from tornado import web
 from .. import __version__
 from ..core.admission import AdmissionRequest
 from ..core.budgets import applying, budget_rows
+from ..core.queue import Waiting
 from ..core.reports import quota_rows
 from . import changelog, clock, views
 from .admissions import Outcome
@@ -478,7 +479,8 @@ class AdmissionsHandler(APIHandler):
         metrics = self.ctx.metrics
         started = time.perf_counter()
         try:
-            outcome = await self.ctx.desk.admit(await self._request())
+            request, queue = await self._request()
+            outcome = await self.ctx.desk.admit(request, queue=queue)
         except ApiError as e:
             result = {400: "invalid", 403: "forbidden"}.get(e.status, "error")
             metrics.admissions.labels(result).inc()
@@ -489,6 +491,11 @@ class AdmissionsHandler(APIHandler):
             metrics.admissions.labels("admitted").inc()
             self.write_json(admitted_body(outcome), status=201)
             return
+        line = self.ctx.desk.line
+        if outcome.status == 202 and outcome.waiting is not None and line is not None:
+            metrics.admissions.labels("queued").inc()
+            self.write_json(line.row(outcome.waiting), status=202)
+            return
         metrics.admissions.labels("rejected").inc()
         raise ApiError(
             outcome.status,
@@ -497,7 +504,8 @@ class AdmissionsHandler(APIHandler):
             reclaimed=[views.victim_row(v) for v in outcome.reclaimed],
         )
 
-    async def _request(self) -> AdmissionRequest:
+    async def _request(self) -> tuple[AdmissionRequest, bool]:
+        """The request, and whether it may wait in line."""
         body = parse_admission(parse_json(self.body), max_gpus=self.ctx.max_gpus)
         caller = self.caller
         user = body.user
@@ -517,7 +525,7 @@ class AdmissionsHandler(APIHandler):
             groups = await self.caller_groups()
         else:
             groups = await self.ctx.user_groups(user)
-        return AdmissionRequest(
+        request = AdmissionRequest(
             user=user,
             groups=groups,
             pools=body.pools,
@@ -526,10 +534,36 @@ class AdmissionsHandler(APIHandler):
             server=body.server,
             reclaim=body.reclaim,
         )
+        return request, body.queue
 
 
 class AdmissionHandler(APIHandler):
+    """``GET``: a request waiting in line (its place; asking keeps it in line), how it left the
+    line (admitted, with the placement; cancelled; expired), or a held admission. ``DELETE``:
+    leave the line, or release the held GPUs."""
+
     scopes = {"GET": USE_SCOPE, "DELETE": USE_SCOPE}
+
+    def _in_line(self, admission_id: str) -> dict[str, Any] | None:
+        line = self.ctx.desk.line
+        found = line.lookup(admission_id) if line is not None else None
+        if line is None or found is None:
+            return None
+        if isinstance(found, Waiting):
+            self._check_owner(found.request.user, admission_id)
+            line.seen(admission_id)
+            return line.row(found)
+        outcome = found.outcome
+        if outcome is not None and outcome.reservation is not None:
+            self._check_owner(outcome.reservation.user, admission_id)
+            return {**admitted_body(outcome), "state": found.state, "queued": False}
+        if not self.caller.is_admin:  # whose it was is not kept: admins only
+            raise ApiError(403, f"admission {admission_id} is not yours")
+        return {"id": admission_id, "state": found.state, "queued": False, "message": found.message}
+
+    def _check_owner(self, user: str, admission_id: str) -> None:
+        if not self.caller.is_admin and user != self.caller.name:
+            raise ApiError(403, f"admission {admission_id} is not yours")
 
     def _own(self, admission_id: str) -> Any:
         res = self.ctx.state.reservations.get(admission_id)
@@ -542,12 +576,40 @@ class AdmissionHandler(APIHandler):
         return res
 
     async def get(self, admission_id: str) -> None:
+        async with self.ctx.desk.lock:
+            in_line = self._in_line(admission_id)
+        if in_line is not None:
+            self.write_json(in_line)
+            return
         self.write_json(views.reservation_row(self._own(admission_id)))
 
     async def delete(self, admission_id: str) -> None:
+        line = self.ctx.desk.line
+        found = line.lookup(admission_id) if line is not None else None
+        if line is not None and isinstance(found, Waiting):
+            self._check_owner(found.request.user, admission_id)
+            async with self.ctx.desk.lock:
+                line.cancel(admission_id)
+            self.write_json({"cancelled": admission_id, "id": admission_id, "state": "cancelled"})
+            return
         res = self._own(admission_id)
         self.ctx.desk.release(res.admission_id)
         self.write_json({"released": res.admission_id, **views.reservation_row(res)})
+
+
+class QueueHandler(APIHandler):
+    """``GET api/v1/queue``: the requests waiting in line, first in line first, with their
+    place per pool (admins: all; users: their own), and per pool how many wait."""
+
+    scopes = {"GET": USE_SCOPE}
+
+    async def get(self) -> None:
+        line = self.ctx.desk.line
+        if line is None:
+            self.write_json({"queue": [], "pools": {}})
+            return
+        user = None if self.caller.is_admin else self.caller.name
+        self.write_json({"queue": line.rows(user), "pools": line.lengths()})
 
 
 # --- metrics -------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .utilization import Utilization
 
 #: Admission results, the values of the ``result`` label.
-RESULTS = ("admitted", "rejected", "forbidden", "invalid", "error")
+RESULTS = ("admitted", "queued", "rejected", "forbidden", "invalid", "error")
 
 # Admissions take well under a millisecond, or seconds when servers are reclaimed.
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5, 30, 60)

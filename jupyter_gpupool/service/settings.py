@@ -486,6 +486,19 @@ class GPUPoolSettings(HasTraits):
         """,
     ).tag(config=True)
 
+    queue_heartbeat = Float(
+        60.0,
+        help="""Seconds a request waiting in line (``"queue": true``) stays in line without its
+        spawner asking for it (``GET api/v1/admissions/{id}``). The spawner asks every few
+        seconds while it waits; a request nobody asks for has lost its spawn (JupyterHub
+        restarted, the user went away) and is dropped, never admitted.
+
+        Example::
+
+            c.GPUPoolService.queue_heartbeat = 120
+        """,
+    ).tag(config=True)
+
     utilization_source = CaselessStrEnum(
         ["none", "dcgm", "prometheus"],
         default_value="none",
@@ -558,11 +571,11 @@ class GPUPoolSettings(HasTraits):
         """,
     ).tag(config=True)
 
-    @validate("utilization_interval")
+    @validate("utilization_interval", "queue_heartbeat")
     def _positive_interval(self, proposal: Any) -> float:
         value = float(proposal["value"])
         if value <= 0:
-            raise TraitError(f"utilization_interval must be more than 0, not {value}")
+            raise TraitError(f"{proposal['trait'].name} must be more than 0, not {value}")
         return value
 
     idle_policy = Dict(

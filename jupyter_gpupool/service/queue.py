@@ -1,0 +1,322 @@
+"""The fair queue at work (rules: :mod:`..core.queue`): requests that asked to wait, and the
+passes that admit them.
+
+- A request with ``"queue": true`` that no pool can take now is put in line (``202``) unless no
+  pool could ever take it (then the ``409`` says why). Its spawner asks
+  ``GET api/v1/admissions/{id}`` while it waits; an entry nobody asked for during ``heartbeat``
+  seconds has lost its spawn (the hub restarted, the user went away) and is dropped, never
+  admitted.
+- A pass runs whenever the cluster view changes (a pod ended, a node came back), when a
+  reservation is released, and every few seconds; each runs under the admission desk's lock, so
+  passes and immediate admissions are serialized. Admitted entries hold their GPUs as any
+  admission does (a reservation with the desk's ``ttl``) until their spawner picks them up.
+- A waiting request within quota whose GPUs are held by borrowers gets them back as an
+  immediate one does: the desk stops the borrowers (reclaim) and the next pass admits it.
+- Entries are kept in the database when there is one (:attr:`on_enqueue` / :attr:`on_end`),
+  and taken up at start (:meth:`take_up`), so the line survives a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from ..core.admission import AdmissionRequest, Decision, decide
+from ..core.decision import gpus_text
+from ..core.queue import (
+    ADMITTED,
+    CANCELLED,
+    EXPIRED,
+    QUEUED,
+    Pass,
+    Standing,
+    Waiting,
+    never_reason,
+    order,
+    pools_of,
+    positions,
+    subject_words,
+)
+from . import clock
+
+if TYPE_CHECKING:
+    from .admissions import AdmissionDesk, Outcome
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two passes when nothing kicks one (heartbeats are checked then too).
+PASS_EVERY = 5.0
+
+
+@dataclass(frozen=True)
+class Ended:
+    """How an entry left the line: admitted (with the desk's outcome), cancelled or expired."""
+
+    state: str
+    at: float
+    message: str
+    outcome: Outcome | None = None
+
+
+class Line:
+    def __init__(self, desk: AdmissionDesk, *, heartbeat: float = 60.0, keep: float = 900.0):
+        self.desk = desk
+        self.state = desk.state
+        self.heartbeat = heartbeat
+        self.keep = keep  # how long an ended entry still answers its spawner
+        self.waiting: dict[str, Waiting] = {}
+        self.asked: dict[str, float] = {}
+        self.ended: dict[str, Ended] = {}
+        self.reasons: dict[str, str] = {}
+        self.standings: dict[str, Standing] = {}
+        self.places: dict[str, int] = {}
+        self.reclaiming: set[str] = set()
+        #: Pools no borrower may take: a request within quota waits for them
+        self.promised: frozenset[str] = frozenset()
+        self.seq = 0
+        self.dirty = True
+        self._kick = asyncio.Event()
+        #: Told of each request put in line, and of each that left it (the database's copy)
+        self.on_enqueue: Callable[[Waiting], None] | None = None
+        self.on_end: Callable[[str, str], None] | None = None
+        #: Seconds the last pass took, passes run, requests admitted from the line
+        self.last_pass = 0.0
+        self.passes = 0
+        self.admitted = 0
+
+    # --- the desk's side -------------------------------------------------------------------------
+
+    def never(self, request: AdmissionRequest) -> str | None:
+        index = self.state.index
+        return never_reason(request, self.state.admission_state(), index.largest_node_gpus)
+
+    def enqueue(self, request: AdmissionRequest, decision: Decision) -> Waiting:
+        """Put ``request`` (not admitted now: ``decision`` says why) in line; under the lock."""
+        self.seq += 1
+        w = Waiting(request, self.seq, clock.now())
+        self._add(w, decision.message)
+        if self.on_enqueue is not None:
+            self.on_enqueue(w)
+        self._rank()
+        log.info(
+            "%s waits in line for %s in %s (position %d)",
+            request.user,
+            gpus_text(request.gpus),
+            ", ".join(pools_of(request, self.state.admission_state())),
+            self.places.get(w.id, 0),
+        )
+        return w
+
+    def _add(self, w: Waiting, reason: str) -> None:
+        self.waiting[w.id] = w
+        self.asked[w.id] = clock.now()
+        self.reasons[w.id] = reason
+        self.seq = max(self.seq, w.seq)
+
+    def take_up(self, entries: Iterable[Waiting]) -> None:
+        """At start: the entries the database kept. Their spawners have ``heartbeat`` seconds
+        to ask again, else the entries are dropped."""
+        for w in entries:
+            self._add(w, "waiting in line (taken up after a restart of the gpupool service)")
+        self.kick()
+
+    def kick(self) -> None:
+        """Something changed that may let a request in: a pass runs soon."""
+        self.dirty = True
+        self._kick.set()
+
+    def pass_if_due(self) -> None:
+        """Under the lock, before an immediate decision: the line first, if anything changed."""
+        if self.dirty and self.waiting:
+            self.run_pass()
+
+    # --- passes ----------------------------------------------------------------------------------
+
+    def run_pass(self) -> None:
+        """Walk the line in order and admit what fits (under the desk's lock)."""
+        started = time.perf_counter()
+        self.dirty = False
+        self._kick.clear()
+        self.desk.sweep()
+        self._expire()
+        state, index = self.state, self.state.index
+        base = state.admission_state()
+        ranked = order(self.waiting.values(), base)
+        p = Pass(replace(base, promised=frozenset()), index.pool_max_free)
+        may_reclaim = lambda pool: bool(index.over_quota_servers(pool))  # noqa: E731
+        for w, s in ranked:
+            if w.id in self.reclaiming or not p.worth_deciding(w, s, may_reclaim):
+                p.wait(w, s)
+                continue
+            decision = decide(
+                w.request, replace(state.admission_state(), promised=frozenset(p.promised))
+            )
+            if decision.admitted:
+                self._admit(w, decision)
+                continue
+            self.reasons[w.id] = decision.message
+            if decision.reclaim is not None and s.within:
+                self._reclaim(w, decision)
+            p.wait(w, s)
+        self.promised = frozenset(p.promised)
+        self._rank()
+        self.passes += 1
+        self.last_pass = time.perf_counter() - started
+
+    def _rank(self) -> None:
+        base = self.state.admission_state()
+        ranked = order(self.waiting.values(), base)
+        self.standings = {w.id: s for w, s in ranked}
+        self.places = positions(ranked, base)
+
+    def _admit(self, w: Waiting, decision: Decision) -> None:
+        from .admissions import Outcome
+
+        reservation = decision.reservation(clock.now() + self.desk.ttl)
+        self.state.reservations.add(reservation)
+        self._end(w.id, ADMITTED, decision.message, Outcome(201, decision, reservation))
+        self.admitted += 1
+        self.desk.metrics.admissions.labels("admitted").inc()
+        log.info(
+            "%s admitted from the line to %s after %.0f s",
+            w.request.user,
+            decision.pool,
+            clock.now() - w.since,
+        )
+
+    def _reclaim(self, w: Waiting, decision: Decision) -> None:
+        assert decision.reclaim is not None
+        self.reclaiming.add(w.id)
+        hold = self.desk._hold_for(w.request, decision.reclaim)
+
+        async def reclaim() -> None:
+            try:
+                await self.desk.reclaim_for(w.request, decision.reclaim, hold)  # type: ignore[arg-type]
+            finally:
+                self.reclaiming.discard(w.id)
+                self.kick()
+
+        asyncio.get_running_loop().create_task(reclaim())
+
+    def _end(self, admission_id: str, how: str, message: str, outcome: Any = None) -> None:
+        self.waiting.pop(admission_id, None)
+        self.asked.pop(admission_id, None)
+        self.reasons.pop(admission_id, None)
+        self.ended[admission_id] = Ended(how, clock.now(), message, outcome)
+        if self.on_end is not None:
+            self.on_end(admission_id, how)
+
+    def _expire(self) -> None:
+        now = clock.now()
+        for aid in [a for a, t in self.asked.items() if now - t > self.heartbeat]:
+            w = self.waiting[aid]
+            log.info("%s's request %s left the line: its spawn is gone", w.request.user, aid)
+            self._end(
+                aid,
+                EXPIRED,
+                f"dropped from the line: nobody asked for it for {self.heartbeat:g} s "
+                "(the spawn is gone)",
+            )
+        for aid in [a for a, e in self.ended.items() if now - e.at > self.keep]:
+            del self.ended[aid]
+
+    # --- what the API asks -----------------------------------------------------------------------
+
+    def cancel(self, admission_id: str) -> bool:
+        if admission_id not in self.waiting:
+            return False
+        self._end(admission_id, CANCELLED, "cancelled")
+        self.kick()  # those behind move up
+        return True
+
+    def seen(self, admission_id: str) -> None:
+        """Its spawner asked: it is still wanted."""
+        if admission_id in self.asked:
+            self.asked[admission_id] = clock.now()
+
+    def row(self, w: Waiting) -> dict[str, Any]:
+        """An entry as the API shows it."""
+        s = self.standings.get(w.id)
+        pools = list(pools_of(w.request, self.state.admission_state()))
+        place = self.places.get(w.id)
+        return {
+            "id": w.id,
+            "state": QUEUED,
+            "queued": True,
+            "user": w.request.user,
+            "server": w.request.server,
+            "gpus": w.request.gpus,
+            "gpu_type": w.request.gpu_type,
+            "pools": pools,
+            "position": place,
+            "within_quota": bool(s and s.within),
+            "subject": subject_words(s.subject) if s else "",
+            "waiting_since": w.since,
+            "reclaiming": w.id in self.reclaiming,
+            "message": waiting_words(w.request.gpus, place, pools),
+            "reasons": self.reasons.get(w.id, ""),
+        }
+
+    def lookup(self, admission_id: str) -> Waiting | Ended | None:
+        return self.waiting.get(admission_id) or self.ended.get(admission_id)
+
+    def rows(self, user: str | None = None) -> list[dict[str, Any]]:
+        """The line in order (``user``'s entries only when given)."""
+        entries = [w for w in self.waiting.values() if user is None or w.request.user == user]
+        far = 10**9
+        entries.sort(key=lambda w: (self.places.get(w.id, far), w.seq))
+        return [self.row(w) for w in entries]
+
+    def lengths(self) -> dict[str, int]:
+        """Per pool, the requests waiting for it."""
+        out: dict[str, int] = {}
+        base = self.state.admission_state()
+        for w in self.waiting.values():
+            for p in pools_of(w.request, base):
+                out[p] = out.get(p, 0) + 1
+        return out
+
+    # --- the loop --------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """The service's task: a pass on each kick, and every :data:`PASS_EVERY` seconds."""
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._kick.wait(), PASS_EVERY)
+            if not self.waiting and not self.ended:
+                self._kick.clear()
+                self.dirty = False
+                continue
+            try:
+                async with self.desk.lock:
+                    self.run_pass()
+            except Exception:  # a pass that fails must not end the line
+                log.exception("A pass of the queue failed")
+
+
+def waiting_words(gpus: int, position: int | None, pools: list[str]) -> str:
+    """``waiting for 4 GPUs: position 2 in line for training-pool, inference-pool``."""
+    where = ", ".join(pools)
+    if position is None:
+        return f"waiting for {gpus_text(gpus)} in line for {where}"
+    return f"waiting for {gpus_text(gpus)}: position {position} in line for {where}"
+
+
+def waiting_from_row(row: Mapping[str, Any]) -> Waiting:
+    """An entry from the database's copy (:meth:`Line.take_up`)."""
+    request = AdmissionRequest(
+        user=str(row["user"]),
+        groups=tuple(row["groups"]),
+        pools=tuple(row["pools"]),
+        gpus=int(row["gpus"]),
+        gpu_type=row.get("gpu_type"),
+        server=str(row.get("server") or ""),
+        admission_id=str(row["id"]),
+        reclaim=bool(row.get("reclaim", True)),
+    )
+    return Waiting(request, int(row["seq"]), float(row["since"]))
