@@ -268,12 +268,22 @@ class GPUPoolService(Application, GPUPoolSettings):
     def _utilization_source(self, kube: Kube) -> DCGMSource | PrometheusSource | None:
         """The configured GPU utilization source; a source without its setting is refused."""
         if self.utilization_source == "dcgm":
-            if not self.dcgm_urls:
+            if not self.dcgm_urls and not self.dcgm_pod_selector:
                 raise StartupError(
-                    'utilization_source is "dcgm" but dcgm_urls is empty: give the DCGM '
-                    "exporter pages to read"
+                    'utilization_source is "dcgm" but dcgm_urls is empty and dcgm_pod_selector '
+                    "is not set: give the DCGM exporter pages to read (dcgm_urls), or a label "
+                    "selector of the exporter's pods (e.g. "
+                    'dcgm_pod_selector = "app=nvidia-dcgm-exporter" and '
+                    'dcgm_namespace = "gpu-operator")'
                 )
-            return DCGMSource(self.dcgm_urls, kube.get_text)
+            return DCGMSource(
+                self.dcgm_urls,
+                kube.get_text,
+                pod_selector=self.dcgm_pod_selector,
+                namespace=self.dcgm_namespace,
+                port=self.dcgm_port,
+                list_pods=kube.list_pods,
+            )
         if self.utilization_source == "prometheus":
             if not self.prometheus_url:
                 raise StartupError(

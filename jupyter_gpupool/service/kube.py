@@ -88,6 +88,19 @@ async def _answer(resp: Any) -> Any:
     raise KubeError(status, message or body.decode("utf-8", "replace")[:200] or f"HTTP {status}")
 
 
+def _status_message(text: str) -> str | None:
+    """The ``message`` of a ``Status`` object answered as an error, else None (a proxied page's
+    own text, for instance)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(data, dict) and data.get("kind") == "Status":
+        message = data.get("message")
+        return str(message) if message else None
+    return None
+
+
 class Kube:
     """The service's Kubernetes calls, on one API client."""
 
@@ -181,7 +194,7 @@ class Kube:
             raise KubeError(0, f"cannot reach the API server: {e}") from e
         text = body.decode("utf-8", "replace")
         if not 200 <= status < 300:
-            raise KubeError(status, text[:200] or f"HTTP {status}")
+            raise KubeError(status, _status_message(text) or text[:200] or f"HTTP {status}")
         return text
 
     # --- pods ------------------------------------------------------------------------------------
@@ -193,6 +206,27 @@ class Kube:
             if e.status == 404:
                 return None
             raise
+
+    async def list_pods(
+        self, namespace: str = "", label_selector: str = ""
+    ) -> list[dict[str, Any]]:
+        """The pods matching ``label_selector`` in ``namespace`` ("": every namespace), from the
+        API server's watch cache (``resourceVersion=0``: cheap to repeat every poll, at most a
+        moment behind)."""
+        if namespace:
+            data = await self.call(
+                self.v1.list_namespaced_pod,
+                namespace,
+                label_selector=label_selector,
+                resource_version="0",
+            )
+        else:
+            data = await self.call(
+                self.v1.list_pod_for_all_namespaces,
+                label_selector=label_selector,
+                resource_version="0",
+            )
+        return list(data.get("items") or [])
 
     async def delete_pod(self, namespace: str, name: str) -> bool:
         try:

@@ -31,6 +31,8 @@ from traitlets import (
 )
 
 from ..core.idle import IdlePolicy
+from ..core.kube.labelselectors import SelectorError, parse_label_selector
+from ..core.kube.names import is_dns1123_label
 from ..core.labels import POOL_LABEL, is_label_key
 from ..core.poolfile import load_texts
 from ..core.yamldoc import DocumentError
@@ -504,8 +506,9 @@ class GPUPoolSettings(HasTraits):
         default_value="none",
         help="""Where the GPUs' utilization is measured: ``dcgm``, ``prometheus`` or ``none``.
 
-        ``dcgm`` reads NVIDIA's DCGM exporter pages (``dcgm_urls``); ``prometheus`` asks a
-        Prometheus server that scrapes them (``prometheus_url``). The service polls every
+        ``dcgm`` reads NVIDIA's DCGM exporter pages (``dcgm_urls``, and the exporter pods
+        ``dcgm_pod_selector`` finds); ``prometheus`` asks a Prometheus server that scrapes
+        them (``prometheus_url``). The service polls every
         ``utilization_interval`` seconds and shows each server's GPU utilization and GPU
         memory (``GET api/v1/servers``). ``none`` measures nothing.
 
@@ -545,6 +548,73 @@ class GPUPoolSettings(HasTraits):
             ]
         """,
     ).tag(config=True)
+
+    dcgm_pod_selector = Unicode(
+        "",
+        help="""A label selector of the DCGM exporter's pods, which the ``dcgm`` source reads.
+
+        Every poll lists the pods it matches (in ``dcgm_namespace``), and reads each running
+        one through the Kubernetes API server's pod proxy,
+        ``/api/v1/namespaces/NS/pods/NAME:PORT/proxy/metrics`` (port ``dcgm_port``), with the
+        service's credentials: the service account needs ``list`` on ``pods`` and ``get`` on
+        ``pods/proxy`` in that namespace. The NVIDIA GPU Operator's exporter runs as a
+        DaemonSet, one pod per GPU node: a node added later is read from the first poll after
+        its exporter pod runs. Given with ``dcgm_urls``, both are read. Empty: no discovery.
+
+        Example::
+
+            c.GPUPoolService.dcgm_pod_selector = "app=nvidia-dcgm-exporter"
+        """,
+    ).tag(config=True)
+
+    dcgm_namespace = Unicode(
+        "",
+        help="""The namespace of the DCGM exporter's pods (``dcgm_pod_selector``); empty: every
+        namespace.
+
+        Example::
+
+            c.GPUPoolService.dcgm_namespace = "gpu-operator"
+        """,
+    ).tag(config=True)
+
+    dcgm_port = Integer(
+        9400,
+        help="""The port the DCGM exporter's pods serve ``/metrics`` on (``dcgm_pod_selector``);
+        9400 is the exporter's default.
+
+        Example::
+
+            c.GPUPoolService.dcgm_port = 9400
+        """,
+    ).tag(config=True)
+
+    @validate("dcgm_pod_selector")
+    def _valid_dcgm_pod_selector(self, proposal: Any) -> str:
+        value = str(proposal["value"]).strip()
+        if value:
+            try:
+                parse_label_selector(value)
+            except SelectorError as e:
+                raise TraitError(f"dcgm_pod_selector: {e}") from None
+        return value
+
+    @validate("dcgm_namespace")
+    def _valid_dcgm_namespace(self, proposal: Any) -> str:
+        value = str(proposal["value"]).strip()
+        if value and not is_dns1123_label(value):
+            raise TraitError(
+                f"dcgm_namespace must be a namespace name (lowercase letters, digits and '-', "
+                f"at most 63 characters), not {value!r}"
+            )
+        return value
+
+    @validate("dcgm_port")
+    def _valid_dcgm_port(self, proposal: Any) -> int:
+        value = int(proposal["value"])
+        if not 1 <= value <= 65535:
+            raise TraitError(f"dcgm_port must be a port number from 1 to 65535, not {value}")
+        return value
 
     prometheus_url = Unicode(
         "",

@@ -4,7 +4,10 @@
 - ``dcgm``: NVIDIA's DCGM exporter pages, each ``dcgm_urls`` entry either a path on the
   Kubernetes API server, read with the service's own credentials (a service proxy such as
   ``/api/v1/namespaces/gpu-operator/services/nvidia-dcgm-exporter:9400/proxy/metrics``, or the
-  simulated cluster's ``/sim/v1/dcgm/metrics``), or a plain ``http(s)://`` URL.
+  simulated cluster's ``/sim/v1/dcgm/metrics``), or a plain ``http(s)://`` URL; and, with
+  ``dcgm_pod_selector``, every running exporter pod it matches (listed again at each poll, in
+  ``dcgm_namespace``), read through the API server's pod proxy
+  (``/api/v1/namespaces/NS/pods/NAME:PORT/proxy/metrics``).
 - ``prometheus``: ``prometheus_url``'s query API, with :data:`~..core.utilization.DEFAULT_QUERIES`
   (or ``prometheus_query`` for the mean utilization per pod).
 
@@ -23,6 +26,7 @@ from typing import Any
 
 from ..core.utilization import (
     DEFAULT_QUERIES,
+    GPUReading,
     PodKey,
     PodUtilization,
     by_pod,
@@ -31,6 +35,7 @@ from ..core.utilization import (
 )
 from ..http import HTTPSession, NoAnswer, describe
 from . import clock
+from .kube import KubeError
 
 log = logging.getLogger(__name__)
 
@@ -40,51 +45,155 @@ HISTORY_POINTS = 240
 STALE_AFTER = 3
 
 Fetch = Callable[[], Awaitable[dict[PodKey, PodUtilization]]]
+#: ``list_pods(namespace, label_selector)`` ("" namespace: every one): the pods as JSON.
+ListPods = Callable[[str, str], Awaitable[list[dict[str, Any]]]]
+#: At most this many failed exporters are named in a problem (the rest are counted).
+PROBLEMS_NAMED = 5
 
 
 class SourceError(Exception):
     """A source gave nothing usable this time; the message says why."""
 
 
-class DCGMSource:
-    """Exporter pages, through the API server (paths) or directly (URLs)."""
+def _why(error: BaseException) -> str:
+    """A failed read in words: the API server's message (with its status), or why there was
+    no answer."""
+    if isinstance(error, KubeError):
+        return f"HTTP {error.status} {error.message}" if error.status else error.message
+    return getattr(error, "message", None) or describe(error)
 
-    def __init__(self, urls: Sequence[str], get_kube_text: Callable[[str], Awaitable[str]]):
+
+def pod_proxy_path(namespace: str, name: str, port: int, path: str = "metrics") -> str:
+    """The API server's proxy to a pod's port: ``/api/v1/namespaces/NS/pods/NAME:PORT/proxy/…``."""
+    return f"/api/v1/namespaces/{namespace}/pods/{name}:{port}/proxy/{path}"
+
+
+def _once_each(readings: list[GPUReading]) -> list[GPUReading]:
+    """One reading per GPU (node and index), the first: a node read twice (a URL and its
+    exporter pod) does not count its GPUs twice."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for r in readings:
+        if r.node:
+            if (r.node, r.gpu) in seen:
+                continue
+            seen.add((r.node, r.gpu))
+        out.append(r)
+    return out
+
+
+class DCGMSource:
+    """Exporter pages, through the API server (paths, and the exporter's pods found by
+    ``pod_selector``) or directly (URLs)."""
+
+    def __init__(
+        self,
+        urls: Sequence[str],
+        get_kube_text: Callable[[str], Awaitable[str]],
+        *,
+        pod_selector: str = "",
+        namespace: str = "",
+        port: int = 9400,
+        list_pods: ListPods | None = None,
+    ):
+        if pod_selector and list_pods is None:
+            raise ValueError("a pod selector needs list_pods")
         self.urls = list(urls)
         self.get_kube_text = get_kube_text
+        self.pod_selector = pod_selector
+        self.namespace = namespace
+        self.port = port
+        self.list_pods = list_pods
+        #: The exporter pods the last poll read: ``(namespace, name, node)``.
+        self.exporters: list[tuple[str, str, str]] = []
         self._http: dict[str, HTTPSession] = {}
+
+    @property
+    def _selection(self) -> str:
+        where = f"in {self.namespace}" if self.namespace else "in any namespace"
+        return f"{self.pod_selector} {where}"
+
+    async def _discover(self) -> tuple[list[tuple[str, str]], str]:
+        """``(what, path)`` of every running exporter pod the selector matches, and the problem
+        when there is none. SourceError when the pods cannot be listed."""
+        assert self.list_pods is not None
+        try:
+            pods = await self.list_pods(self.namespace, self.pod_selector)
+        except (KubeError, NoAnswer) as e:
+            raise SourceError(
+                f"cannot list the DCGM exporter's pods ({self._selection}): {_why(e)}"
+            ) from None
+        found: list[tuple[str, str, str]] = []
+        for pod in pods:
+            md, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+            node = spec.get("nodeName")
+            if node and (pod.get("status") or {}).get("phase") == "Running":
+                found.append((md.get("namespace") or "", md.get("name") or "", node))
+        found.sort(key=lambda p: (p[2], p[0], p[1]))
+        if found != self.exporters:
+            nodes = ", ".join(node for _, _, node in found) or "none"
+            log.info("DCGM exporter pods (%s): %d, on %s", self._selection, len(found), nodes)
+        self.exporters = found
+        problem = ""
+        if not pods:
+            problem = f"no pods match {self._selection}"
+        elif not found:
+            matches = "1 pod matches" if len(pods) == 1 else f"{len(pods)} pods match"
+            problem = f"{matches} {self._selection}, but none is running on a node"
+        targets = [
+            (f"pod {ns}/{name} on {node}", pod_proxy_path(ns, name, self.port))
+            for ns, name, node in found
+        ]
+        return targets, problem
 
     async def _text(self, url: str) -> str:
         if url.startswith("/"):
             return await self.get_kube_text(url)
         http = self._http.get(url)
         if http is None:
-            http = self._http[url] = HTTPSession(
-                url, "", timeout=10, no_answer=lambda why: SourceError(f"{url}: {why}")
-            )
+            http = self._http[url] = HTTPSession(url, "", timeout=10, no_answer=SourceError)
         answer = await http.request("GET", "", accept="text/plain")
         if answer.code != 200:
-            raise SourceError(f"{url}: HTTP {answer.code} {answer.reason}")
+            raise SourceError(f"HTTP {answer.code} {answer.reason}")
         return answer.body.decode("utf-8", "replace")
 
     async def fetch(self) -> dict[PodKey, PodUtilization]:
+        """Every exporter's page, merged per pod. Some exporters failing: a warning; all of
+        them (or no exporter pod to read, or no list of them): SourceError saying why."""
         now = clock.now()
-        pages = await asyncio.gather(*(self._text(u) for u in self.urls), return_exceptions=True)
-        readings, problems = [], []
-        for url, page in zip(self.urls, pages, strict=True):
+        targets = [(url, url) for url in self.urls]
+        problems: list[str] = []
+        if self.pod_selector:
+            try:
+                pods, problem = await self._discover()
+            except SourceError as e:
+                if not targets:
+                    raise
+                pods, problem = [], str(e)
+            targets += pods
+            if problem:
+                problems.append(problem)
+        pages = await asyncio.gather(*(self._text(t) for _, t in targets), return_exceptions=True)
+        readings: list[GPUReading] = []
+        read = 0
+        for (what, _), page in zip(targets, pages, strict=True):
             if isinstance(page, BaseException):
-                problems.append(f"{url}: {getattr(page, 'message', None) or describe(page)}")
+                problems.append(f"{what}: {_why(page)}")
                 continue
             try:
                 # a big page (40,000 GPUs: about a second) is read off the event loop
                 readings.extend(await asyncio.to_thread(parse_exporter, page))
+                read += 1
             except ValueError as e:
-                problems.append(f"{url}: {e}")
-        if problems and len(problems) == len(self.urls):
-            raise SourceError("; ".join(problems))
+                problems.append(f"{what}: {e}")
         if problems:
-            log.warning("GPU utilization: some exporters did not answer: %s", "; ".join(problems))
-        return by_pod(readings, now)
+            said = "; ".join(problems[:PROBLEMS_NAMED])
+            if len(problems) > PROBLEMS_NAMED:
+                said += f"; and {len(problems) - PROBLEMS_NAMED} more"
+            if not read:
+                raise SourceError(said)
+            log.warning("GPU utilization: some exporters did not answer: %s", said)
+        return by_pod(_once_each(readings), now)
 
     async def close(self) -> None:
         for http in self._http.values():

@@ -2,7 +2,8 @@
 
 The handlers only translate HTTP to :class:`~jupyter_gpupool.sim.store.Store` calls and back;
 all rules live in the store, the scheduler and the kubelet. Every request first passes the door
-(:mod:`.door`); the ``/sim/v1`` endpoints are in :mod:`.control`.
+(:mod:`.door`); the ``/sim/v1`` endpoints are in :mod:`.control`, ``GET`` of a pod's proxy
+subresource (``pods/NAME:PORT/proxy/PATH``) in :mod:`.podproxy`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from tornado.iostream import StreamClosedError
 from .control import ControlHandler
 from .door import BaseHandler, NotFoundHandler
 from .errors import ApiError
+from .podproxy import ProxyRequest, parse_proxy_path, pod_proxy
 from .resources import (
     RESOURCES,
     SERVER_VERSION,
@@ -118,6 +120,10 @@ class ApiHandler(BaseHandler):
 
     async def get(self, path: str) -> None:
         try:
+            proxied = parse_proxy_path(path or "")
+            if proxied is not None:
+                self._send_proxied(proxied)
+                return
             route = parse_path(path or "")
             if route is None:
                 self.send_json(api_resource_list())
@@ -156,6 +162,18 @@ class ApiHandler(BaseHandler):
                 self.send_json(obj)
         except ApiError as e:
             self.send_error_status(e)
+
+    def _send_proxied(self, req: ProxyRequest) -> None:
+        """A pod proxy's answer (:mod:`.podproxy`): the pod's own, passed on as it is."""
+        answer = pod_proxy(self.cluster.store, self.cluster.dcgm, req)
+        self.set_status(answer.code)
+        if answer.content_type:
+            self.set_header("Content-Type", answer.content_type)
+        else:
+            self.clear_header("Content-Type")
+        if answer.location:
+            self.set_header("Location", answer.location)
+        self.finish(answer.body)
 
     def _wants_table(self) -> bool:
         return "as=Table" in self.request.headers.get("Accept", "")
