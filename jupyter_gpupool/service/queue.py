@@ -286,8 +286,10 @@ class Line:
     async def run(self) -> None:
         """The service's task: a pass on each kick, and every :data:`PASS_EVERY` seconds."""
         while True:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._kick.wait(), PASS_EVERY)
+            # asyncio.timeout, not wait_for: a cancel that meets a kick is never swallowed
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(PASS_EVERY):
+                    await self._kick.wait()
             if not self.waiting and not self.ended:
                 self._kick.clear()
                 self.dirty = False
