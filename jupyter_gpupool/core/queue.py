@@ -84,7 +84,6 @@ class Standing:
     within: bool
     share: float
     subject: str | None = None
-    pool: str | None = None
 
     def key(self, seq: int) -> tuple[bool, float, int]:
         return (not self.within, self.share, seq)
@@ -118,7 +117,7 @@ def standing(w: Waiting, state: AdmissionState) -> Standing:
         subject, over = charge
         guaranteed = _guaranteed(state, name, subject)
         share = 0.0 if guaranteed is None else ctx.used(name, subject) / max(guaranteed, 1)
-        here = Standing(not over, share, subject, name)
+        here = Standing(not over, share, subject)
         if best is None or (not here.within, here.share) < (not best.within, best.share):
             best = here
     return best if best is not None else Standing(False, float("inf"))

@@ -147,19 +147,21 @@ class IdleWatch:
         state = self.state_of(registry, s)
         return None if state is None else state.as_json(now)
 
+    def _idle(self, registry: Registry, index: UsageIndex) -> list[tuple[ServerUsage, IdleState]]:
+        """Every server idle under a policy with where it stands, the longest idle first."""
+        idle = [(s, state) for s in index.servers() if (state := self.state_of(registry, s))]
+        return sorted(idle, key=lambda pair: pair[1].since)
+
     def idle_servers(self, registry: Registry, index: UsageIndex) -> list[ServerUsage]:
         """Every server idle under a policy, the longest idle first."""
-        idle = [(state.since, s) for s in index.servers() if (state := self.state_of(registry, s))]
-        return [s for _, s in sorted(idle, key=lambda pair: pair[0])]
+        return [s for s, _ in self._idle(registry, index)]
 
     def candidates(self, registry: Registry, index: UsageIndex, now: float) -> list[dict[str, Any]]:
         """``GET api/v1/idle``: every server idle under a policy, the longest idle first."""
         out = []
-        for s in self.idle_servers(registry, index):
-            state = self.state_of(registry, s)
+        for s, state in self._idle(registry, index):
             policy = self.policy_for(registry, s.pool)
-            if state is None or policy is None:
-                continue
+            assert policy is not None  # state_of found one
             out.append(
                 {
                     "namespace": s.namespace,

@@ -147,7 +147,7 @@ class Line:
         state, index = self.state, self.state.index
         base = state.admission_state()
         ranked = order(self.waiting.values(), base)
-        p = Pass(replace(base, promised=frozenset()), index.pool_max_free)
+        p = Pass(base, index.pool_max_free)
         may_reclaim = lambda pool: bool(index.over_quota_servers(pool))  # noqa: E731
         for w, s in ranked:
             if w.id in self.reclaiming or not p.worth_deciding(w, s, may_reclaim):
