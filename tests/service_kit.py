@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 import tornado.httpserver
 import tornado.netutil
 import tornado.web
+import yaml
 from traitlets.config import Config
 from waiting import async_wait_for
 
@@ -30,7 +32,7 @@ from jupyter_gpupool.core.usage import UsageIndex
 from jupyter_gpupool.demo.run import free_port
 from jupyter_gpupool.service import GPUPoolService
 from jupyter_gpupool.service.auth import ADMIN_SCOPE, USE_SCOPE
-from jupyter_gpupool.sim import SimCluster
+from jupyter_gpupool.sim import SimCluster, sim_auth_headers, sim_ssl_context
 
 
 @dataclass
@@ -334,3 +336,45 @@ class ServiceProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(timeout=30)
+
+
+# --- GPU telemetry of the simulated cluster (issue 17) ------------------------------------------
+
+#: The documented annotation that makes a pod the simulated DCGM exporter of its node (docs/sim.md)
+EXPORTER_ANNOTATION = "sim.gpupool.jupyter.org/dcgm-exporter"
+
+
+def exporter_pod(node: str, name: str | None = None) -> dict[str, Any]:
+    """The GPU Operator's dcgm-exporter pod for ``node``, as its DaemonSet makes it."""
+    return {
+        "metadata": {
+            "name": name or f"nvidia-dcgm-exporter-{node}",
+            "labels": {"app": "nvidia-dcgm-exporter"},
+            "annotations": {EXPORTER_ANNOTATION: "true"},
+        },
+        "spec": {
+            "nodeName": node,
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [
+                {
+                    "name": "nvidia-dcgm-exporter",
+                    "image": "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.5-3.4.0-ubuntu22.04",
+                    "ports": [{"name": "metrics", "containerPort": 9400}],
+                }
+            ],
+        },
+    }
+
+
+def set_utilization(kubeconfig: Path, namespace: str, pod: str, percent: int) -> None:
+    """Set a pod's GPU utilization in a simulated cluster running in another process, over
+    its API (``PUT /sim/v1/namespaces/NS/pods/NAME/gpu-utilization``)."""
+    server = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+    req = urllib.request.Request(
+        f"{server}/sim/v1/namespaces/{namespace}/pods/{pod}/gpu-utilization",
+        method="PUT",
+        data=json.dumps({"percent": percent}).encode(),
+        headers={"Content-Type": "application/json", **sim_auth_headers(kubeconfig)},
+    )
+    with urllib.request.urlopen(req, context=sim_ssl_context(kubeconfig), timeout=10) as r:
+        assert r.status == 200

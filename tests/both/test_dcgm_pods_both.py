@@ -23,38 +23,15 @@ import pytest
 import yaml
 from clusters import Cluster, open_cluster
 from kubernetes_asyncio import client, config
-from service_kit import pod_for
+from service_kit import exporter_pod, pod_for
 from waiting import WaitTimeout, async_wait_for
 
 from jupyter_gpupool.service.kube import Kube
 from jupyter_gpupool.service.utilization import DCGMSource, SourceError
 
-EXPORTER_ANNOTATION = "sim.gpupool.jupyter.org/dcgm-exporter"
 OPERATOR_NS = "gpu-operator"
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def exporter_pod(node: str, name: str | None = None) -> dict[str, Any]:
-    """The GPU Operator's dcgm-exporter pod for ``node``, as its DaemonSet makes it."""
-    return {
-        "metadata": {
-            "name": name or f"nvidia-dcgm-exporter-{node}",
-            "labels": {"app": "nvidia-dcgm-exporter"},
-            "annotations": {EXPORTER_ANNOTATION: "true"},
-        },
-        "spec": {
-            "nodeName": node,
-            "tolerations": [{"operator": "Exists"}],
-            "containers": [
-                {
-                    "name": "nvidia-dcgm-exporter",
-                    "image": "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.5-3.4.0-ubuntu22.04",
-                    "ports": [{"name": "metrics", "containerPort": 9400}],
-                }
-            ],
-        },
-    }
 
 
 async def running(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:

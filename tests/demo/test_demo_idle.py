@@ -5,17 +5,15 @@ minute; dave's keeps running. Real time, real JupyterHub, the demo's own dcgm so
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
+from service_kit import set_utilization
 from waiting import wait_for
 
 from jupyter_gpupool.demo.testing import DemoProcess
-from jupyter_gpupool.sim import sim_auth_headers, sim_ssl_context
 
 DEV_POOL = Path(__file__).resolve().parents[2] / "examples" / "pools" / "dev-pool.yaml"
 POLICY = {"below_percent": 5, "after": "20s", "warn": "10s", "action": "stop"}
@@ -25,18 +23,6 @@ POLICY = {"below_percent": 5, "after": "20s", "warn": "10s", "action": "stop"}
 def demo(tmp_path_factory):
     with DemoProcess.start(tmp_path_factory.mktemp("demo-idle")) as demo:
         yield demo
-
-
-def set_utilization(kubeconfig: Path, namespace: str, pod: str, percent: int) -> None:
-    server = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
-    req = urllib.request.Request(
-        f"{server}/sim/v1/namespaces/{namespace}/pods/{pod}/gpu-utilization",
-        method="PUT",
-        data=json.dumps({"percent": percent}).encode(),
-        headers={"Content-Type": "application/json", **sim_auth_headers(kubeconfig)},
-    )
-    with urllib.request.urlopen(req, context=sim_ssl_context(kubeconfig), timeout=10) as r:
-        assert r.status == 200
 
 
 def server_rows(demo) -> dict[str, dict]:

@@ -19,14 +19,13 @@ import pytest_asyncio
 import tornado.httpclient
 from clusters import Cluster
 from kubernetes_asyncio import client, config
-from service_kit import start_pod
+from service_kit import exporter_pod, start_pod
 from traitlets import TraitError
 from waiting import WaitTimeout, async_wait_for
 
 from jupyter_gpupool.service.app import StartupError
 from jupyter_gpupool.sim import SimCluster
 
-EXPORTER_ANNOTATION = "sim.gpupool.jupyter.org/dcgm-exporter"
 OPERATOR_NS = "gpu-operator"
 SELECTOR = "app=nvidia-dcgm-exporter"
 DISCOVERY = {
@@ -52,28 +51,6 @@ async def kube(sim_cluster: SimCluster) -> AsyncIterator[Cluster]:
     await cluster.call(cluster.v1.create_namespace, {"metadata": {"name": OPERATOR_NS}})
     yield cluster
     await api.close()
-
-
-def exporter_pod(node: str) -> dict[str, Any]:
-    """The GPU Operator's dcgm-exporter pod for ``node``, as its DaemonSet makes it."""
-    return {
-        "metadata": {
-            "name": f"nvidia-dcgm-exporter-{node}",
-            "labels": {"app": "nvidia-dcgm-exporter"},
-            "annotations": {EXPORTER_ANNOTATION: "true"},
-        },
-        "spec": {
-            "nodeName": node,
-            "tolerations": [{"operator": "Exists"}],
-            "containers": [
-                {
-                    "name": "nvidia-dcgm-exporter",
-                    "image": "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.5-3.4.0-ubuntu22.04",
-                    "ports": [{"name": "metrics", "containerPort": 9400}],
-                }
-            ],
-        },
-    }
 
 
 async def deploy_exporters(kube: Cluster, nodes: list[str] | None = None) -> list[str]:
