@@ -56,6 +56,10 @@ class ServerUse:
     error: str | None = None
 
 
+#: Why the utilization of a server whose pod the service does not count is unknown.
+NO_POD = "the gpupool service counts no pod of this server"
+
+
 def own_row(rows: Sequence[Mapping[str, Any]], placement: Placement) -> Mapping[str, Any] | None:
     """This server's row among the user's: same server name, the pod of this server's admission
     first, then one not terminating (a restarted server may have two pods a moment)."""

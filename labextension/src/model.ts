@@ -4,10 +4,14 @@
  * The model asks this server's `/gpupool/...` routes (the jupyter-server extension) through a
  * `Fetcher`, so that tests give it a scripted one; it imports no JupyterLab package.
  *
- * - `status` (where this server runs) is polled every `interval`; pools and servers only while
- *   the side panel is open.
+ * - `status` (where this server runs) is polled every `interval`; with it, when the server has
+ *   GPUs, `use` (what its GPUs do: utilization, memory, idle and when it will be stopped);
+ *   pools and servers only while the side panel is open.
  * - A failed request backs off (the poll's interval grows up to `maxInterval`); a success goes
- *   back to `interval`.
+ *   back to `interval`. A failed `use` does not: the label stays, the tooltip says why.
+ * - The words are the notebook's (`%gpupool status`, jupyter_gpupool/core/utilwords.py):
+ *   `45% (max 90%), memory 31.0 of 160 GiB`, `idle since 14:05 UTC; will be stopped at
+ *   16:05 UTC`, durations as the idle policy says them (`1h05m`, `55m`, `30s`).
  * - The poll stands by while the page is hidden (`standby: 'when-hidden'`).
  */
 
@@ -48,7 +52,7 @@ export interface IPool {
 }
 
 /** One server of `GET /gpupool/servers`. */
-export interface IServer {
+export interface IServer extends IGPUUse {
   name: string;
   this: boolean;
   ready: boolean;
@@ -61,13 +65,199 @@ export interface IServer {
   state: string | null;
 }
 
+/** A server's `idle` in the service's answers: null while its GPUs are not idle. */
+export interface IIdle {
+  /** Since when (epoch seconds) its GPUs have been idle. */
+  since: number;
+  /** Whether the policy's warning time has come. */
+  warned?: boolean;
+  /** When the policy acts (epoch seconds). */
+  due_at?: number | null;
+  /** When it will be stopped: `due_at` under `action: stop`, else null. */
+  stops_at?: number | null;
+  action?: string;
+}
+
+/** What a server's GPUs do: the fields of the service's server rows. */
+export interface IGPUUse {
+  gpu_utilization?: number | null;
+  gpu_utilization_max?: number | null;
+  gpu_memory_used_mib?: number | null;
+  gpu_memory_total_mib?: number | null;
+  measured_at?: number | null;
+  idle?: IIdle | null;
+}
+
+/** `GET /gpupool/use`: what this server's GPUs do, with the server's clock. */
+export interface IUse extends IGPUUse {
+  /** 0 when the server has no GPUs (nothing was asked). */
+  gpus?: number;
+  /** Where the service's measurements come from (`dcgm`, `prometheus`, `none`). */
+  source?: string | null;
+  /** Why the service measures nothing now. */
+  problem?: string | null;
+  /** Why the service could not be asked (or counts no pod of this server). */
+  error?: string | null;
+  /** The server's clock (epoch seconds) when it answered. */
+  now: number;
+}
+
 /** Asks one `/gpupool/` route and gives its JSON (throws on an error answer). */
 export type Fetcher = (route: string) => Promise<any>;
 
 const TIMES = '\u00d7';
 
-/** `GPU 2× A100-80G · training-pool`, `CPU · compute-pool`, `not in a GPU pool`. */
-export function statusLabel(status: IStatus | null): string {
+/** Whether the status says the server runs with GPUs in a pool (then `use` is asked). */
+export function hasGPUs(status: IStatus | null): boolean {
+  return !!status && !!status.pool && status.gpus > 0;
+}
+
+/**
+ * `value` with `digits` decimals, as Python's `f"{value:.{digits}f}"`: a value exactly
+ * half-way is rounded to the even digit (`2.5` → `2`), where `toFixed` rounds it up.
+ */
+export function fixed(value: number, digits: number): string {
+  const up = value.toFixed(digits);
+  const exact = value.toFixed(Math.min(100, digits + 40)); // the value's own decimals
+  const cut = exact.indexOf('.') + (digits ? digits + 1 : 0);
+  const rest = exact.slice(cut + (digits ? 0 : 1));
+  const kept = exact.slice(0, cut);
+  if (/^50*$/.test(rest) && Number(kept.slice(-1)) % 2 === 0) {
+    return kept;
+  }
+  return up;
+}
+
+/** `50%` (whole percent); null for no value. */
+export function percent(value: number | null | undefined): string | null {
+  return value === null || value === undefined ? null : `${fixed(Number(value), 0)}%`;
+}
+
+/** MiB as GiB with one decimal (`31.0`); without `decimals` a whole number loses its `.0`. */
+export function gib(mib: number, decimals = true): string {
+  const text = fixed(Number(mib) / 1024, 1);
+  return !decimals && text.endsWith('.0') ? text.slice(0, -2) : text;
+}
+
+/** Seconds as the idle policy says them: `1h05m`, `55m`, `2m30s`, `30s`. */
+export function durationWords(seconds: number): string {
+  const s = Math.max(0, Number(fixed(seconds, 0)));
+  const h = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  const sec = s % 60;
+  const two = (n: number) => String(n).padStart(2, '0');
+  if (h) {
+    return `${h}h${two(m)}m`;
+  }
+  if (m) {
+    return sec ? `${m}m${two(sec)}s` : `${m}m`;
+  }
+  return `${sec}s`;
+}
+
+/** A time (epoch seconds) as a clock says it, `14:05 UTC`; with its date when it is not
+ * `now`'s day (`2025-01-30 14:05 UTC`). */
+export function clockWords(t: number, now: number): string {
+  const when = new Date(t * 1000).toISOString(); // 2025-01-30T14:05:09.000Z
+  const day = new Date(now * 1000).toISOString().slice(0, 10);
+  const clock = `${when.slice(11, 16)} UTC`;
+  return when.slice(0, 10) === day ? clock : `${when.slice(0, 10)} ${clock}`;
+}
+
+/** `50% (max 90%), memory 31.0 of 160 GiB`: the mean, the busiest GPU when it differs, the
+ * memory when measured; null when the utilization is not measured. */
+export function utilizationLine(use: IGPUUse | null): string | null {
+  const mean = use ? percent(use.gpu_utilization) : null;
+  if (!use || mean === null) {
+    return null;
+  }
+  const most = percent(use.gpu_utilization_max);
+  let words = most === null || most === mean ? mean : `${mean} (max ${most})`;
+  const used = use.gpu_memory_used_mib;
+  const total = use.gpu_memory_total_mib;
+  if (used !== null && used !== undefined && total !== null && total !== undefined) {
+    words += `, memory ${gib(used)} of ${gib(total, false)} GiB`;
+  } else if (used !== null && used !== undefined) {
+    words += `, memory ${gib(used)} GiB used`;
+  }
+  return words;
+}
+
+function idleOf(idle: IIdle | null | undefined): IIdle | null {
+  return idle && idle.since !== null && idle.since !== undefined ? idle : null;
+}
+
+/** Seconds until the server is stopped (negative once due); null unless it is idle under a
+ * policy that stops it. */
+export function stopsIn(idle: IIdle | null | undefined, now: number): number | null {
+  const i = idleOf(idle);
+  if (!i || i.action === 'report' || i.stops_at === null || i.stops_at === undefined) {
+    return null;
+  }
+  return Number(i.stops_at) - now;
+}
+
+/** A server's `idle` as a cell: `idle 1h05m, stops in 55m`, `idle 2h00m, stopping` (due),
+ * `idle 10m (report)` (the policy only reports), `idle 10m`; null while not idle. */
+export function idleCell(idle: IIdle | null | undefined, now: number): string | null {
+  const i = idleOf(idle);
+  if (!i) {
+    return null;
+  }
+  const words = `idle ${durationWords(now - Number(i.since))}`;
+  if (i.action === 'report') {
+    return `${words} (report)`;
+  }
+  const left = stopsIn(i, now);
+  if (left === null) {
+    return words;
+  }
+  return left >= 1 ? `${words}, stops in ${durationWords(left)}` : `${words}, stopping`;
+}
+
+/** A server's `idle` as a line: `idle since 14:05 UTC; will be stopped at 16:05 UTC` (or
+ * `...; being stopped` once due), `idle since 14:05 UTC; reported to admins` (`...; will be
+ * reported to admins at 16:05 UTC` before it is due); null while not idle. */
+export function idleLine(idle: IIdle | null | undefined, now: number): string | null {
+  const i = idleOf(idle);
+  if (!i) {
+    return null;
+  }
+  const words = `idle since ${clockWords(Number(i.since), now)}`;
+  if (i.action === 'report') {
+    const due = i.due_at;
+    if (due !== null && due !== undefined && Number(due) > now) {
+      return `${words}; will be reported to admins at ${clockWords(Number(due), now)}`;
+    }
+    return `${words}; reported to admins`;
+  }
+  const stops = i.stops_at;
+  if (stops === null || stops === undefined) {
+    return words;
+  }
+  if (Number(stops) > now) {
+    return `${words}; will be stopped at ${clockWords(Number(stops), now)}`;
+  }
+  return `${words}; being stopped`;
+}
+
+/** Whether the status item warns of the idle stop: idle under a policy that stops it, and
+ * warned (the policy's `warn` before the stop; always once the stop is due). */
+export function idleWarning(use: IGPUUse | null, now: number): boolean {
+  const left = use ? stopsIn(use.idle, now) : null;
+  return left !== null && (use!.idle!.warned !== false || left < 1);
+}
+
+/**
+ * `GPU 2× A100-80G · training-pool`, `CPU · compute-pool`, `not in a GPU pool`; with what the
+ * GPUs do when measured (`· 45%`) and, idle under a policy that stops it, the time left
+ * (`· idle, stops in 55m`, `· idle, stopping` once due). `now`: the server's clock (seconds).
+ */
+export function statusLabel(
+  status: IStatus | null,
+  use: IUse | null = null,
+  now: number = Date.now() / 1000
+): string {
   if (!status) {
     return 'GPU pool…';
   }
@@ -78,11 +268,58 @@ export function statusLabel(status: IStatus | null): string {
     return `CPU · ${status.pool}`;
   }
   const kind = status.gpu_type ? ` ${status.gpu_type}` : '';
-  return `GPU ${status.gpus}${TIMES}${kind} · ${status.pool}`;
+  let label = `GPU ${status.gpus}${TIMES}${kind} · ${status.pool}`;
+  if (!use) {
+    return label;
+  }
+  const measured = percent(use.gpu_utilization);
+  if (measured !== null) {
+    label += ` · ${measured}`;
+  }
+  const left = stopsIn(use.idle, now);
+  if (left !== null) {
+    label += left >= 1 ? ` · idle, stops in ${durationWords(left)}` : ' · idle, stopping';
+  }
+  return label;
 }
 
-/** The status item's tooltip: the node, and what over quota means. */
-export function statusTitle(status: IStatus | null): string {
+/** `GPU utilization 45% (max 90%), memory 31.0 of 160 GiB`, `GPU utilization not measured
+ * (why)`, `GPU utilization unknown: why` (the words of `%gpupool status`). */
+export function useLine(use: IUse | null, error = ''): string {
+  if (error || !use) {
+    return `GPU utilization unknown: ${error || 'not asked yet'}`;
+  }
+  if (use.error) {
+    return `GPU utilization unknown: ${use.error}`;
+  }
+  const measured = utilizationLine(use);
+  if (measured !== null) {
+    return `GPU utilization ${measured}`;
+  }
+  return 'GPU utilization not measured' + (use.problem ? ` (${use.problem})` : '');
+}
+
+/** `GPUs idle since 14:05 UTC; will be stopped at 16:05 UTC (in 55m)`; null while not idle. */
+export function idleWords(use: IUse | null, now: number): string | null {
+  const line = use ? idleLine(use.idle, now) : null;
+  if (line === null) {
+    return null;
+  }
+  const left = stopsIn(use!.idle, now);
+  const after = left !== null && left >= 1 ? ` (in ${durationWords(left)})` : '';
+  return `GPUs ${line}${after}`;
+}
+
+/**
+ * The status item's tooltip: the node, what over quota means and, for a server with GPUs,
+ * what they do and when an idle server will be stopped. `useError`: why `use` failed.
+ */
+export function statusTitle(
+  status: IStatus | null,
+  use: IUse | null = null,
+  now: number = Date.now() / 1000,
+  useError = ''
+): string {
   if (!status || !status.pool) {
     return 'This server was not started in a GPU pool';
   }
@@ -92,6 +329,13 @@ export function statusTitle(status: IStatus | null): string {
       ? 'Over quota: this server borrows idle GPUs and may be stopped (reclaimed) when their owners need them back'
       : 'Within quota'
   );
+  if (hasGPUs(status) && (use || useError)) {
+    lines.push(useLine(use, useError));
+    const idle = useError ? null : idleWords(use, now);
+    if (idle !== null) {
+      lines.push(idle);
+    }
+  }
   lines.push('Click for pool availability and your servers');
   return lines.join('\n');
 }
@@ -149,12 +393,15 @@ export namespace GPUPoolModel {
     maxInterval?: number;
     /** When to stand by (default: while the page is hidden). */
     standby?: Poll.Standby | (() => boolean | Poll.Standby);
+    /** This page's clock in milliseconds (default `Date.now`); tests set it. */
+    clock?: () => number;
   }
 }
 
 export class GPUPoolModel {
   constructor(options: GPUPoolModel.IOptions) {
     this._fetch = options.fetch;
+    this._clock = options.clock ?? (() => Date.now());
     this.poll = new Poll({
       auto: false,
       factory: () => this.refresh(),
@@ -187,22 +434,57 @@ export class GPUPoolModel {
     return this._servers;
   }
 
+  /** What this server's GPUs do (the last `use` answer); null without GPUs or when `use`
+   * failed (then `useError` says why). */
+  get use(): IUse | null {
+    return this._use;
+  }
+
+  /** Why the last `use` request failed, or ''. */
+  get useError(): string {
+    return this._useError;
+  }
+
+  /** The server's clock now, in seconds: this page's clock corrected by the difference seen
+   * when the last `use` answered (its `now`). */
+  get now(): number {
+    return (this._clock() + this._skew) / 1000;
+  }
+
   /** The last error's words, or '' after a success. */
   get error(): string {
     return this._error;
   }
 
   get label(): string {
-    return statusLabel(this._status);
+    return statusLabel(this._status, this._use, this.now);
   }
 
   get title(): string {
-    return statusTitle(this._status);
+    return statusTitle(this._status, this._use, this.now, this._useError);
   }
 
-  /** Whether the status item shows in the warning colour: the server runs over quota. */
+  /** The tooltip's line about the GPUs' utilization; '' without GPUs. */
+  get useLine(): string {
+    return hasGPUs(this._status) && (this._use || this._useError)
+      ? useLine(this._use, this._useError)
+      : '';
+  }
+
+  /** `GPUs idle since 14:05 UTC; will be stopped at 16:05 UTC (in 55m)`, or ''. */
+  get idleWords(): string {
+    return (hasGPUs(this._status) && idleWords(this._use, this.now)) || '';
+  }
+
+  /** Whether the server's GPUs are idle and it will be stopped (warned by the policy). */
+  get idleWarning(): boolean {
+    return hasGPUs(this._status) && idleWarning(this._use, this.now);
+  }
+
+  /** Whether the status item shows in the warning colour: the server runs over quota, or its
+   * idle GPUs will get it stopped. */
   get warning(): boolean {
-    return !!this._status && this._status.over_quota;
+    return (!!this._status && this._status.over_quota) || this.idleWarning;
   }
 
   /** Whether the side panel is open: pools and servers are asked for only then. */
@@ -231,6 +513,7 @@ export class GPUPoolModel {
   async refresh(): Promise<void> {
     try {
       this._status = (await this._fetch('status')) as IStatus;
+      await this._askUse();
       if (this._panelOpen) {
         const [pools, servers] = await Promise.all([
           this._fetch('pools'),
@@ -253,7 +536,32 @@ export class GPUPoolModel {
     Signal.clearData(this);
   }
 
+  /** Ask `use` when the status says the server has GPUs; a failure is kept in `useError`
+   * and does not fail the poll. */
+  private async _askUse(): Promise<void> {
+    if (!hasGPUs(this._status)) {
+      this._use = null;
+      this._useError = '';
+      return;
+    }
+    try {
+      const use = (await this._fetch('use')) as IUse;
+      if (use && typeof use.now === 'number') {
+        this._skew = use.now * 1000 - this._clock();
+      }
+      this._use = use;
+      this._useError = '';
+    } catch (reason) {
+      this._use = null;
+      this._useError = reason instanceof Error ? reason.message : String(reason);
+    }
+  }
+
   private _fetch: Fetcher;
+  private _clock: () => number;
+  private _skew = 0;
+  private _use: IUse | null = null;
+  private _useError = '';
   private _status: IStatus | null = null;
   private _pools: IPool[] = [];
   private _servers: IServer[] = [];

@@ -1,6 +1,7 @@
 /**
- * The side panel: this server, pool availability (free GPUs, the user's quota, the pool's
- * state) and the user's servers. The model asks for pools and servers only while it is shown.
+ * The side panel: this server (with what its GPUs do), pool availability (free GPUs, the
+ * user's quota, the pool's state) and the user's servers (with their GPUs' utilization and
+ * idle time). The model asks for pools and servers only while it is shown.
  */
 
 import { Widget } from '@lumino/widgets';
@@ -9,6 +10,8 @@ import {
   GPUPoolModel,
   IPool,
   IServer,
+  idleCell,
+  percent,
   poolState,
   quotaWords,
   serverState
@@ -75,6 +78,11 @@ function serverLink(server: IServer): Node {
   return document.createTextNode(server.this ? `${name} (this one)` : name);
 }
 
+/** `text` in a div of `className`, or nothing when there is no text. */
+function words(text: string | null, className: string): Node[] {
+  return text ? [element('div', text, className)] : [];
+}
+
 export class GPUPoolPanel extends Widget {
   constructor(model: GPUPoolModel) {
     super();
@@ -114,7 +122,19 @@ export class GPUPoolPanel extends Widget {
     node.appendChild(element('h3', 'This server'));
     const here = element('p', model.label, 'jp-gpupool-here');
     node.appendChild(here);
-    if (model.warning) {
+    if (model.useLine) {
+      node.appendChild(element('p', model.useLine, 'jp-gpupool-use'));
+    }
+    if (model.idleWords) {
+      node.appendChild(
+        element(
+          'p',
+          model.idleWords,
+          model.idleWarning ? 'jp-gpupool-warning-text jp-gpupool-idle-text' : 'jp-gpupool-idle-text'
+        )
+      );
+    }
+    if (model.status && model.status.over_quota) {
       node.appendChild(
         element(
           'p',
@@ -141,6 +161,7 @@ export class GPUPoolPanel extends Widget {
       )
     );
     node.appendChild(element('h3', 'Your servers'));
+    const now = model.now;
     node.appendChild(
       table(
         [
@@ -149,9 +170,16 @@ export class GPUPoolPanel extends Widget {
           { key: 'gpus', title: 'GPUs' }
         ],
         model.servers.map(s => [
-          [serverLink(s), element('div', serverState(s), 'jp-gpupool-state')],
+          [
+            serverLink(s),
+            element('div', serverState(s), 'jp-gpupool-state'),
+            ...words(idleCell(s.idle, now), 'jp-gpupool-state')
+          ],
           [s.pool || '—', s.node || ''],
-          s.gpus === null || s.gpus === undefined ? '—' : String(s.gpus)
+          [
+            s.gpus === null || s.gpus === undefined ? '—' : String(s.gpus),
+            ...words(percent(s.gpu_utilization), 'jp-gpupool-state')
+          ]
         ])
       )
     );

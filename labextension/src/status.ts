@@ -1,6 +1,8 @@
 /**
- * The status bar item: `GPU 2× A100-80G · training-pool` or `CPU · compute-pool`, in the
- * warning colour when the server runs over quota. A click calls `onClick` (opens the panel).
+ * The status bar item: `GPU 2× A100-80G · training-pool · 45%` or `CPU · compute-pool`, in the
+ * warning colour when the server runs over quota (`jp-gpupool-warning`) or when its GPUs are
+ * idle and it will be stopped (`jp-gpupool-warning` and `jp-gpupool-idle`; the label says the
+ * time left: `· idle, stops in 55m`). A click calls `onClick` (opens the panel).
  */
 
 import { Widget } from '@lumino/widgets';
@@ -43,6 +45,7 @@ export class GPUPoolStatus extends Widget {
       ? `${this._model.title}\n(last update failed: ${this._model.error})`
       : this._model.title;
     this.toggleClass('jp-gpupool-warning', this._model.warning);
+    this.toggleClass('jp-gpupool-idle', this._model.idleWarning);
   }
 
   private _model: GPUPoolModel;

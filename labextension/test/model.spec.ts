@@ -2,11 +2,21 @@ import {
   GPUPoolModel,
   IServer,
   IStatus,
+  IUse,
+  clockWords,
+  durationWords,
+  gib,
+  idleCell,
+  idleLine,
+  idleWords,
+  percent,
   poolState,
   quotaWords,
   serverState,
   statusLabel,
-  statusTitle
+  statusTitle,
+  useLine,
+  utilizationLine
 } from '../src/model';
 
 const STATUS: IStatus = {
@@ -37,19 +47,42 @@ const POOLS = {
 };
 const SERVERS = { servers: [{ name: '', this: true, ready: true, pool: 'training-pool' }] };
 
-/** A scripted `/gpupool/` server: answers by route, or fails while `failing` is set. */
-function scripted(status: IStatus = STATUS) {
+/** 2023-11-14 22:13:20 UTC, the server's clock in the tests (seconds). */
+const NOW = 1_700_000_000;
+
+/** `GET /gpupool/use` of a server measured at 45% (max 90%), not idle. */
+const USE: IUse = {
+  gpu_utilization: 45.0,
+  gpu_utilization_max: 90.0,
+  gpu_memory_used_mib: 31744,
+  gpu_memory_total_mib: 163840,
+  measured_at: NOW - 5,
+  idle: null,
+  source: 'dcgm',
+  problem: null,
+  error: null,
+  now: NOW
+};
+
+/** Idle for 1h05m under `action: stop`, warned, stopped in 55m. */
+const IDLE = { since: NOW - 3900, warned: true, stops_at: NOW + 3300, due_at: NOW + 3300, action: 'stop' };
+
+/** A scripted `/gpupool/` server: answers by route, or fails while `failing` is set (`use`
+ * alone while `useFailing` is). */
+function scripted(status: IStatus = STATUS, use: IUse = USE) {
   const asked: string[] = [];
   const server = {
     asked,
     failing: false,
+    useFailing: false,
     status,
+    use,
     fetch: async (route: string) => {
       asked.push(route);
-      if (server.failing) {
+      if (server.failing || (route === 'use' && server.useFailing)) {
         throw new Error('502: no answer from the gpupool service');
       }
-      return { status: server.status, pools: POOLS, servers: SERVERS }[route];
+      return { status: server.status, use: server.use, pools: POOLS, servers: SERVERS }[route];
     }
   };
   return server;
@@ -106,6 +139,107 @@ describe('labels', () => {
   });
 });
 
+describe('the words of %gpupool status (jupyter_gpupool/core/utilwords.py)', () => {
+  // the expected words are Python's, for the same values
+  it('says durations as the idle policy does', () => {
+    const seconds = [0, 0.5, 1.5, 2.5, 30, 59.5, 60, 150, 3300, 3900, 7200, 3599.5, -5, 86465];
+    expect(seconds.map(durationWords)).toEqual(
+      ['0s', '0s', '2s', '2s', '30s', '1m', '1m', '2m30s', '55m', '1h05m', '2h00m', '1h00m', '0s', '24h01m']
+    );
+  });
+
+  it('rounds percent and GiB as Python does (a half to even)', () => {
+    expect([45, 2.5, 3.5, 0.5, 99.6, 44.5].map(percent)).toEqual(
+      ['45%', '2%', '4%', '0%', '100%', '44%']
+    );
+    expect(percent(null)).toBeNull();
+    expect([31744, 163840, 256, 768, 23040].map(m => gib(m))).toEqual(
+      ['31.0', '160.0', '0.2', '0.8', '22.5']
+    );
+    expect([gib(163840, false), gib(23040, false)]).toEqual(['160', '22.5']);
+  });
+
+  it('says times in UTC, with the date when not today', () => {
+    expect(clockWords(NOW, NOW)).toBe('22:13 UTC');
+    expect(clockWords(NOW + 7200, NOW)).toBe('2023-11-15 00:13 UTC');
+  });
+
+  it('says the utilization and memory', () => {
+    expect(utilizationLine(USE)).toBe('45% (max 90%), memory 31.0 of 160 GiB');
+    expect(
+      utilizationLine({ gpu_utilization: 45, gpu_utilization_max: 45.2, gpu_memory_used_mib: 31744 })
+    ).toBe('45%, memory 31.0 GiB used');
+    expect(utilizationLine({ ...USE, gpu_utilization: null })).toBeNull();
+  });
+
+  it('says since when the GPUs are idle and what happens then', () => {
+    expect(idleLine(IDLE, NOW)).toBe('idle since 21:08 UTC; will be stopped at 23:08 UTC');
+    expect(idleCell(IDLE, NOW)).toBe('idle 1h05m, stops in 55m');
+    const report = { ...IDLE, stops_at: null, action: 'report', due_at: NOW + 600 };
+    expect(idleLine(report, NOW)).toBe(
+      'idle since 21:08 UTC; will be reported to admins at 22:23 UTC'
+    );
+    expect(idleCell(report, NOW)).toBe('idle 1h05m (report)');
+    expect(idleLine({ ...report, due_at: NOW - 600 }, NOW)).toBe(
+      'idle since 21:08 UTC; reported to admins'
+    );
+    const due = { ...IDLE, stops_at: NOW - 1, due_at: NOW - 1 };
+    expect(idleLine(due, NOW)).toBe('idle since 21:08 UTC; being stopped');
+    expect(idleCell(due, NOW)).toBe('idle 1h05m, stopping');
+    expect(idleLine(null, NOW)).toBeNull();
+    expect(idleCell(null, NOW)).toBeNull();
+  });
+});
+
+describe("the status item's words", () => {
+  const GPU = 'GPU 2\u00d7 A100-80G · training-pool';
+
+  it('adds the utilization when measured, the time left when idle under a stop policy', () => {
+    expect(statusLabel(STATUS, USE, NOW)).toBe(`${GPU} · 45%`);
+    expect(statusLabel(STATUS, { ...USE, gpu_utilization: null }, NOW)).toBe(GPU);
+    expect(statusLabel(STATUS, { ...USE, error: 'no answer' , gpu_utilization: null }, NOW)).toBe(GPU);
+    const idle = { ...USE, gpu_utilization: 0, gpu_utilization_max: 0, idle: IDLE };
+    expect(statusLabel(STATUS, idle, NOW)).toBe(`${GPU} · 0% · idle, stops in 55m`);
+    expect(statusLabel(STATUS, idle, NOW + 3300)).toBe(`${GPU} · 0% · idle, stopping`);
+    const report = { ...idle, idle: { ...IDLE, action: 'report', stops_at: null } };
+    expect(statusLabel(STATUS, report, NOW)).toBe(`${GPU} · 0%`);
+  });
+
+  it('says what the GPUs do in the tooltip', () => {
+    expect(useLine(USE)).toBe('GPU utilization 45% (max 90%), memory 31.0 of 160 GiB');
+    const stale = { ...USE, gpu_utilization: null, problem: 'http://dcgm:9400/metrics: timed out' };
+    expect(useLine(stale)).toBe(
+      'GPU utilization not measured (http://dcgm:9400/metrics: timed out)'
+    );
+    expect(useLine({ ...stale, problem: null })).toBe('GPU utilization not measured');
+    expect(useLine({ ...stale, error: 'no answer from the gpupool service' })).toBe(
+      'GPU utilization unknown: no answer from the gpupool service'
+    );
+    expect(useLine(null, '502: Bad Gateway')).toBe('GPU utilization unknown: 502: Bad Gateway');
+    const idle = { ...USE, idle: IDLE };
+    expect(idleWords(idle, NOW)).toBe(
+      'GPUs idle since 21:08 UTC; will be stopped at 23:08 UTC (in 55m)'
+    );
+    const reported = { ...IDLE, action: 'report', stops_at: null, due_at: NOW - 600 };
+    expect(idleWords({ ...idle, idle: reported }, NOW)).toBe(
+      'GPUs idle since 21:08 UTC; reported to admins'
+    );
+    expect(idleWords({ ...idle, idle: { ...reported, due_at: NOW + 600 } }, NOW)).toBe(
+      'GPUs idle since 21:08 UTC; will be reported to admins at 22:23 UTC'
+    );
+    const title = statusTitle(STATUS, idle, NOW).split('\n');
+    expect(title).toEqual([
+      'Pool training-pool on node gpu-node-1',
+      'Within quota',
+      'GPU utilization 45% (max 90%), memory 31.0 of 160 GiB',
+      'GPUs idle since 21:08 UTC; will be stopped at 23:08 UTC (in 55m)',
+      'Click for pool availability and your servers'
+    ]);
+    // a CPU server says nothing of GPUs
+    expect(statusTitle({ ...STATUS, gpus: 0 }, null, NOW)).not.toContain('GPU utilization');
+  });
+});
+
 describe('GPUPoolModel', () => {
   it('asks only for the status while the panel is closed', async () => {
     const server = scripted();
@@ -113,8 +247,8 @@ describe('GPUPoolModel', () => {
     let changes = 0;
     model.changed.connect(() => changes++);
     await model.refresh();
-    expect(server.asked).toEqual(['status']);
-    expect(model.label).toBe('GPU 2\u00d7 A100-80G · training-pool');
+    expect(server.asked).toEqual(['status', 'use']);
+    expect(model.label).toBe('GPU 2\u00d7 A100-80G · training-pool · 45%');
     expect(model.warning).toBe(false);
     expect(model.pools).toEqual([]);
     expect(changes).toBe(1);
@@ -138,6 +272,76 @@ describe('GPUPoolModel', () => {
     const model = new GPUPoolModel({ fetch: server.fetch, standby: 'never' });
     await model.refresh();
     expect(model.warning).toBe(true);
+    model.dispose();
+  });
+
+  it('asks what the GPUs do only of a server with GPUs', async () => {
+    for (const status of [
+      { ...STATUS, gpus: 0, pool: 'compute-pool' },
+      { ...STATUS, pool: null, in_pool: false }
+    ]) {
+      const server = scripted(status);
+      const model = new GPUPoolModel({ fetch: server.fetch, standby: 'never' });
+      await model.refresh();
+      expect(server.asked).toEqual(['status']);
+      expect(model.use).toBeNull();
+      expect(model.title).not.toContain('GPU utilization');
+      model.dispose();
+    }
+  });
+
+  it('keeps the status when `use` fails, says why, and does not back off', async () => {
+    const server = scripted();
+    server.useFailing = true;
+    const model = new GPUPoolModel({ fetch: server.fetch, standby: 'never', interval: 20 });
+    await model.poll.start();
+    await sleep(200);
+    expect(model.error).toBe('');
+    expect(model.poll.state.phase).toBe('resolved');
+    expect(model.poll.state.interval).toBe(20);
+    expect(model.label).toBe('GPU 2\u00d7 A100-80G · training-pool');
+    expect(model.useError).toBe('502: no answer from the gpupool service');
+    expect(model.title).toContain('GPU utilization unknown: 502: no answer from the gpupool service');
+    // still asked on each poll: it comes back
+    expect(server.asked.filter(r => r === 'use').length).toBeGreaterThan(2);
+    server.useFailing = false;
+    await model.poll.refresh();
+    await sleep(50);
+    expect(model.label).toBe('GPU 2\u00d7 A100-80G · training-pool · 45%');
+    expect(model.useError).toBe('');
+    model.dispose();
+  });
+
+  it("warns of an idle stop with the time left on the server's clock", async () => {
+    // the page's clock is 10 minutes behind the server's
+    let page = (NOW - 600) * 1000;
+    const idle = { ...USE, gpu_utilization: 0, gpu_utilization_max: 0, idle: IDLE };
+    const server = scripted(STATUS, idle);
+    const model = new GPUPoolModel({ fetch: server.fetch, standby: 'never', clock: () => page });
+    const changed: string[] = [];
+    model.changed.connect(() => changed.push(model.label));
+    await model.refresh();
+    expect(model.label).toBe('GPU 2\u00d7 A100-80G · training-pool · 0% · idle, stops in 55m');
+    expect(model.warning).toBe(true);
+    expect(model.idleWarning).toBe(true);
+    expect(model.title).toContain('will be stopped at 23:08 UTC (in 55m)');
+    // the next poll, 10 s later on both clocks: the time left is said again
+    page += 10_000;
+    server.use = { ...idle, now: NOW + 10 };
+    await model.refresh();
+    expect(changed[1]).toBe('GPU 2\u00d7 A100-80G · training-pool · 0% · idle, stops in 54m50s');
+    // not yet warned (the policy's warning time has not come): the words, not the colour
+    server.use = { ...idle, idle: { ...IDLE, warned: false } };
+    await model.refresh();
+    expect(model.label).toContain('idle, stops in 55m');
+    expect(model.idleWarning).toBe(false);
+    expect(model.warning).toBe(false);
+    // a policy that only reports: no warning
+    server.use = { ...idle, idle: { ...IDLE, action: 'report', stops_at: null, due_at: NOW - 1 } };
+    await model.refresh();
+    expect(model.idleWarning).toBe(false);
+    expect(model.label).toBe('GPU 2\u00d7 A100-80G · training-pool · 0%');
+    expect(model.title).toContain('GPUs idle since 21:08 UTC; reported to admins');
     model.dispose();
   });
 

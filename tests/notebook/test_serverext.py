@@ -3,10 +3,12 @@ scripted (fakehub.py). Unauthenticated requests are refused."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -16,7 +18,13 @@ from waiting import WaitTimeout, wait_for
 
 from jupyter_gpupool.core.placement import Placement
 from jupyter_gpupool.demo.run import free_port
-from jupyter_gpupool.notebook.serverext.handlers import servers_body, status_body
+from jupyter_gpupool.notebook.serverext.handlers import (
+    server_use_body,
+    servers_body,
+    status_body,
+    use_body,
+)
+from jupyter_gpupool.notebook.session import ServerUse
 
 TOKEN = "jupyter-server-token"
 
@@ -85,7 +93,7 @@ def get(url, token=TOKEN):
         return e.code, e.read()
 
 
-@pytest.mark.parametrize("route", ["status", "pools", "servers"])
+@pytest.mark.parametrize("route", ["status", "pools", "servers", "use"])
 def test_unauthenticated_requests_are_refused(server, route):
     url, hub = server
     before = len(hub.requests)
@@ -180,3 +188,73 @@ def test_servers_body_passes_on_what_the_gpus_do():
         "idle": idle,
     }
     assert "gpu_utilization_history" not in row  # the panel draws no chart
+
+
+def test_use_asks_the_service_for_this_servers_row(server):
+    """``/gpupool/use``: this server's row of the service's ``servers`` (the fake measures no
+    utilization: null, and the service's words why), with this server's clock."""
+    url, hub = server
+    before = time.time()
+    code, body = get(f"{url}/gpupool/use")
+    assert code == 200
+    assert ("GET", "/services/gpupool/api/v1/servers") in hub.requests
+    assert before - 1 <= body.pop("now") <= time.time() + 1
+    assert body == {
+        "gpu_utilization": None,
+        "gpu_utilization_max": None,
+        "gpu_memory_used_mib": None,
+        "gpu_memory_total_mib": None,
+        "measured_at": None,
+        "idle": None,
+        "source": "none",
+        "problem": "no GPU utilization source is configured",
+        "error": None,
+    }
+
+
+def test_use_of_a_server_without_gpus_asks_nothing(fake_hub):
+    """A CPU server, or one not started in a pool, answers at once: no request to the
+    service."""
+    cpu = Placement.from_environ(fake_hub.environ(GPUPOOL_POOL="compute-pool", GPUPOOL_GPUS="0"))
+    for placement in (cpu, Placement()):
+        body = asyncio.run(server_use_body(placement))
+        assert fake_hub.requests == []
+        assert body["gpus"] == 0 and body["gpu_utilization"] is None and body["error"] is None
+
+
+def test_use_says_why_when_the_service_cannot_be_asked():
+    """A service that does not answer is words in ``error`` (the route still answers 200)."""
+    dead = f"http://127.0.0.1:{free_port()}/services/gpupool/"
+    placement = Placement(pool="training-pool", gpus=2, service_url=dead, token="t", user="alice")
+    body = asyncio.run(server_use_body(placement))
+    assert body["error"] and "127.0.0.1" in body["error"], body
+    assert body["gpu_utilization"] is None and body["idle"] is None
+    unconfigured = asyncio.run(server_use_body(Placement(pool="training-pool", gpus=2)))
+    assert "GPUPOOL_SERVICE_URL is not set" in unconfigured["error"]
+
+
+def test_use_body_passes_on_what_the_gpus_do():
+    """A measured row's fields reach the status item as the service gives them; a row the
+    service does not count is said as ``%gpupool status`` says it."""
+    idle = {"since": 1.0e9, "warned": True, "stops_at": 1.0e9 + 7200, "due_at": 1.0e9 + 7200,
+            "action": "stop"}  # fmt: skip
+    row = {"server": "", "gpu_utilization": 45.0, "gpu_utilization_max": 90.0,
+           "gpu_memory_used_mib": 31744, "gpu_memory_total_mib": 163840,
+           "measured_at": 1.0e9 + 3600, "gpu_utilization_history": [[1.0e9, 45.0]],
+           "idle": idle}  # fmt: skip
+    body = use_body(ServerUse(row, "dcgm", None), now=1.0e9 + 3605)
+    assert body == {
+        "gpu_utilization": 45.0,
+        "gpu_utilization_max": 90.0,
+        "gpu_memory_used_mib": 31744,
+        "gpu_memory_total_mib": 163840,
+        "measured_at": 1.0e9 + 3600,
+        "idle": idle,
+        "source": "dcgm",
+        "problem": None,
+        "error": None,
+        "now": 1.0e9 + 3605,
+    }
+    assert use_body(ServerUse(None, "dcgm"), now=1.0)["error"] == (
+        "the gpupool service counts no pod of this server"
+    )

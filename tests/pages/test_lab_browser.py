@@ -1,8 +1,11 @@
 """The JupyterLab status item in a real browser: alice's demo server (a real
 jupyterhub-singleuser with JupyterLab and the jupyter-gpupool extension) shows where it runs in
 the status bar, in line with the bar's other items; a click opens the side panel with the pools
-and her servers, which fits a 250px sidebar and scrolls when its tables cannot fit.
-Screenshots go to tests/artifacts/ (lab-status.png, lab-panel.png, lab-panel-large-font.png).
+and her servers, which fits a 250px sidebar and scrolls when its tables cannot fit. The item
+says what her GPUs do as the demo's DCGM source measures them (set through the simulated
+cluster) and, idle under a pool's idle policy, when the server will be stopped.
+Screenshots go to tests/artifacts/ (lab-status.png, lab-panel.png, lab-panel-large-font.png,
+lab-status-idle.png).
 
 The servers load the extension built in this work tree (jupyter_gpupool/labextension/, through
 ``JUPYTER_PATH``), not a copy an earlier install left in the environment.
@@ -17,11 +20,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from browser_setup import chromium, expect, log_in, new_page, shoot
+from service_kit import set_utilization
 
 from jupyter_gpupool.demo.testing import DemoProcess
 
-BUILT = Path(__file__).resolve().parents[2] / "jupyter_gpupool" / "labextension"
+ROOT = Path(__file__).resolve().parents[2]
+BUILT = ROOT / "jupyter_gpupool" / "labextension"
+INFERENCE_POOL = ROOT / "examples" / "pools" / "inference-pool.yaml"
+#: The status item's label before what the GPUs do (the demo measures them: `· 0%` follows).
+HERE = "GPU 1\u00d7 A10-24G · inference-pool"
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +76,7 @@ def lab(browser, alice):
         log_in(page, alice.url, "alice")
         page.goto(alice.url + "/user/alice/lab")
         expect(page.locator("#jp-gpupool-status")).to_have_text(
-            "GPU 1\u00d7 A10-24G · inference-pool"
+            re.compile("^" + re.escape(HERE) + r"($| · )")
         )
         yield page
     finally:
@@ -283,3 +292,48 @@ def assert_nothing_cut(area: Any, *words: str) -> None:
         assert not part["cut"], part
         left, right = seen["area"]["left"], seen["area"]["right"]
         assert left - 0.5 <= part["left"] and part["right"] <= right + 0.5, (part, seen["area"])
+
+
+def apply_inference_pool(demo: DemoProcess, **extra: Any) -> None:
+    code, answer = demo.api(
+        "POST",
+        "/services/gpupool/api/v1/pools",
+        {**yaml.safe_load(INFERENCE_POOL.read_text()), **extra},
+    )
+    assert code in (200, 201), answer
+
+
+def test_the_status_item_shows_gpu_utilization_and_the_idle_stop(lab, alice):
+    """80% on alice's GPU shows as ``· 80%``; at 0% under a stop policy the item warns with
+    the time left (its own class beside the warning colour) and the tooltip says when."""
+    code, answer = alice.api("GET", "/services/gpupool/api/v1/servers?user=alice")
+    assert code == 200, answer
+    [pod] = [r for r in answer["servers"] if r["server"] == ""]
+    item = lab.locator("#jp-gpupool-status")
+    try:
+        set_utilization(alice.state / "kubeconfig", pod["namespace"], pod["name"], 80)
+        # the service polls DCGM every 5 s, the item the server every 10 s
+        expect(item).to_have_text(f"{HERE} · 80%", timeout=30_000)
+        expect(item).not_to_have_class(re.compile(r"\bjp-gpupool-idle\b"))
+        assert "GPU utilization 80%" in (item.get_attribute("title") or "")
+
+        # idle for 10 minutes is stopped, warned at once (warn: 10m)
+        policy = {"below_percent": 5, "after": "10m", "warn": "10m", "action": "stop"}
+        apply_inference_pool(alice, idle=policy)
+        set_utilization(alice.state / "kubeconfig", pod["namespace"], pod["name"], 0)
+        expect(item).to_have_text(
+            re.compile("^" + re.escape(f"{HERE} · 0% · idle, stops in ") + r"(10m|9m\d\ds)$"),
+            timeout=30_000,
+        )
+        expect(item).to_have_class(re.compile(r"\bjp-gpupool-idle\b"))
+        expect(item).to_have_class(re.compile(r"\bjp-gpupool-warning\b"))
+        title = item.get_attribute("title") or ""
+        assert re.search(
+            r"GPUs idle since \d\d:\d\d UTC; will be stopped at \d\d:\d\d UTC \(in (10m|9m\d\ds)\)",
+            title,
+        ), title
+        shoot(lab, "lab-status-idle")
+    finally:
+        # as the module's other tests found it: no policy, busy
+        apply_inference_pool(alice)
+        set_utilization(alice.state / "kubeconfig", pod["namespace"], pod["name"], 80)

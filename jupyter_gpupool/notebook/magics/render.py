@@ -15,7 +15,7 @@ from ...core.formatting import aligned_lines
 from ...core.launchoptions import Catalog, budget_text, pool_status, quota_text
 from ...core.placement import TIMES, Placement
 from ...core.utilwords import idle_line, utilization_line
-from ..session import ServerUse
+from ..session import NO_POD, ServerUse
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ def use_fields(use: ServerUse, now: float) -> list[tuple[str, str]]:
     if use.error is not None:
         return [("GPU utilization", f"unknown: {use.error}")]
     if use.row is None:
-        return [("GPU utilization", "unknown: the gpupool service counts no pod of this server")]
+        return [("GPU utilization", f"unknown: {NO_POD}")]
     measured = utilization_line(use.row)
     if measured is None:
         measured = "not measured" + (f" ({use.problem})" if use.problem else "")

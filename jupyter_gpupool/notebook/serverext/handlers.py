@@ -9,13 +9,18 @@ scopes the spawner chose), never with the browser's.
 - ``GET /gpupool/pools``: the pools the user may use, free GPUs and quota (the service's
   launch options);
 - ``GET /gpupool/servers``: the user's servers, the hub's view (ready, url) joined with the
-  service's (pool, node, GPUs, over quota, and what the GPUs do: utilization, memory, idle).
+  service's (pool, node, GPUs, over quota, and what the GPUs do: utilization, memory, idle);
+- ``GET /gpupool/use``: what this server's GPUs do (utilization, memory, idle and when it will
+  be stopped), with this server's clock (``now``) so that the page can say the time left on its
+  own clock. A server without GPUs answers at once; a service that cannot be asked is a 200
+  with ``error`` (the status item keeps its label).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,7 +31,7 @@ from tornado import web
 from ...client import GPUPoolError
 from ...core.placement import Placement
 from ...hubclient import HubError
-from ..session import NotConfigured, UserSession
+from ..session import NO_POD, NotConfigured, ServerUse, UserSession
 
 
 def status_body(placement: Placement) -> dict[str, Any]:
@@ -88,6 +93,32 @@ def servers_body(
     return {"servers": rows}
 
 
+def use_body(use: ServerUse | None, now: float) -> dict[str, Any]:
+    """``GET /gpupool/use``: the fields of this server's row about its GPUs (all null for
+    ``None``, a server without GPUs: ``"gpus": 0``), the service's utilization ``source`` and
+    ``problem``, why the service could not be asked (``error``), and this server's clock."""
+    body: dict[str, Any] = {key: None for key in USE_KEYS}
+    body.update(source=None, problem=None, error=None, now=now)
+    if use is None:
+        return {**body, "gpus": 0}
+    if use.row is not None:
+        body.update({key: use.row.get(key) for key in USE_KEYS})
+    body.update(source=use.source, problem=use.problem, error=use.error)
+    if use.error is None and use.row is None:
+        body["error"] = NO_POD
+    return body
+
+
+async def server_use_body(placement: Placement) -> dict[str, Any]:
+    """What this server's GPUs do, asked of the service with the server's token; a server
+    without GPUs (or not in a pool) asks nothing."""
+    if not placement.in_pool or placement.gpus <= 0:
+        return use_body(None, time.time())
+    async with UserSession(placement) as session:
+        use = await session.server_use()
+    return use_body(use, time.time())
+
+
 class GPUPoolHandler(APIHandler):
     """Answers JSON; a missing setting is a 503 and a failed call a 502, with the words."""
 
@@ -141,6 +172,12 @@ class ServersHandler(GPUPoolHandler):
         await self.answer(servers)
 
 
+class UseHandler(GPUPoolHandler):
+    @web.authenticated
+    async def get(self) -> None:
+        self.write_json(await server_use_body(self.placement()))
+
+
 def setup_handlers(web_app: Any) -> None:
     base = url_path_join(web_app.settings["base_url"], "gpupool")
     web_app.add_handlers(
@@ -149,5 +186,6 @@ def setup_handlers(web_app: Any) -> None:
             (url_path_join(base, "status"), StatusHandler),
             (url_path_join(base, "pools"), PoolsHandler),
             (url_path_join(base, "servers"), ServersHandler),
+            (url_path_join(base, "use"), UseHandler),
         ],
     )
