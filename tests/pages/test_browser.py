@@ -5,7 +5,8 @@ pool created on the admin page appears, stopping a server from a pool page stops
 is saved as a screenshot under tests/artifacts/ (git-ignored), to look at.
 
 Needs Debian's ``chromium`` (``scripts/test.sh`` installs it) and the ``playwright`` package;
-the tests are skipped, with the reason, when either is missing.
+the tests are skipped, with the reason, when either is missing, and fail instead under CI
+(``browser_setup`` through tests/needs.py).
 """
 
 from __future__ import annotations

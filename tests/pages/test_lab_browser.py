@@ -10,7 +10,8 @@ lab-status-idle.png).
 The servers load the extension built in this work tree (jupyter_gpupool/labextension/, through
 ``JUPYTER_PATH``), not a copy an earlier install left in the environment.
 
-Needs Debian's ``chromium`` and the ``playwright`` package (skipped with the reason otherwise).
+Needs Debian's ``chromium`` and the ``playwright`` package: skipped with the reason otherwise,
+and failed instead under CI (``browser_setup`` through tests/needs.py).
 """
 
 from __future__ import annotations
