@@ -216,6 +216,7 @@ TABLE: dict[tuple[str, str], Row] = {
     ("api/v1/admissions", "POST"): Row("api/v1/admissions", "use", (201,), ADMISSION),
     ("api/v1/admissions/([^/]+)", "GET"): Row("api/v1/admissions/{id}", "use"),
     ("api/v1/admissions/([^/]+)", "DELETE"): Row("api/v1/admissions/{id}", "use"),
+    ("api/v1/queue", "GET"): Row("api/v1/queue", "use"),
     ("metrics", "GET"): Row("metrics", "metrics"),
     # anything else under api/: a 404, but only after the door
     **{
@@ -232,6 +233,7 @@ TABLE: dict[tuple[str, str], Row] = {
     ("nodes", "GET"): Row("nodes", "admin-page"),
     ("quotas", "GET"): Row("quotas", "admin-page"),
     ("reports", "GET"): Row("reports?by=group&since=30d", "admin-page"),
+    ("idle", "GET"): Row("idle", "admin-page"),
     ("admin", "GET"): Row("admin", "admin-page"),
     # the admin page's forms post to these (they show the admin page on GET too)
     ("admin/pools", "GET"): Row("admin/pools", "admin-page"),
