@@ -98,6 +98,8 @@ async def test_launch_click_follows_the_progress_and_links_the_server(panel, hub
     panel._name.value = "small"
     seen = []
     panel.observe(lambda c: seen.append(c["new"]), "progress")
+    shown = []  # every status line the frontend is sent
+    panel._status.observe(lambda c: shown.append(c["new"]), "value")
     panel._launch.click()
     assert panel._launch.disabled  # while it starts
     await panel.wait()
@@ -111,6 +113,9 @@ async def test_launch_click_follows_the_progress_and_links_the_server(panel, hub
     )
     assert panel._bar.value == 100 and panel._bar.bar_style == "success"
     assert not panel._stop.disabled
+    # never "ready in …" without the link (a browser reading it then would find no link)
+    assert [w for w in shown if w.startswith("ready in")]
+    assert all("Open small" in w for w in shown if w.startswith("ready in")), shown
     panel._stop.click()
     await panel.wait()
     assert hub_env.stopped == ["small"]

@@ -265,6 +265,7 @@ def test_the_launch_panel_is_not_cut_in_a_narrow_notebook(lab, alice):
     area.get_by_role("button", name="Launch").click()
     try:
         expect(area).to_contain_text(re.compile(r"ready in \S+-pool, "), timeout=60_000)
+        expect(area).to_contain_text("Open narrow")
         expect(stop).to_be_enabled()
         assert_nothing_cut(area, "ready in", "Open narrow")
         shoot(lab, "lab-launch-panel-narrow")

@@ -383,12 +383,14 @@ class LaunchPanel(widgets.VBox):
                     where = await ask_where(session, name)
         except SESSION_ERRORS as e:
             result = LaunchResult(name, False, getattr(e, "message", None) or str(e))
-        self.progress = 100 if result.ready else self.progress
-        self.message = f"ready {where}" if result.ready and where else result.message
-        self.url = result.url or ""
-        if result.ready and name not in self.running:
-            self.running = sorted([*self.running, name])
-        self.state = READY if result.ready else FAILED
+        # one change of the view: never "ready" shown without its link and buttons
+        with self.hold_trait_notifications():
+            self.progress = 100 if result.ready else self.progress
+            self.message = f"ready {where}" if result.ready and where else result.message
+            self.url = result.url or ""
+            if result.ready and name not in self.running:
+                self.running = sorted([*self.running, name])
+            self.state = READY if result.ready else FAILED
         return result
 
     def _on_progress(self, event: Mapping[str, Any]) -> None:
