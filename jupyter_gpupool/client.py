@@ -89,6 +89,13 @@ class Admission(TypedDict, total=False):
     overrides: dict[str, Any]  # pod settings: nodeSelector, tolerations, labels, resources...
     reclaimed: list[dict[str, Any]]
     message: str
+    # with ``queue``, while it waits in line (202)
+    queued: bool
+    state: str
+    position: int | None
+    pools: list[str]
+    within_quota: bool
+    reasons: str
 
 
 class GPUPoolError(Exception):
@@ -314,12 +321,16 @@ class GPUPoolClient:
         server: str = "",
         groups: Iterable[str] | None = None,
         reclaim: bool = True,
+        queue: bool = False,
     ) -> Admission:
         """Ask for ``gpus`` GPUs in the first of ``pools`` that can take them.
 
         ``user`` and ``groups`` default to the caller's own; only an admin caller may name
         another user or give groups. Raises :class:`AdmissionRejected` (409) when no pool can
         take it now and :class:`AdmissionForbidden` (403) when the user may use none of them.
+        With ``queue``, a request no pool can take now but one could later waits in line: the
+        answer then has ``"queued": True``, its ``position`` and ``message``; follow it with
+        :meth:`admission` and leave the line with :meth:`release`.
         """
         body: dict[str, Any] = {
             "pools": list(pools),
@@ -328,6 +339,8 @@ class GPUPoolClient:
             "server": server,
             "reclaim": reclaim,
         }
+        if queue:
+            body["queue"] = True
         if user is not None:
             body["user"] = user
         if groups is not None:
@@ -347,6 +360,18 @@ class GPUPoolClient:
                 return False
             raise
         return True
+
+    async def admission(self, admission_id: str) -> dict[str, Any]:
+        """One admission's state: ``queued`` (``position``, ``message``; asking keeps it in
+        line), ``admitted`` (with the fields of an admission), ``cancelled`` or ``expired``;
+        a held admission's row otherwise. 404 (:class:`GPUPoolError`) when the service knows
+        it no longer."""
+        return dict(await self._json("GET", f"api/v1/admissions/{_q(admission_id)}"))
+
+    async def queue(self) -> dict[str, Any]:
+        """The requests waiting in line (``queue``, first in line first; the caller's own, or
+        all for an admin) and per pool how many wait (``pools``)."""
+        return dict(await self._json("GET", "api/v1/queue"))
 
     async def admissions(self) -> list[dict[str, Any]]:
         """Admissions still waiting for their pod (the caller's own, or all for an admin)."""

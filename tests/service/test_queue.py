@@ -31,7 +31,7 @@ async def ask(admin, user: str, gpus: int, queue: bool = True, pools=("dev-pool"
 
 
 async def state_of(admin, admission_id: str) -> dict[str, Any]:
-    return (await admin.request("GET", f"api/v1/admissions/{admission_id}")).json()
+    return await admin.admission(admission_id)
 
 
 async def test_waiting_in_line_then_admitted_in_order_when_gpus_come_free(start_service):
@@ -53,7 +53,14 @@ async def test_waiting_in_line_then_admitted_in_order_when_gpus_come_free(start_
     with pytest.raises(GPUPoolError) as refused:
         await ask(admin, "erin", 1, queue=False)
     assert refused.value.status == 409
-    line = (await admin.request("GET", "api/v1/queue")).json()
+    # the client's own way in: a queued answer, and the line as the client reads it
+    erin = await admin.admit(
+        user="erin", groups=["students"], pools=["dev-pool"], gpus=1, queue=True
+    )
+    assert (erin["queued"], erin["state"], erin["position"]) == (True, "queued", 3)
+    assert await admin.release(erin["id"])  # leaves the line
+    assert (await state_of(admin, erin["id"]))["state"] == "cancelled"
+    line = await admin.queue()
     assert [(r["user"], r["position"]) for r in line["queue"]] == [("bob", 1), ("carol", 2)]
     assert line["pools"] == {"dev-pool": 2}
     bob_id, carol_id = bob.json()["id"], carol.json()["id"]
