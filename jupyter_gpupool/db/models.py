@@ -1,4 +1,5 @@
-"""The service's tables: usage samples, the ledger of server sessions, and the admin change log.
+"""The service's tables: usage samples, the ledger of server sessions, the admin change log and
+the fair queue's entries.
 
 Times are seconds since the epoch (UTC), as floats: the same numbers the service's clock gives and
 the API answers with, on SQLite and PostgreSQL alike. The schema is versioned by alembic
@@ -75,3 +76,28 @@ class ChangeRecord(Base):
     who: Mapped[str] = mapped_column(String(255))
     what: Mapped[str] = mapped_column(Text)
     via: Mapped[str] = mapped_column(String(32))
+
+
+class QueueEntry(Base):
+    """A request that waits (or waited) in the fair queue: kept so that the line survives a
+    restart of the service (:mod:`jupyter_gpupool.service.queue`)."""
+
+    __tablename__ = "queue_entries"
+
+    #: The admission id its spawner follows
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    #: Its arrival number: first come, first served among equals
+    seq: Mapped[int] = mapped_column(Integer)
+    since: Mapped[float] = mapped_column(Float)
+    user: Mapped[str] = mapped_column(String(255), index=True)
+    #: JSON lists
+    groups: Mapped[str] = mapped_column(Text)
+    pools: Mapped[str] = mapped_column(Text)
+    gpus: Mapped[int] = mapped_column(Integer)
+    gpu_type: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    server: Mapped[str] = mapped_column(String(255))
+    reclaim: Mapped[bool] = mapped_column(Boolean)
+    #: queued | admitted | cancelled | expired
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    #: When it left the line (None while it waits)
+    ended: Mapped[float | None] = mapped_column(Float, nullable=True, index=True)

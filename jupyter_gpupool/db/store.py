@@ -14,6 +14,7 @@ A database whose schema is newer than this code (a newer gpupool wrote it) is re
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -34,7 +35,7 @@ from sqlalchemy.orm import Session
 
 from ..core.history import hourly_averages
 from ..core.utilization import hourly_busy
-from .models import ChangeRecord, ServerSession, UsageSample
+from .models import ChangeRecord, QueueEntry, ServerSession, UsageSample
 
 log = logging.getLogger(__name__)
 
@@ -304,6 +305,40 @@ class Database:
 
         self._put("session", write)
 
+    def queue_add(self, entry: Mapping[str, Any]) -> None:
+        """A request is put in line (``entry``: ``id``, ``seq``, ``since``, ``user``,
+        ``groups`` and ``pools`` lists, ``gpus``, ``gpu_type``, ``server``, ``reclaim``)."""
+        row = QueueEntry(
+            id=str(entry["id"]),
+            seq=int(entry["seq"]),
+            since=float(entry["since"]),
+            user=str(entry["user"]),
+            groups=json.dumps(list(entry["groups"])),
+            pools=json.dumps(list(entry["pools"])),
+            gpus=int(entry["gpus"]),
+            gpu_type=entry.get("gpu_type"),
+            server=str(entry.get("server") or ""),
+            reclaim=bool(entry.get("reclaim", True)),
+            state="queued",
+            ended=None,
+        )
+
+        def write(s: Session) -> None:
+            s.merge(row)  # the same entry twice (a retried batch) is one row
+
+        self._put("queue", write)
+
+    def queue_end(self, entry_id: str, state: str, at: float) -> None:
+        """An entry left the line: ``admitted``, ``cancelled`` or ``expired`` (the latest end
+        is kept: an admitted entry taken up again after a restart leaves the line again)."""
+
+        def write(s: Session) -> None:
+            s.execute(
+                update(QueueEntry).where(QueueEntry.id == entry_id).values(state=state, ended=at)
+            )
+
+        self._put("queue", write)
+
     def seen_open(self, now: float) -> None:
         """Every open session was still running at ``now`` (one statement, however many; the
         ledger closes the sessions of servers that stopped before it says this)."""
@@ -318,7 +353,7 @@ class Database:
     def prune(self, now: float, raw_days: float, keep_days: float) -> None:
         """Samples older than ``raw_days`` become hourly averages (``gpu_busy``: of the
         samples that have one); everything older than ``keep_days`` goes (sessions that ended
-        then, and changes, too)."""
+        then, changes, and queue entries that left the line then, too)."""
         raw_before = now - raw_days * 86400
         keep_after = now - keep_days * 86400
 
@@ -349,6 +384,7 @@ class Database:
             s.execute(delete(UsageSample).where(UsageSample.time < keep_after))
             s.execute(delete(ServerSession).where(ServerSession.stopped < keep_after))
             s.execute(delete(ChangeRecord).where(ChangeRecord.time < keep_after))
+            s.execute(delete(QueueEntry).where(QueueEntry.ended < keep_after))
 
         self._put("prune", write)
 
@@ -425,6 +461,35 @@ class Database:
         )
         with self._read() as s:
             return [_session_dict(r) for r in s.scalars(query)]
+
+    def queue(self, admitted_since: float | None = None) -> list[dict[str, Any]]:
+        """The entries still in line, and those admitted at or after ``admitted_since``, in
+        order of arrival (``seq``); the fields of :meth:`queue_add` with ``state`` and
+        ``ended``."""
+        waiting = QueueEntry.state == "queued"
+        if admitted_since is not None:
+            waiting = waiting | (
+                (QueueEntry.state == "admitted") & (QueueEntry.ended >= admitted_since)
+            )
+        query = select(QueueEntry).where(waiting).order_by(QueueEntry.seq)
+        with self._read() as s:
+            return [
+                {
+                    "id": r.id,
+                    "seq": r.seq,
+                    "since": r.since,
+                    "user": r.user,
+                    "groups": json.loads(r.groups),
+                    "pools": json.loads(r.pools),
+                    "gpus": r.gpus,
+                    "gpu_type": r.gpu_type,
+                    "server": r.server,
+                    "reclaim": r.reclaim,
+                    "state": r.state,
+                    "ended": r.ended,
+                }
+                for r in s.scalars(query)
+            ]
 
 
 def _session_dict(r: ServerSession) -> dict[str, Any]:

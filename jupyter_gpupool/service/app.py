@@ -336,6 +336,11 @@ class GPUPoolService(Application, GPUPoolSettings):
         ctx.state.budgets = records.budgets
         ctx.state.on_registry = lambda registry: records.follow_budgets(registry.budgets)
         records.follow_budgets(ctx.state.registry.budgets)
+        line = ctx.desk.line
+        if line is not None:  # the line as it was: entries wait for their spawners to ask
+            line.take_up(await records.queued(clock.now() - ctx.desk.ttl))
+            line.on_enqueue = records.queue_enqueued
+            line.on_end = records.queue_ended
 
     def _listen(self, ctx: ServiceContext) -> None:
         # A spawn storm opens hundreds of connections at once; tornado's default backlog (128)

@@ -13,7 +13,9 @@ passes that admit them.
 - A waiting request within quota whose GPUs are held by borrowers gets them back as an
   immediate one does: the desk stops the borrowers (reclaim) and the next pass admits it.
 - Entries are kept in the database when there is one (:attr:`on_enqueue` / :attr:`on_end`),
-  and taken up at start (:meth:`take_up`), so the line survives a restart.
+  and taken up at start (:meth:`take_up`), so the line survives a restart. An entry taken up
+  keeps its place but is not admitted until its spawner asks for it again (its spawn may be
+  gone with a hub restart); one nobody asks for within ``heartbeat`` is dropped, never admitted.
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ class Line:
         self.standings: dict[str, Standing] = {}
         self.places: dict[str, int] = {}
         self.reclaiming: set[str] = set()
+        #: Taken up after a restart, and not asked for since: kept in place, never admitted
+        self.unconfirmed: set[str] = set()
         #: Pools no borrower may take: a request within quota waits for them
         self.promised: frozenset[str] = frozenset()
         self.seq = 0
@@ -121,8 +125,13 @@ class Line:
     def take_up(self, entries: Iterable[Waiting]) -> None:
         """At start: the entries the database kept. Their spawners have ``heartbeat`` seconds
         to ask again, else the entries are dropped."""
+        n = 0
         for w in entries:
             self._add(w, "waiting in line (taken up after a restart of the gpupool service)")
+            self.unconfirmed.add(w.id)
+            n += 1
+        if n:
+            log.info("%d requests taken up in line; they wait for their spawners to ask", n)
         self.kick()
 
     def kick(self) -> None:
@@ -150,7 +159,11 @@ class Line:
         p = Pass(base, index.pool_max_free)
         may_reclaim = lambda pool: bool(index.over_quota_servers(pool))  # noqa: E731
         for w, s in ranked:
-            if w.id in self.reclaiming or not p.worth_deciding(w, s, may_reclaim):
+            if (
+                w.id in self.reclaiming
+                or w.id in self.unconfirmed
+                or not p.worth_deciding(w, s, may_reclaim)
+            ):
                 p.wait(w, s)
                 continue
             decision = decide(
@@ -206,6 +219,7 @@ class Line:
     def _end(self, admission_id: str, how: str, message: str, outcome: Any = None) -> None:
         self.waiting.pop(admission_id, None)
         self.asked.pop(admission_id, None)
+        self.unconfirmed.discard(admission_id)
         self.reasons.pop(admission_id, None)
         self.ended[admission_id] = Ended(how, clock.now(), message, outcome)
         if self.on_end is not None:
@@ -238,6 +252,9 @@ class Line:
         """Its spawner asked: it is still wanted."""
         if admission_id in self.asked:
             self.asked[admission_id] = clock.now()
+        if admission_id in self.unconfirmed:
+            self.unconfirmed.discard(admission_id)  # its spawn is alive: it may be admitted
+            self.kick()
 
     def row(self, w: Waiting) -> dict[str, Any]:
         """An entry as the API shows it."""
@@ -307,6 +324,24 @@ def waiting_words(gpus: int, position: int | None, pools: list[str]) -> str:
     if position is None:
         return f"waiting for {gpus_text(gpus)} in line for {where}"
     return f"waiting for {gpus_text(gpus)}: position {position} in line for {where}"
+
+
+def entry_of(w: Waiting) -> dict[str, Any]:
+    """An entry as the database keeps it (:meth:`Database.queue_add
+    <jupyter_gpupool.db.store.Database.queue_add>`); :func:`waiting_from_row` reads it back."""
+    r = w.request
+    return {
+        "id": w.id,
+        "seq": w.seq,
+        "since": w.since,
+        "user": r.user,
+        "groups": list(r.groups),
+        "pools": list(r.pools),
+        "gpus": r.gpus,
+        "gpu_type": r.gpu_type,
+        "server": r.server,
+        "reclaim": r.reclaim,
+    }
 
 
 def waiting_from_row(row: Mapping[str, Any]) -> Waiting:

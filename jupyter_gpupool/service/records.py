@@ -17,6 +17,7 @@ from typing import Any
 from ..core import ledger
 from ..core.budgets import Budget
 from ..core.history import parse_range
+from ..core.queue import Waiting
 from ..core.usage import UsageIndex
 from ..core.utilization import PodUtilization, busy_gpus
 from ..db.store import Database, DatabaseError, SchemaTooNew
@@ -24,6 +25,7 @@ from . import clock
 from .budgets import BudgetBook
 from .errors import ApiError
 from .ledger import Ledger, ReadPod
+from .queue import entry_of, waiting_from_row
 from .utilization import Utilization
 
 log = logging.getLogger(__name__)
@@ -151,6 +153,31 @@ class Records:
     def change(self, when: float, who: str, what: str, via: str) -> None:
         if self.db is not None and self.ledger is not None:
             self.db.add_change(when, who, what, via)
+
+    # --- the fair queue's entries ---------------------------------------------------------------
+
+    def queue_enqueued(self, w: Waiting) -> None:
+        if self.db is not None and self.ledger is not None:
+            self.db.queue_add(entry_of(w))
+
+    def queue_ended(self, admission_id: str, how: str) -> None:
+        if self.db is not None and self.ledger is not None:
+            self.db.queue_end(admission_id, how, clock.now())
+
+    async def queued(self, admitted_since: float) -> list[Waiting]:
+        """At start: the entries that were in line, and those admitted since
+        ``admitted_since`` (their spawner may not have heard it before the restart, and their
+        GPUs were held in memory only), in order of arrival. A database that cannot answer
+        gives none (logged): the line starts empty, as it would without a database."""
+        if not self.available:
+            return []
+        assert self.db is not None
+        try:
+            rows = await asyncio.to_thread(self.db.queue, admitted_since)
+        except Exception as e:
+            log.error("cannot read the queue's entries; the line starts empty: %s", e)
+            return []
+        return [waiting_from_row(r) for r in rows]
 
     # --- what the pages and the API read ---------------------------------------------------------
 

@@ -493,7 +493,9 @@ class GPUPoolSettings(HasTraits):
         help="""Seconds a request waiting in line (``"queue": true``) stays in line without its
         spawner asking for it (``GET api/v1/admissions/{id}``). The spawner asks every few
         seconds while it waits; a request nobody asks for has lost its spawn (JupyterHub
-        restarted, the user went away) and is dropped, never admitted.
+        restarted, the user went away) and is dropped, never admitted. After a restart of the
+        service, the entries kept in its database wait this long for their spawners to ask
+        again, and are not admitted before they do.
 
         Example::
 

@@ -285,3 +285,66 @@ def test_a_revision_0002_database_gets_idle_warnings_and_keeps_its_sessions(db_u
         assert [w["pod_uid"] for w in db.idle_warnings(200.0)] == ["u1"]
     finally:
         db.close()
+
+
+# --- the fair queue (issue 18): schema revision 0004 ---------------------------------------------
+
+
+def entry(eid: str, seq: int, user: str = "bob", **more: object) -> dict[str, object]:
+    fields: dict[str, object] = {
+        "id": eid,
+        "seq": seq,
+        "since": 100.0 + seq,
+        "user": user,
+        "groups": ["students"],
+        "pools": ["dev-pool", "training-pool"],
+        "gpus": 2,
+        "gpu_type": None,
+        "server": "big",
+        "reclaim": True,
+    }
+    return fields | more
+
+
+def test_a_revision_0003_database_keeps_the_line_and_how_entries_left_it(db_url):
+    """The queue's table comes with 0004 on a database of 0003; entries come back in order of
+    arrival with their request, ended ones only when admitted since the time asked for, and
+    entries that left the line long ago are pruned with the rest."""
+    at_revision(
+        db_url,
+        "0003",
+        "INSERT INTO changes (time, who, \"what\", via) VALUES (1.0, 'admin', 'x', 'api')",
+    )
+    db = Database(db_url, batch_seconds=0)
+    assert db.open() == ("0003", head_revision())
+    try:
+        db.queue_add(entry("b", 2, gpu_type="A100-80G"))
+        db.queue_add(entry("a", 1, user="alice", groups=[], pools=[]))
+        db.queue_add(entry("c", 3, user="carol"))
+        db.queue_add(entry("d", 4, user="dave"))
+        db.queue_end("c", "admitted", 500.0)
+        db.queue_end("d", "cancelled", 500.0)
+        assert db.flush()
+        assert rows(db_url, "SELECT id, state, ended FROM queue_entries ORDER BY seq") == [
+            ("a", "queued", None),
+            ("b", "queued", None),
+            ("c", "admitted", 500.0),
+            ("d", "cancelled", 500.0),
+        ]
+        assert [(e["id"], e["user"], e["pools"], e["groups"]) for e in db.queue()] == [
+            ("a", "alice", [], []),
+            ("b", "bob", ["dev-pool", "training-pool"], ["students"]),
+        ]
+        back = db.queue(admitted_since=400.0)
+        assert [(e["id"], e["state"]) for e in back] == [
+            ("a", "queued"),
+            ("b", "queued"),
+            ("c", "admitted"),
+        ]
+        assert back[1]["gpu_type"] == "A100-80G" and back[1]["since"] == 102.0
+        assert [e["id"] for e in db.queue(admitted_since=501.0)] == ["a", "b"]
+        db.prune(500.0 + 91 * DAY, raw_days=7, keep_days=90)
+        assert db.flush()
+        assert rows(db_url, "SELECT id FROM queue_entries ORDER BY seq") == [("a",), ("b",)]
+    finally:
+        db.close()

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from service_kit import delete_pod, start_pod
+from sqlalchemy import create_engine, text
 from waiting import async_wait_for
 
 from jupyter_gpupool.client import GPUPoolError
@@ -114,3 +115,50 @@ async def test_cancelled_and_abandoned_requests_leave_the_line_and_are_never_adm
 
 async def _line_empty(admin) -> bool:
     return (await admin.request("GET", "api/v1/queue")).json()["queue"] == []
+
+
+async def test_the_line_survives_a_restart_and_entries_whose_spawn_is_gone_are_never_admitted(
+    start_service, db_url
+):
+    """Bob's and carol's requests wait when the service stops; after the restart both are in
+    line again in their order, but only bob's spawner asks: when GPUs come free bob is admitted
+    and carol's entry is dropped, though her GPU was free too. Truth: the held admissions and
+    the queue as the API lists them, and the database's rows through the test's own engine."""
+    service = await start_service(db_url=db_url, queue_heartbeat=3.0)
+    admin, cluster = service.admin(), service.cluster
+    for user, groups in (("alice", ["students"]), ("dave", [])):
+        a = await admin.admit(user=user, groups=groups, pools=["dev-pool"], gpus=2)
+        await start_pod(cluster, a, f"{user}-nb")
+    bob = await admin.admit(user="bob", groups=["students"], pools=["dev-pool"], gpus=2, queue=True)
+    carol = await admin.admit(
+        user="carol", groups=["students"], pools=["dev-pool"], gpus=1, queue=True
+    )
+    await service.stop()
+
+    service = await start_service(db_url=db_url, queue_heartbeat=3.0)
+    admin = service.admin()
+    line = await admin.queue()
+    assert [(r["user"], r["position"], r["gpus"]) for r in line["queue"]] == [
+        ("bob", 1, 2),
+        ("carol", 2, 1),
+    ]
+    assert (await state_of(admin, bob["id"]))["position"] == 1  # bob's spawner asks
+    await delete_pod(cluster, "alice-nb")
+    await delete_pod(cluster, "dave-nb")  # 4 GPUs free: room for both
+
+    async def bob_admitted() -> dict[str, Any] | None:
+        got = await state_of(admin, bob["id"])  # asking, as his spawner does
+        return got if got["state"] == "admitted" else None
+
+    await async_wait_for(bob_admitted, what="bob admitted after the restart", timeout=10)
+    await async_wait_for(lambda: _line_empty(admin), what="carol's entry dropped", timeout=15)
+    held = (await admin.request("GET", "api/v1/admissions")).json()["admissions"]
+    assert [h["user"] for h in held] == ["bob"]
+    service.ctx.records.db.flush()
+    engine = create_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            states = dict(conn.execute(text("SELECT id, state FROM queue_entries")).all())
+    finally:
+        engine.dispose()
+    assert states == {bob["id"]: "admitted", carol["id"]: "expired"}
