@@ -16,9 +16,10 @@ GPUs may have come free, and carries the admissions out under the admission lock
 
 A pass walks the line in that order and admits every request that fits, so nothing overtakes a
 request ahead of it that fits now. A request further back may be admitted when those ahead do
-not fit (smaller requests fill the gaps), but **never over quota in a pool where a within-quota
-request waits**: those GPUs are the waiting one's as they come free (:class:`Pass`; the same
-holds for requests that do not wait, through ``AdmissionState.promised``).
+not fit (smaller requests fill the gaps), but **never over quota in a pool where a request
+within quota there waits**, wherever that one stands in line: those GPUs are the waiting one's
+as they come free (:class:`Pass`; the same holds for requests that do not wait, through
+``AdmissionState.promised``).
 
 A request is not queued when no pool of its list could ever take it (:func:`never_reason`):
 no access, no such pool, a GPU count the pool's limits refuse, a GPU type it does not have, or
@@ -28,7 +29,7 @@ more GPUs than its largest node holds.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .admission import validate_gpus
 from .decision import (
@@ -51,6 +52,7 @@ __all__ = [
     "never_reason",
     "order",
     "positions",
+    "promised_pools",
     "standing",
     "subject_words",
 ]
@@ -79,11 +81,13 @@ def pools_of(request: AdmissionRequest, state: AdmissionState) -> tuple[str, ...
 
 @dataclass(frozen=True)
 class Standing:
-    """Where a waiting request stands now: within quota somewhere, its subject's share there."""
+    """Where a waiting request stands now: within quota somewhere (``within_pools``: where),
+    its subject's share there."""
 
     within: bool
     share: float
     subject: str | None = None
+    within_pools: frozenset[str] = frozenset()
 
     def key(self, seq: int) -> tuple[bool, float, int]:
         return (not self.within, self.share, seq)
@@ -107,6 +111,7 @@ def standing(w: Waiting, state: AdmissionState) -> Standing:
     req = w.request
     ctx = Context(req, state)
     best: Standing | None = None
+    within: set[str] = set()
     for name in pools_of(req, state):
         pool = state.registry.pool(name) or Pool(name)
         if not pool.allows(req.user, req.groups):
@@ -118,9 +123,13 @@ def standing(w: Waiting, state: AdmissionState) -> Standing:
         guaranteed = _guaranteed(state, name, subject)
         share = 0.0 if guaranteed is None else ctx.used(name, subject) / max(guaranteed, 1)
         here = Standing(not over, share, subject)
+        if not over:
+            within.add(name)
         if best is None or (not here.within, here.share) < (not best.within, best.share):
             best = here
-    return best if best is not None else Standing(False, float("inf"))
+    if best is None:
+        return Standing(False, float("inf"))
+    return replace(best, within_pools=frozenset(within))
 
 
 def order(entries: Iterable[Waiting], state: AdmissionState) -> list[tuple[Waiting, Standing]]:
@@ -176,18 +185,25 @@ def never_reason(
 
 
 class Pass:
-    """One walk down the line: the pools promised so far to within-quota requests that wait
+    """One walk down the line, and the pools promised to requests waiting within quota
     (:attr:`promised`, for :attr:`AdmissionState.promised <.decision.AdmissionState>`).
 
-    For each ``(waiting, standing)`` of :func:`order`: :meth:`worth_deciding` first (a cheap
-    upper bound: a pool of its list has a node with enough free GPUs, or it may reclaim there);
-    if so, decide it with ``promised``; a request that stays in line is told to :meth:`wait`."""
+    Built from :func:`order`'s ranking: a pool where some waiting request would be within quota
+    takes no borrower during the pass, whether that request stands ahead or behind (it is
+    decided within quota there, which ``promised`` never blocks). For each ``(waiting,
+    standing)``: :meth:`worth_deciding` first (a cheap upper bound: a pool of its list has a
+    node with enough free GPUs, or it may reclaim there); if so, decide it with ``promised``."""
 
-    def __init__(self, state: AdmissionState, max_free: Callable[[str], int]):
+    def __init__(
+        self,
+        state: AdmissionState,
+        max_free: Callable[[str], int],
+        ranked: Iterable[tuple[Waiting, Standing]] = (),
+    ):
         self.state = state
         #: Per pool, the most free GPUs on one node, reservations not counted (an upper bound)
         self.max_free = max_free
-        self.promised: set[str] = set(state.promised)
+        self.promised: frozenset[str] = state.promised | promised_pools(ranked)
 
     def worth_deciding(self, w: Waiting, s: Standing, may_reclaim: Callable[[str], bool]) -> bool:
         pools = pools_of(w.request, self.state)
@@ -195,10 +211,10 @@ class Pass:
             return True
         return s.within and any(may_reclaim(p) for p in pools)
 
-    def wait(self, w: Waiting, s: Standing) -> None:
-        """``w`` stays in line: while it is within quota, its pools take no borrower."""
-        if s.within and w.request.gpus:
-            self.promised.update(pools_of(w.request, self.state))
+
+def promised_pools(ranked: Iterable[tuple[Waiting, Standing]]) -> frozenset[str]:
+    """The pools where a waiting request (of GPUs) would be within quota: no borrower there."""
+    return frozenset(p for w, s in ranked if w.request.gpus for p in s.within_pools)
 
 
 def subject_words(subject: str | None) -> str:

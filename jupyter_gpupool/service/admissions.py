@@ -132,6 +132,8 @@ class AdmissionDesk:
         decision = decide(request, state)
         if decision.admitted:
             self.state.reservations.add(decision.reservation(clock.now() + self.ttl))
+            if self.line is not None and self.line.waiting:
+                self.line.kick()  # the standings in line changed: their places are shown
         return decision
 
     async def admit(self, request: AdmissionRequest, queue: bool = False) -> Outcome:

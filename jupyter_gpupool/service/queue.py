@@ -42,6 +42,7 @@ from ..core.queue import (
     order,
     pools_of,
     positions,
+    promised_pools,
     subject_words,
 )
 from . import clock
@@ -107,6 +108,8 @@ class Line:
         if self.on_enqueue is not None:
             self.on_enqueue(w)
         self._rank()
+        # a pass before the next decision: a request within quota holds its pools from now
+        self.kick()
         log.info(
             "%s waits in line for %s in %s (position %d)",
             request.user,
@@ -156,7 +159,7 @@ class Line:
         state, index = self.state, self.state.index
         base = state.admission_state()
         ranked = order(self.waiting.values(), base)
-        p = Pass(base, index.pool_max_free)
+        p = Pass(base, index.pool_max_free, ranked)
         may_reclaim = lambda pool: bool(index.over_quota_servers(pool))  # noqa: E731
         for w, s in ranked:
             if (
@@ -164,20 +167,15 @@ class Line:
                 or w.id in self.unconfirmed
                 or not p.worth_deciding(w, s, may_reclaim)
             ):
-                p.wait(w, s)
                 continue
-            decision = decide(
-                w.request, replace(state.admission_state(), promised=frozenset(p.promised))
-            )
+            decision = decide(w.request, replace(state.admission_state(), promised=p.promised))
             if decision.admitted:
                 self._admit(w, decision)
                 continue
             self.reasons[w.id] = decision.message
             if decision.reclaim is not None and s.within:
                 self._reclaim(w, decision)
-            p.wait(w, s)
-        self.promised = frozenset(p.promised)
-        self._rank()
+        self._rank()  # and the pools still promised, by those left in line
         self.passes += 1
         self.last_pass = time.perf_counter() - started
 
@@ -186,6 +184,7 @@ class Line:
         ranked = order(self.waiting.values(), base)
         self.standings = {w.id: s for w, s in ranked}
         self.places = positions(ranked, base)
+        self.promised = promised_pools(ranked)
 
     def _admit(self, w: Waiting, decision: Decision) -> None:
         from .admissions import Outcome
@@ -285,8 +284,8 @@ class Line:
     def rows(self, user: str | None = None) -> list[dict[str, Any]]:
         """The line in order (``user``'s entries only when given)."""
         entries = [w for w in self.waiting.values() if user is None or w.request.user == user]
-        far = 10**9
-        entries.sort(key=lambda w: (self.places.get(w.id, far), w.seq))
+        last = Standing(False, float("inf"))
+        entries.sort(key=lambda w: self.standings.get(w.id, last).key(w.seq))
         return [self.row(w) for w in entries]
 
     def lengths(self) -> dict[str, int]:

@@ -8,9 +8,9 @@ from typing import Any
 from jupyter_gpupool.core import labels as L
 
 #: The example pool files (gpuctl's four pools and the demo's quotas), as shipped.
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "pools"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "pools"
 #: The same four pools with the richer quotas the admission tests are written against.
-TEST_POOLS = Path(__file__).resolve().parent / "data"
+TEST_POOLS = Path(__file__).resolve().parent / "core" / "data"
 
 
 def node(
