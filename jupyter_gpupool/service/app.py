@@ -294,11 +294,15 @@ class GPUPoolService(Application, GPUPoolSettings):
 
     async def _poll_utilization(self) -> None:
         ctx = self.ctx
-        index = ctx.state.index
+        index, polls = ctx.state.index, ctx.utilization.polls
         await ctx.utilization.poll(
             lambda: {(s.namespace, s.name) for s in index.servers() if s.state == "running"}
         )
-        await ctx.idle.after_poll(ctx.state.registry, index, ctx.utilization, clock.now())
+        # judged as of the poll: a poll that took long has not made its own readings stale
+        # (after a failed poll, as of now: what is old is stale, and no data is not idle)
+        last = ctx.utilization.last_poll
+        now = last if ctx.utilization.polls > polls and last is not None else clock.now()
+        await ctx.idle.after_poll(ctx.state.registry, index, ctx.utilization, now)
 
     async def _sync(self, ctx: ServiceContext) -> None:
         ctx.view.start()
