@@ -7,7 +7,9 @@ Each is a GET that renders one template from the same view functions as the JSON
 GPU-hours) is read through :class:`~.records.Records`; when the database is missing or down the
 pages say why and show what they can without it. With a GPU utilization source, the server
 tables show what each server's GPUs do (:func:`utilization_cells`) and the pools page the GPUs
-actually busy next to those in use.
+actually busy next to those in use. The fair queue's line (:mod:`.queue`) shows as the number
+waiting per pool on the pools page, the entries waiting for a pool on its page (where an admin
+may take one out of the line), and a user's own entries on *My GPUs*.
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ from urllib.parse import quote, urlencode
 
 from tornado import web
 
+from ..core.decision import AdmissionRequest, gpus_text
 from ..core.history import RANGES, parse_range
 from ..core.idle import IdlePolicy
 from ..core.poolwrite import pool_to_document
+from ..core.queue import ADMITTED, CANCELLED, EXPIRED, Waiting
 from ..core.reports import quota_rows
 from ..core.usagerows import ServerUsage
 from ..core.utilization import busy_gpus
@@ -37,6 +41,7 @@ from .errors import ApiError
 from .layout import dump_document
 from .nodetable import STATUSES, NodeQuery, Page, page_of, parse_query, select, whole_number
 from .pages import AdminPageHandler, PageHandler
+from .queue import Ended, Line
 
 NODES_PER_PAGE = 100
 SERVERS_PER_PAGE = 100
@@ -172,6 +177,37 @@ def pools_busy(ctx: Any, pools: Iterable[str], now: float) -> dict[str, float | 
     return {name: busy_gpus(ctx.state.index.servers(name), measure) for name in pools}
 
 
+# --- the line (the fair queue) -------------------------------------------------------------------
+
+
+def standing_text(row: Mapping[str, Any]) -> str:
+    """A waiting request's standing in words: ``within quota (group students)``, ``over quota
+    (user dave)`` (as ``static/gpupool.js`` writes it: data-format standing)."""
+    words = "within quota" if row.get("within_quota") else "over quota"
+    return f"{words} ({row['subject']})" if row.get("subject") else words
+
+
+def queue_rows(
+    ctx: Any, *, pool: str | None = None, user: str | None = None
+) -> list[dict[str, Any]]:
+    """The requests waiting in line as ``GET api/v1/queue`` lists them, first in line first:
+    those waiting for ``pool`` (one of their pools), or ``user``'s own; with their standing in
+    words (``standing_text``); none without a line."""
+    line = ctx.desk.line
+    if line is None:
+        return []
+    rows = line.rows(user)
+    if pool is not None:
+        rows = [r for r in rows if pool in r["pools"]]
+    return [{**r, "standing_text": standing_text(r)} for r in rows]
+
+
+def queue_lengths(ctx: Any) -> dict[str, int]:
+    """Per pool, the requests waiting in line for it (``GET api/v1/queue``'s ``pools``)."""
+    line = ctx.desk.line
+    return line.lengths() if line is not None else {}
+
+
 # --- every user ----------------------------------------------------------------------------------
 
 
@@ -229,6 +265,8 @@ class UserPage(PageHandler):
             servers=table.rows,
             utilization=table,
             admissions=[views.reservation_row(r) for r in res if r.user == name],
+            queue=queue_rows(self.ctx, user=name),
+            has_line=self.ctx.desk.line is not None,
             hours=hours,
             hours_problem=hours_problem,
         )
@@ -394,9 +432,10 @@ class PoolsPage(AdminPageHandler):
 
     async def get(self) -> None:
         usage = await usage_view(self.ctx, range_arg(self.arg("range")))
-        counts = admissions_per_pool(self.ctx)
+        counts, waiting = admissions_per_pool(self.ctx), queue_lengths(self.ctx)
         rows = [
-            {**r, "admissions": counts.get(r["name"], 0)} for r in self.ctx.state.pool_summaries()
+            {**r, "admissions": counts.get(r["name"], 0), "waiting": waiting.get(r["name"], 0)}
+            for r in self.ctx.state.pool_summaries()
         ]
         busy = pools_busy(self.ctx, [r["name"] for r in rows], clock.now())
         if busy is not None:
@@ -449,7 +488,9 @@ def node_page_values(
 
 
 class PoolPage(AdminPageHandler):
-    """``{prefix}pools/NAME``: a pool's nodes, servers (with a stop button) and quota."""
+    """``{prefix}pools/NAME``: a pool's nodes, servers (with a stop button), the requests
+    waiting in line for it (with a cancel button) and quota; ``POST`` with ``cancel=ID`` takes
+    a request out of the line."""
 
     nav = "pools"
     live = True
@@ -484,6 +525,7 @@ class PoolPage(AdminPageHandler):
                 {"pool": name, "offset": servers.offset, "limit": SERVERS_PER_PAGE}
             ),
             reservations=[views.reservation_row(r) for r in state.reservations if r.pool == name],
+            queue=queue_rows(self.ctx, pool=name),
             quota_rows=rows,
             borrowing=bool(quota and quota.get("borrowing")),
             document=dump_document(pool_to_document(pool)) if pool.source is not None else None,
@@ -491,6 +533,49 @@ class PoolPage(AdminPageHandler):
             pool_choices=None,
             **node_page_values(self, query, page, f"{self.svc}pools/{quote(name)}"),
         )
+
+    async def post(self, name: str) -> None:
+        """Cancel a request waiting in line for this pool (``cancel``: its id), as ``DELETE
+        api/v1/admissions/ID`` does: its spawner is told it was cancelled."""
+        admission_id = self.get_body_argument("cancel", "").strip()
+        back = self.back(f"{self.svc}pools/{quote(name)}")
+        desk = self.ctx.desk
+        line: Line | None = desk.line
+        async with desk.lock:
+            found = line.lookup(admission_id) if line is not None and admission_id else None
+            if isinstance(found, Ended):  # admitted (or gone) since the page was shown
+                became = ENDED_WORDS.get(found.state, found.state)
+                self.flash(f"That request no longer waits in line: {became}.")
+                self.redirect(back)
+                return
+            if (
+                line is None
+                or not isinstance(found, Waiting)
+                or name not in line.row(found)["pools"]
+            ):
+                raise web.HTTPError(404, f"No request {admission_id} waits in line for {name}.")
+            line.cancel(admission_id)
+        what = cancelled_words(found.request, name)
+        self.record(what)
+        self.flash(sentence(what))
+        self.redirect(back)
+
+
+#: How a request left the line, for the flash after a cancel that came too late.
+ENDED_WORDS = {
+    ADMITTED: "it was admitted",
+    CANCELLED: "it was cancelled",
+    EXPIRED: "its spawn was gone, so it was dropped",
+}
+
+
+def cancelled_words(request: AdmissionRequest, pool: str) -> str:
+    """``cancelled bob's request for 2 GPUs (server gpu) waiting in line for dev-pool``."""
+    server = f" (server {request.server})" if request.server else ""
+    return (
+        f"cancelled {request.user}'s request for {gpus_text(request.gpus)}{server} "
+        f"waiting in line for {pool}"
+    )
 
 
 class NodesPage(AdminPageHandler):

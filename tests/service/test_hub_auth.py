@@ -230,6 +230,8 @@ TABLE: dict[tuple[str, str], Row] = {
     ("pools", "GET"): Row("pools", "admin-page"),
     ("pools/usage.svg", "GET"): Row("pools/usage.svg", "admin-page"),
     ("pools/([^/]+)", "GET"): Row("pools/dev-pool", "admin-page"),
+    # the pool page's cancel button (a request waiting in line); none waits: 404 for an admin
+    ("pools/([^/]+)", "POST"): Row("pools/dev-pool", "action", (404,), {"cancel": "nobody"}, True),
     ("nodes", "GET"): Row("nodes", "admin-page"),
     ("quotas", "GET"): Row("quotas", "admin-page"),
     ("reports", "GET"): Row("reports?by=group&since=30d", "admin-page"),
@@ -347,7 +349,7 @@ def test_the_admin_page_forms_need_the_xsrf_token(hub):
     assert page.status_code == 200
     xsrf = re.search(r'name="_xsrf" value="([^"]+)"', page.text).group(1)
     actions = [(p, row) for (p, m), row in TABLE.items() if m == "POST" and row.kind == "action"]
-    assert len(actions) == 5
+    assert len(actions) == 6
     for _, row in actions:
         url = hub["api"] + row.path
         refused = s.post(url, data=row.body, allow_redirects=False)

@@ -6,12 +6,18 @@
 //       are added and removed (cloned from <template id=ID>); without it only known rows change.
 //       data-join="URL" data-join-list="KEY" data-join-on="FIELD" data-join-as="NAME": count the
 //       items of another list per FIELD into each row's NAME (pending admissions per pool).
-//       data-empty="ID": element shown when the list is empty.
+//       data-map="URL" data-map-key="KEY" data-map-as="NAME": each row's NAME is json[KEY][row's
+//       key] (0 when missing: requests waiting in line per pool).
+//       data-where="FIELD" data-where-has="VALUE": only the items whose FIELD is (or, a list,
+//       holds) VALUE (the requests waiting for one pool).
+//       data-empty="ID": element shown when the list is empty; data-show="ID": element hidden then.
 //   data-live-object="URL" [data-list="KEY" data-pick="NAME" | data-sum="KEY"]: an element
 //       filled from the answer, one item of its list (by name), or the sums of a list's numbers.
 //   data-live-svg="URL" data-every="SECONDS": replaced by the SVG the URL answers.
 // Inside them: data-field="a.b" (text), data-format="age|quota|labels|util|memory|idle|spark"
-// (the last four: a server's GPU utilization cell, as viewpages.py writes it), data-badge (status
+// (the last four: a server's GPU utilization cell, as viewpages.py writes it), data-format=
+// "since|standing|waiting|if" (a request in line: its age from epoch seconds, its standing in
+// words, "N waiting" hidden at 0, an element shown only when the field is true), data-badge (status
 // colour), data-bar="PART/WHOLE[|WHOLE2]" (bar width), data-href="...{}..." data-href-field,
 // input[data-value="FIELD"].
 // Forms: input[data-choose="ID=VALUE"] sets the <select id=ID> to VALUE when something is typed
@@ -100,6 +106,17 @@
       .map(([t, p]) => oneDecimal(((t - t0) / span) * 60) + "," + oneDecimal(16 - (Math.max(0, Math.min(100, p)) / 100) * 16))
       .join(" ");
   }
+  // A request waiting in line, as viewpages.py writes it: its standing and the count per pool.
+  function standing(within, subject) {
+    const words = within ? "within quota" : "over quota";
+    return subject ? words + " (" + subject + ")" : words;
+  }
+  function waiting(n) {
+    return n ? n + " waiting" : "";
+  }
+  function isoSeconds(t) {
+    return new Date(Math.floor(t) * 1000).toISOString().replace(/\.\d{3}Z$/, "Z");
+  }
   function keyOf(spec, item) {
     return spec.replace(/[A-Za-z_][\w.]*/g, (f) => String(pick(item, f) ?? ""));
   }
@@ -111,6 +128,16 @@
       if (fmt === "age") {
         c.textContent = age(v);
         c.title = v || "";
+      } else if (fmt === "since") {
+        c.title = v == null ? "" : isoSeconds(v);
+        c.textContent = v == null ? "-" : age(c.title);
+      } else if (fmt === "standing") {
+        c.textContent = standing(v, item.subject);
+      } else if (fmt === "waiting") {
+        c.textContent = waiting(v);
+        c.hidden = !v;
+      } else if (fmt === "if") {
+        c.hidden = !v;
       } else if (fmt === "quota") {
         c.textContent = v ? "over quota (borrowed)" : "within quota";
       } else if (fmt === "util") {
@@ -154,7 +181,15 @@
 
   async function refreshList(tbody) {
     const answer = await get(tbody.dataset.liveList);
-    const items = pick(answer, tbody.dataset.list) || [];
+    let items = pick(answer, tbody.dataset.list) || [];
+    if (tbody.dataset.where) {
+      const has = tbody.dataset.whereHas;
+      items = items.filter((it) => [].concat(pick(it, tbody.dataset.where) ?? []).includes(has));
+    }
+    if (tbody.dataset.map) {
+      const map = pick(await get(tbody.dataset.map), tbody.dataset.mapKey) || {};
+      items.forEach((it) => (it[tbody.dataset.mapAs] = map[it[tbody.dataset.key]] || 0));
+    }
     if (tbody.dataset.join) {
       const other = pick(await get(tbody.dataset.join), tbody.dataset.joinList) || [];
       const counts = {};
@@ -181,6 +216,10 @@
     if (tbody.dataset.empty) {
       const note = document.getElementById(tbody.dataset.empty);
       if (note) note.hidden = items.length > 0;
+    }
+    if (tbody.dataset.show) {
+      const shown = document.getElementById(tbody.dataset.show);
+      if (shown) shown.hidden = items.length === 0;
     }
   }
 
