@@ -1,4 +1,5 @@
-"""``gpupool get pools|jobs|nodes|labels|quotas|gpu-hours``: gpuctl's listings, from the service.
+"""``gpupool get pools|jobs|nodes|labels|quotas|queue|gpu-hours``: gpuctl's listings, from the
+service.
 
 ::
 
@@ -7,6 +8,7 @@
     gpupool get nodes --pool dev-pool
     gpupool get labels gpu-node-6 --key=runwhere.ai/pool
     gpupool get quotas -o csv
+    gpupool get queue --pool dev-pool          # the requests waiting in line, first in line first
     gpupool get gpu-hours --by group --since 30d    # from the service's ledger
 
 Every ``get`` takes ``-o table|wide|json|yaml|csv``.
@@ -21,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..client import GPUPoolClient
-from ..core.formatting import age
+from ..core.formatting import age, human_duration
 from ..core.reports import quota_rows
 from ..core.utilwords import idle_cell, memory_cell, utilization_cell
 from .connection import CommandError, add_connection_options, run, write
@@ -109,6 +111,43 @@ QUOTA_COLUMNS = (
 )
 
 
+def waited(row: Mapping[str, Any], now: float) -> str:
+    """How long a request has waited in line, as an AGE column says it (``-`` without a time)."""
+    since = row.get("waiting_since")
+    if isinstance(since, bool) or not isinstance(since, (int, float)):
+        return "-"
+    return human_duration(now - since)
+
+
+def queue_columns(now: float) -> tuple[Column, ...]:
+    """``get queue``'s columns: the line as the service orders it (issue 18); ``-o wide`` adds
+    the GPU type, the subject charged, the entry's id and the service's words."""
+    return (
+        Column("POSITION", "position"),
+        Column("USER", "user"),
+        Column("SERVER", "server"),
+        Column("GPUS", "gpus"),
+        Column("POOLS", "pools"),
+        Column(
+            "QUOTA", "within_quota", get=lambda r: "within" if r.get("within_quota") else "over"
+        ),
+        Column("WAITING", "waiting_since", get=lambda r: waited(r, now)),
+        Column("GPU TYPE", "gpu_type", wide=True),
+        Column("SUBJECT", "subject", wide=True),
+        Column("RECLAIMING", "reclaiming", wide=True),
+        Column("ID", "id", wide=True),
+        Column("MESSAGE", "message", wide=True),
+        Column("REASONS", "reasons", get=lambda r: _one_line(r.get("reasons")), wide=True),
+    )
+
+
+def _one_line(text: Any) -> str:
+    """The service's reasons (one line per pool) on one table line."""
+    if isinstance(text, (list, tuple)):
+        return "; ".join(str(t) for t in text)
+    return "; ".join(line.strip() for line in str(text or "").splitlines() if line.strip())
+
+
 GPU_HOURS_COLUMNS = (
     Column("SUBJECT", "subject"),
     Column("GPU-HOURS", "gpu_hours", get=lambda r: f"{r['gpu_hours']:.1f}"),
@@ -138,7 +177,7 @@ def add_output_option(parser: argparse.ArgumentParser, choices: tuple[str, ...] 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "get",
-        help="list pools, jobs (notebook servers), nodes, a node's labels or quotas",
+        help="list pools, jobs (notebook servers), nodes, a node's labels, quotas or the queue",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
     resources = parser.add_subparsers(dest="resource", metavar="RESOURCE", required=True)
@@ -164,6 +203,10 @@ def register(subparsers: Any) -> None:
 
     p = resources.add_parser("quotas", aliases=["quota"], help="quotas with GPUs used")
     p.set_defaults(func=lambda args: run(args, get_quotas))
+
+    p = resources.add_parser("queue", help="requests waiting in line for GPUs, first in line first")
+    p.add_argument("--pool", help="only the requests waiting for this pool")
+    p.set_defaults(func=lambda args: run(args, get_queue))
 
     p = resources.add_parser(
         "gpu-hours", help="GPU-hours per user, group or pool, within and over quota"
@@ -219,6 +262,17 @@ async def get_quotas(client: GPUPoolClient, args: argparse.Namespace) -> int:
     usage = await client.usage()
     rows = quota_rows(quotas, usage.get("by_subject"))
     write(render(args.output, rows, QUOTA_COLUMNS, raw=quotas))
+    return 0
+
+
+async def get_queue(client: GPUPoolClient, args: argparse.Namespace) -> int:
+    answer = await client.queue()
+    rows = list(answer.get("queue") or [])
+    if args.pool is not None:
+        rows = [r for r in rows if args.pool in (r.get("pools") or ())]
+        counts = answer.get("pools") or {}
+        answer = {"queue": rows, "pools": {args.pool: int(counts.get(args.pool) or 0)}}
+    write(render(args.output, rows, queue_columns(time.time()), raw=answer))
     return 0
 
 

@@ -27,6 +27,11 @@ __all__ = [
 ]
 
 ProgressCallback = Callable[[Mapping[str, Any]], None]
+#: Seconds a launch follows the hub's progress (JupyterHub's client side; the spawner's own
+#: ``start_timeout`` ends a start sooner). A start that waits in line (``"queue": true``) may
+#: wait as long as the admin's start timeout allows, which the docs advise to make long.
+FOLLOW_TIMEOUT = 600.0
+QUEUED_FOLLOW_TIMEOUT = 24 * 3600.0
 
 
 class NotConfigured(Exception):
@@ -168,6 +173,11 @@ class UserSession:
         util = body.get("utilization") or {}
         return ServerUse(own_row(rows, self.placement), util.get("source"), util.get("problem"))
 
+    async def queue(self) -> list[dict[str, Any]]:
+        """The user's requests waiting in line for GPUs, first in line first (the service's
+        ``GET api/v1/queue`` answers a user's token with their own entries)."""
+        return list((await self.service().queue()).get("queue") or [])
+
     async def hub_servers(self) -> dict[str, dict[str, Any]]:
         """The user's servers as the hub knows them (name -> ``ready``, ``pending``, ``url``...)."""
         return await self.hub().servers(self.user)
@@ -186,7 +196,8 @@ class UserSession:
 
         Each event goes to ``on_progress``. Without ``wait`` the result comes as soon as the hub
         accepted the start. A start the hub refuses at once (no pool can take it, bad options)
-        is a result that is not ready, with the hub's message.
+        is a result that is not ready, with the hub's message. A start that waits in line
+        (``"queue": true`` in ``options``) is followed for as long as the hub keeps it going.
         """
         if server == self.placement.server:
             return LaunchResult(
@@ -202,7 +213,9 @@ class UserSession:
         try:
             # followed while the hub's answer to the start is pending (a quick start's steps
             # would be lost otherwise); the hub ends it after the event that says ready or failed
-            async for event in self.hub().start_and_follow(self.user, server, options):
+            timeout = QUEUED_FOLLOW_TIMEOUT if options.get("queue") else FOLLOW_TIMEOUT
+            follow = self.hub().start_and_follow(self.user, server, options, timeout=timeout)
+            async for event in follow:
                 last = event
                 if on_progress is not None:
                     on_progress(event)

@@ -7,6 +7,12 @@ functions from a real registry and usage index (``tests/real_answers.py``). A se
 hub starts gets a pod in the fake's own usage index, admitted by the service's admission code
 in the first pool asked for (or alice's first default pool): the service then counts it, with
 its pool and whether it runs over quota, as it would count the pod the spawner creates.
+
+A start that asks to wait in line (``"queue": true``, issue 18) waits in the fake's line: its
+progress says its place in the spawner's words ("waiting for 2 GPUs: position 2 in line for
+dev-pool"), again while it holds and at each change, until it is admitted (its pod then runs
+and the start goes on) or its server is stopped (JupyterHub then ends the progress with "Spawn
+cancelled"). The line's answer to ``GET api/v1/queue`` is scripted in the service's shape.
 """
 
 from __future__ import annotations
@@ -15,12 +21,14 @@ import asyncio
 import contextlib
 import json
 import threading
+import time
 from typing import Any
 
 import real_answers
 import tornado.web
 
 from jupyter_gpupool.demo.run import free_port
+from jupyter_gpupool.service.queue import waiting_words
 from jupyter_gpupool.service.state import ServiceState
 
 TOKEN = "secret-token"
@@ -113,6 +121,12 @@ FAILING_GPUS = 98
 #: answers once the start's progress has been read to its end, or after slow_spawn_timeout.
 QUICK_GPUS = 3
 SLOW_SPAWN_TIMEOUT = 10
+#: A start that waits in line with this many GPUs stays first in line until the test admits it
+#: (:meth:`FakeHub.admit`) or its server is stopped. Any other moves up from position 2 (said
+#: twice, as the spawner says a place that holds) to 1, and is admitted.
+WAITING_GPUS = 7
+#: A waiting start's progress (the bar stays at its start while in line).
+WAITING_PROGRESS = 0
 
 
 class Base(tornado.web.RequestHandler):
@@ -146,6 +160,11 @@ class ServerHandler(Base):
         if name in self.fake.servers:
             return self.send_json(400, {"status": 400, "message": f"{name} is already running"})
         self.fake.servers[name] = {"name": name, "ready": False, "pending": "spawn"}
+        if options.get("queue"):
+            # no pool can take it now: in line, its pod made once admitted
+            position = 1 if options.get("gpus") == WAITING_GPUS else 2
+            self.fake.line[name] = self.fake.queue_row(user, name, options, position)
+            return self.set_status(202)
         if options.get("gpus") != FAILING_GPUS:
             self.fake.run_pod(user, name, options)
         if options.get("gpus") == QUICK_GPUS:
@@ -160,6 +179,7 @@ class ServerHandler(Base):
 
     def delete(self, user: str, name: str) -> None:
         self.fake.stopped.append(name)
+        self.fake.line.pop(name, None)  # a pending start stopped: it leaves the line
         self.fake.delete_pod(name)
         if self.fake.servers.pop(name, None) is None:
             return self.send_json(404, {"status": 404, "message": "no such server"})
@@ -170,6 +190,10 @@ class ProgressHandler(Base):
     async def get(self, user: str, name: str) -> None:
         self.set_header("Content-Type", "text/event-stream")
         options = dict(next((o for n, o in reversed(self.fake.started) if n == name), {}))
+        if name in self.fake.line and not await self.wait_in_line(name):
+            # stopped while it waited: JupyterHub's words for a start cancelled
+            await self.send({"progress": 100, "failed": True, "message": "Spawn cancelled"})
+            return
         events: list[dict[str, Any]] = [
             {"progress": 10, "message": "admitted to dev-pool within quota (1 GPU)"},
             {"progress": 50, "message": "scheduled on node gpu-node-5"},
@@ -186,14 +210,41 @@ class ProgressHandler(Base):
         elif events[-1].get("ready"):
             self.fake.servers[name] = {"name": name, "ready": True, "url": events[-1]["url"]}
         for event in events:
-            # split mid-event too: the client must put chunks together
-            text = f"data: {json.dumps(event)}\n\n"
-            self.write(text[:7])
-            await self.flush()
-            self.write(text[7:])
-            await self.flush()
-            await asyncio.sleep(0.01)  # a stream in time, as the hub's: not one burst
+            await self.send(event)
         self.fake.progress_read.setdefault(name, asyncio.Event()).set()
+
+    async def send(self, event: dict[str, Any]) -> None:
+        # split mid-event too: the client must put chunks together
+        text = f"data: {json.dumps(event)}\n\n"
+        self.write(text[:7])
+        await self.flush()
+        self.write(text[7:])
+        await self.flush()
+        await asyncio.sleep(0.01)  # a stream in time, as the hub's: not one burst
+
+    async def wait_in_line(self, name: str) -> bool:
+        """A start in line: its place, as it holds and changes, until it leaves the line;
+        True when it was admitted (False: stopped)."""
+        fake = self.fake
+        if fake.line[name]["gpus"] != WAITING_GPUS:
+            for position in (2, 2, 1):
+                if name not in fake.line:
+                    break
+                fake.line[name] = {**fake.line[name], **fake.place(fake.line[name], position)}
+                await self.send(waiting_event(fake.line[name]))
+            fake.admit(name)
+        told = None
+        while name in fake.line:
+            entry = fake.line[name]
+            if entry["message"] != told:
+                told = entry["message"]
+                await self.send(waiting_event(entry))
+            await asyncio.sleep(0.01)
+        return name in fake.admitted
+
+
+def waiting_event(entry: dict[str, Any]) -> dict[str, Any]:
+    return {"progress": WAITING_PROGRESS, "message": entry["message"]}
 
 
 class LaunchOptionsHandler(Base):
@@ -207,6 +258,17 @@ class ServersHandler(Base):
         self.send_json(200, real_answers.servers(self.fake.state, "alice"))
 
 
+class QueueHandler(Base):
+    def get(self) -> None:
+        # the token is alice's server's: her entries, first in line first
+        rows = sorted(self.fake.line.values(), key=lambda r: (r["position"], r["waiting_since"]))
+        pools: dict[str, int] = {}
+        for row in rows:
+            for pool in row["pools"]:
+                pools[pool] = pools.get(pool, 0) + 1
+        self.send_json(200, {"queue": rows, "pools": pools})
+
+
 class FakeHub:
     def __init__(self) -> None:
         self.port = free_port()
@@ -215,6 +277,11 @@ class FakeHub:
         self.started: list[tuple[str, dict[str, Any]]] = []
         self.stopped: list[str] = []
         self.servers: dict[str, dict[str, Any]] = {"": {"name": "", "ready": True}}
+        #: starts waiting in line (``"queue": true``), by server: their rows of api/v1/queue
+        self.line: dict[str, dict[str, Any]] = {}
+        #: the starts admitted from the line
+        self.admitted: list[str] = []
+        self._options: dict[str, dict[str, Any]] = {}
         #: the service's state: the scenario's servers, and the pods of servers started here
         self.state = service_state()
         self.pods: dict[str, dict[str, Any]] = {}
@@ -258,6 +325,48 @@ class FakeHub:
         except (KeyError, ValueError):
             pass  # a pool the fake places nothing in, or no room: no pod
 
+    def queue_row(
+        self, user: str, server: str, options: dict[str, Any], position: int
+    ) -> dict[str, Any]:
+        """A start's entry in line, as ``GET api/v1/queue`` shows it."""
+        self._options[server] = options
+        pools = list(options.get("pools") or ["training-pool", "dev-pool"])
+        gpus = int(options.get("gpus") or 0)
+        return {
+            "id": f"adm-{user}-{server}",
+            "state": "queued",
+            "queued": True,
+            "user": user,
+            "server": server,
+            "gpus": gpus,
+            "gpu_type": options.get("gpu_type"),
+            "pools": pools,
+            # ml-research's guarantee is in training-pool: 4 of its 10 GPUs are not used
+            "within_quota": pools[0] == "training-pool" and gpus <= 4,
+            "subject": "group ml-research",
+            "waiting_since": time.time(),
+            "reclaiming": False,
+            "reasons": "\n".join(f"{p}: no node has {gpus} free GPUs" for p in pools),
+            **self.place({"gpus": gpus, "pools": pools}, position),
+        }
+
+    @staticmethod
+    def place(entry: dict[str, Any], position: int) -> dict[str, Any]:
+        return {
+            "position": position,
+            "message": waiting_words(entry["gpus"], position, entry["pools"]),
+        }
+
+    def admit(self, server: str) -> None:
+        """GPUs came free for a start in line: it leaves the line and its pod runs (on the
+        fake's loop, whichever thread asks)."""
+        if self._loop is not None and threading.current_thread() is not self._thread:
+            self._loop.call_soon_threadsafe(self.admit, server)
+            return
+        if self.line.pop(server, None) is not None:
+            self.admitted.append(server)
+            self.run_pod("alice", server, self._options.get(server, {}))
+
     def delete_pod(self, server: str) -> None:
         pod = self.pods.pop(server, None)
         if pod is not None:
@@ -276,6 +385,7 @@ class FakeHub:
                 (r"/hub/api/users/([^/]+)/servers/([^/]*)/progress", ProgressHandler),
                 (r"/services/gpupool/api/v1/launch-options", LaunchOptionsHandler),
                 (r"/services/gpupool/api/v1/servers", ServersHandler),
+                (r"/services/gpupool/api/v1/queue", QueueHandler),
             ],
             fake=self,
         )

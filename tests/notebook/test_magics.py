@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
 import pytest
-from fakehub import FAILING_GPUS, QUICK_GPUS, REFUSAL, REFUSED_GPUS
+from fakehub import FAILING_GPUS, QUICK_GPUS, REFUSAL, REFUSED_GPUS, WAITING_GPUS
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
@@ -98,6 +99,54 @@ def test_launch_wait_says_a_server_within_quota_is_so(gpupool, capsys):
     assert capsys.readouterr().out.splitlines()[-1] == (
         "mine is ready at /user/alice/mine/ in training-pool, within quota"
     )
+
+
+def test_launch_queue_wait_shows_the_place_in_line_until_the_server_is_ready(
+    gpupool, fake_hub, capsys
+):
+    """``--queue`` asks the hub to wait in line (``"queue": true``); with ``--wait`` the hub's
+    progress says the place in line, one line per change (the spawner says a place that
+    holds again and again), then the start goes on to ready."""
+    gpupool("launch big --pools dev-pool --gpus 2 --queue --wait")
+    assert fake_hub.started == [("big", {"pools": ["dev-pool"], "gpus": 2, "queue": True})]
+    assert capsys.readouterr().out.splitlines() == [
+        "[  0%] waiting for 2 GPUs: position 2 in line for dev-pool",
+        "[  0%] waiting for 2 GPUs: position 1 in line for dev-pool",
+        "[ 10%] admitted to dev-pool within quota (1 GPU)",
+        "[ 50%] scheduled on node gpu-node-5",
+        "[100%] ready at /user/alice/big/",
+        "big is ready at /user/alice/big/ in dev-pool, over quota: may be reclaimed",
+    ]
+    assert fake_hub.admitted == ["big"]
+
+
+def test_launch_queue_then_queue_shows_its_place_and_release_leaves_the_line(
+    gpupool, fake_hub, capsys
+):
+    """A queued launch without ``--wait`` says it may wait in line; ``%gpupool queue`` shows
+    the user's requests in line with their places (as the service answers them); ``release``
+    stops the pending start, which leaves the line."""
+    gpupool(f"launch small --pools training-pool --gpus {WAITING_GPUS} --queue")
+    assert fake_hub.started == [
+        ("small", {"pools": ["training-pool"], "gpus": WAITING_GPUS, "queue": True})
+    ]
+    assert capsys.readouterr().out == (
+        "small is starting; if no pool can take it now it waits in line "
+        "(%gpupool queue shows its place)\n"
+    )
+    gpupool("queue")
+    lines = capsys.readouterr().out.splitlines()
+    assert ("GET", "/services/gpupool/api/v1/queue") in fake_hub.requests
+    assert lines[0] == "Your servers waiting in line for GPUs (place 1 is next)"
+    header, row = (re.split(r"\s{2,}", line) for line in lines[1:])
+    assert header == ["server", "GPUs", "pools", "place in line", "quota", "waiting"]
+    assert row[:5] == ["small", str(WAITING_GPUS), "training-pool", "1", "over quota (borrows)"]
+    assert re.fullmatch(r"\d+s", row[5]), row
+    gpupool("release small")
+    assert capsys.readouterr().out == "server 'small' stopped\n"
+    assert fake_hub.line == {} and fake_hub.admitted == []
+    gpupool("queue")
+    assert capsys.readouterr().out == "nothing of yours waits in line\n"
 
 
 def test_launch_names_a_server_after_its_first_pool(gpupool, fake_hub, capsys):

@@ -27,6 +27,11 @@ from jupyter_gpupool.notebook.magics.magic import GPUPoolMagics
             ),
         ),
         ("launch --gpus 0", Command("launch", gpus=0)),
+        (
+            "launch big --gpus 2 --queue --wait",
+            Command("launch", server="big", gpus=2, wait=True, queue=True),
+        ),
+        ("queue", Command("queue")),
         ("release big", Command("release", server="big")),
         ("release", Command("release")),
     ],
@@ -75,6 +80,7 @@ def raised(call) -> BaseException:
         ("status extra", "unrecognized arguments: extra", "usage: %gpupool status [-h]"),
         ("pools --all", "unrecognized arguments: --all", "usage: %gpupool pools [-h]"),
         ("-x", "unrecognized arguments: -x", "usage: %gpupool [-h] {status,pools,launch"),
+        ("queue --all", "unrecognized arguments: --all", "usage: %gpupool queue [-h]"),
         ("--version", "unrecognized arguments: --version", "usage: %gpupool [-h] {status,"),
         ("help nope", "argument COMMAND: invalid choice: 'nope'", "usage: %gpupool help [COMMAND]"),
     ],
@@ -90,9 +96,10 @@ def test_bad_arguments_are_usage_errors_not_system_exit(line, first_line, usage)
 @pytest.mark.parametrize(
     ("line", "usage"),
     [
-        ("-h", "usage: %gpupool [-h] {status,pools,launch,release,help} ..."),
-        ("--help", "usage: %gpupool [-h] {status,pools,launch,release,help} ..."),
-        ("help", "usage: %gpupool [-h] {status,pools,launch,release,help} ..."),
+        ("-h", "usage: %gpupool [-h] {status,pools,launch,queue,release,help} ..."),
+        ("--help", "usage: %gpupool [-h] {status,pools,launch,queue,release,help} ..."),
+        ("help", "usage: %gpupool [-h] {status,pools,launch,queue,release,help} ..."),
+        ("help queue", "usage: %gpupool queue [-h]"),
         ("help launch", "usage: %gpupool launch [-h] [--pools A,B] [--gpus N]"),
         ("launch --help", "usage: %gpupool launch [-h] [--pools A,B] [--gpus N]"),
         ("release -h", "usage: %gpupool release [-h] [NAME]"),
@@ -125,9 +132,13 @@ def test_help():
     with pytest.raises(HelpRequested) as e:
         parse_line("help")
     assert "status" in e.value.text and "launch" in e.value.text and "release" in e.value.text
+    assert "queue" in e.value.text
     with pytest.raises(HelpRequested) as e:
         parse_line("help launch")
     assert "--pools A,B" in e.value.text and "--wait" in e.value.text
+    # --queue, in words a user understands
+    words = " ".join(e.value.text.split())  # argparse wraps at the terminal's width
+    assert "--queue wait in line if no pool can take it now" in words
     with pytest.raises(HelpRequested) as e:
         parse_line("launch -h")
     assert e.value.text.startswith("usage: %gpupool launch")
@@ -140,3 +151,9 @@ def test_user_options():
         "gpu_type": "T4",
     }
     assert Command("launch").user_options() == {"pools": [], "gpus": 1}
+    # --queue: wait in line if no pool can take it now (GPUPoolSpawner's "queue" option)
+    assert Command("launch", gpus=2, queue=True).user_options() == {
+        "pools": [],
+        "gpus": 2,
+        "queue": True,
+    }

@@ -1,4 +1,4 @@
-"""What %gpupool status and pools show, as text and HTML (pure)."""
+"""What %gpupool status, pools and queue show, as text and HTML (pure)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from jupyter_gpupool.notebook.magics.render import (
     pools_report,
     progress_html,
     progress_text,
+    queue_report,
     status_fields,
     status_report,
 )
@@ -189,3 +190,35 @@ def test_pools_report_ends_with_the_budgets():
         "<p class='gpupool-budget'>budget: alice: 4 of 10 GPU-hours left (per day)</p>"
     )
     assert "budget" not in pools_report(LAUNCH_OPTIONS).text
+
+
+def test_queue_report_lists_the_users_requests_in_line():
+    """``%gpupool queue``: each request's server, GPUs, pools, place (1 = next), quota and how
+    long it has waited (an AGE, as the CLI's); nothing waiting is said in words."""
+    now = 1_700_000_000.0
+    entries = [
+        {"server": "big", "gpus": 4, "pools": ["training-pool", "inference-pool"],
+         "position": 1, "within_quota": True, "waiting_since": now - 130},
+        {"server": "", "gpus": 1, "pools": ["dev-pool"], "position": 3,
+         "within_quota": False, "waiting_since": now - 7200},
+        {"server": "<x>", "gpus": 1, "pools": [], "position": None,
+         "within_quota": False, "waiting_since": None},
+    ]  # fmt: skip
+    report = queue_report(entries, now)
+    assert report.text.splitlines() == [
+        "Your servers waiting in line for GPUs (place 1 is next)",
+        "server            GPUs  pools                          place in line   quota"
+        "                 waiting",
+        "big               4     training-pool, inference-pool  1               within quota"
+        "          2m10s",
+        "(default server)  1     dev-pool                       3               over quota "
+        "(borrows)  120m",
+        "<x>               1     your default pools             not placed yet  over quota "
+        "(borrows)  \u2014",
+    ]
+    assert report.html.count("<tr>") == 4 and "&lt;x&gt;" in report.html
+    empty = queue_report([], now)
+    assert (empty.text, empty.html) == (
+        "nothing of yours waits in line",
+        "<p>nothing of yours waits in line</p>",
+    )

@@ -4,15 +4,23 @@ tests do), the hub and service are scripted (fakehub.py)."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import ipywidgets as widgets
 import pytest
-from fakehub import FAILING_GPUS, LAUNCH_OPTIONS, REFUSAL, REFUSED_GPUS
+from fakehub import FAILING_GPUS, LAUNCH_OPTIONS, REFUSAL, REFUSED_GPUS, WAITING_GPUS
 from ipywidgets.widgets.tests.utils import setup_test_comm, teardown_test_comm
 from waiting import async_wait_for
 
+from jupyter_gpupool.notebook import session as session_module
 from jupyter_gpupool.notebook.widgets import LaunchPanel
-from jupyter_gpupool.notebook.widgets.panel import FAILED, IDLE, READY
+from jupyter_gpupool.notebook.widgets.panel import (
+    FAILED,
+    IDLE,
+    LAUNCHING,
+    QUEUE_WORDS,
+    READY,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -130,6 +138,101 @@ async def test_a_launch_within_quota_says_so(panel):
     assert panel.message == "ready in training-pool, within quota"
 
 
+async def test_the_queue_checkbox_asks_to_wait_in_line(panel):
+    """The checkbox (the spawn form's words) and the ``queue`` trait follow each other; when
+    ticked, the launch's user_options ask to wait in line."""
+    assert panel._queue.description == "wait in line if no pool can take it now"
+    assert not panel.queue and "queue" not in panel.user_options()
+    panel._queue.value = True
+    assert panel.queue
+    assert panel.user_options() == {
+        "pools": ["training-pool", "dev-pool"],
+        "gpus": 1,
+        "queue": True,
+    }
+    panel.queue = False
+    assert panel._queue.value is False and "queue" not in panel.user_options()
+
+
+async def test_a_launch_waiting_in_line_shows_its_place_then_the_server(panel, hub_env):
+    """Ticked, a launch no pool can take now waits in line: the status line says its place in
+    the hub's words, at each change, then the start goes on to ready as any other."""
+    panel._picker.value = ["dev-pool"]
+    panel._gpus.value = 2
+    panel._name.value = "patient"
+    panel._queue.value = True
+    shown = []  # every status line the frontend is sent
+    panel._status.observe(lambda c: shown.append(c["new"]), "value")
+    await panel.launch()
+    assert hub_env.started == [("patient", {"pools": ["dev-pool"], "gpus": 2, "queue": True})]
+    waiting = [w for w in shown if w.startswith("waiting for")]
+    assert waiting == [
+        "waiting for 2 GPUs: position 2 in line for dev-pool",
+        "waiting for 2 GPUs: position 1 in line for dev-pool",
+    ]
+    # then admitted, and ready as any launch
+    assert shown.index(waiting[-1]) < shown.index("admitted to dev-pool within quota (1 GPU)")
+    assert (panel.state, panel.launched) == (READY, "patient")
+    assert panel.message == "ready in dev-pool, over quota: may be reclaimed"
+
+
+async def test_stop_takes_a_launch_out_of_the_line(panel, hub_env):
+    """While a launch waits in line Stop is enabled for it (Launch is not); Stop stops the
+    pending start, which leaves the line, and the panel says it stopped (not that the start
+    failed)."""
+    panel.order, panel.gpus, panel.server_name = ["training-pool"], WAITING_GPUS, "patient"
+    panel.queue = True
+    panel._launch.click()
+
+    def waiting() -> bool:
+        return (
+            panel.message
+            == f"waiting for {WAITING_GPUS} GPUs: position 1 in line for training-pool"
+        )
+
+    await async_wait_for(waiting, what="the launch waiting in line", timeout=10)
+    assert panel.state == LAUNCHING and "patient" in hub_env.line
+    assert panel._launch.disabled and not panel._stop.disabled
+    assert panel._stop.tooltip == "stop patient (it leaves the line if it waits)"
+    panel._stop.click()
+    await panel.wait()
+    assert hub_env.stopped == ["patient"] and hub_env.line == {} and hub_env.admitted == []
+    assert (panel.state, panel.message) == (IDLE, "server 'patient' stopped")
+    assert not panel._launch.disabled and panel._stop.disabled
+    assert panel.launched == ""
+
+
+async def test_a_launch_waiting_in_line_is_followed_as_long_as_it_waits(
+    panel, hub_env, monkeypatch
+):
+    """A start in line may wait far longer than a start is followed (the spawner's start
+    timeout ends it, which the docs advise to make long): with a short follow for starts
+    that do not wait, a launch waiting longer than that is still followed to ready."""
+    monkeypatch.setattr(session_module, "FOLLOW_TIMEOUT", 0.3)
+    panel.order, panel.gpus, panel.server_name = ["dev-pool"], WAITING_GPUS, "patient"
+    panel.queue = True
+    began = time.monotonic()
+    panel._launch.click()
+    await async_wait_for(
+        lambda: (
+            panel.state != LAUNCHING  # it ended: the asserts below say how
+            or (
+                panel.message.startswith("waiting for")
+                and time.monotonic() > began + 3 * session_module.FOLLOW_TIMEOUT
+            )
+        ),
+        what="the launch in line for longer than a start that does not wait is followed",
+        timeout=10,
+    )
+    assert (panel.state, panel.message) == (
+        LAUNCHING,
+        f"waiting for {WAITING_GPUS} GPUs: position 1 in line for dev-pool",
+    )
+    hub_env.admit("patient")  # GPUs came free
+    await panel.wait()
+    assert (panel.state, panel.launched, hub_env.admitted) == (READY, "patient", ["patient"])
+
+
 async def test_stop_is_enabled_when_the_typed_name_is_a_running_server(panel, hub_env):
     assert panel.running == []  # the hub runs only this server, which Stop never stops
     panel._name.value = ""
@@ -170,10 +273,18 @@ def test_no_part_of_the_panel_is_cut_in_a_narrow_notebook(hub_env):
     assert not [w for w in parts if isinstance(w, widgets.Label)]
     # descriptions as wide as their words, not cut at the default 80px
     described = [
-        w for w in parts if getattr(w, "description", "") and hasattr(w.style, "description_width")
+        w
+        for w in parts
+        if getattr(w, "description", "")
+        and hasattr(w.style, "description_width")
+        and not isinstance(w, widgets.Checkbox)
     ]
     assert {w.description for w in described} == {"GPUs", "GPU type", "Server name"}
     assert {w.style.description_width for w in described} == {"initial"}
+    # the checkbox's words beside its box, not after an indent, as wide as the panel (a
+    # Checkbox is 300px wide by default)
+    [queue] = [w for w in parts if isinstance(w, widgets.Checkbox)]
+    assert (queue.description, queue.indent, queue.layout.width) == (QUEUE_WORDS, False, "auto")
     # rows of several parts wrap instead of running past the edge
     rows = [w for w in parts if isinstance(w, widgets.HBox)]
     assert rows and {w.layout.flex_flow for w in rows} == {"row wrap"}

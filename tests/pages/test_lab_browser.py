@@ -221,7 +221,8 @@ WIDGET_JS = """area => {
   const a = area.getBoundingClientRect();
   const parts = [...area.querySelectorAll(
     '.widget-label, .widget-html-content, .widget-button, .widget-dropdown, '
-    + '.widget-text, .widget-tagsinput, .widget-progress')];
+    + '.widget-text, .widget-tagsinput, .widget-progress, .widget-checkbox, '
+    + '.widget-label-basic')];
   return {
     area: {left: a.left, right: a.right},
     parts: parts.filter(e => e.offsetParent !== null).map(e => {
@@ -255,7 +256,16 @@ def test_the_launch_panel_is_not_cut_in_a_narrow_notebook(lab, alice):
     area = lab.locator(".jp-Notebook .jp-OutputArea-output").first
     # the panel, once the kernel has started and the panel has the pools
     expect(area).to_contain_text("GPUs free", timeout=60_000)
-    assert_nothing_cut(area, "Server name", "GPU type", "GPUs", "within quota", "Launch", "Stop")
+    assert_nothing_cut(
+        area,
+        "Server name",
+        "GPU type",
+        "GPUs",
+        "within quota",
+        "wait in line if no pool can take it now",
+        "Launch",
+        "Stop",
+    )
 
     # a launch from the panel, in the browser: it says where the server went, as the service
     # counts it, and Stop stops the server whose name is typed

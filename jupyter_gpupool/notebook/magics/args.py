@@ -14,8 +14,8 @@ from typing import Any, NoReturn
 
 from IPython.core.error import UsageError
 
-COMMANDS = ("status", "pools", "launch", "release", "help")
-USAGE = "%gpupool {status,pools,launch,release,help} ..."
+COMMANDS = ("status", "pools", "launch", "queue", "release", "help")
+USAGE = "%gpupool {status,pools,launch,queue,release,help} ..."
 
 
 class HelpRequested(Exception):
@@ -36,6 +36,8 @@ class Command:
     gpus: int | None = None
     gpu_type: str | None = None
     wait: bool = False
+    #: ``launch --queue``: wait in line when no pool can take it now (issue 18)
+    queue: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def user_options(self, default_gpus: int = 1) -> dict[str, Any]:
@@ -46,6 +48,8 @@ class Command:
         }
         if self.gpu_type:
             options["gpu_type"] = self.gpu_type
+        if self.queue:
+            options["queue"] = True
         return options
 
 
@@ -108,7 +112,9 @@ def build_parser() -> MagicArgumentParser:
         help="start a named server in the first of some pools that can take it",
         description="Start a named server through JupyterHub with these pools (in priority "
         "order) and GPUs, showing the hub's progress. NAME defaults to the first pool and the "
-        "GPU count, e.g. training-pool-2gpu.",
+        "GPU count, e.g. training-pool-2gpu. With --queue a start no pool can take now waits "
+        "in line for GPUs instead of failing (%gpupool queue shows its place; %gpupool release "
+        "NAME leaves the line).",
     )
     launch.add_argument("name", nargs="?", metavar="NAME", help="the server's name")
     launch.add_argument(
@@ -123,7 +129,19 @@ def build_parser() -> MagicArgumentParser:
     )
     launch.add_argument("--gpu-type", default=None, metavar="T", help="only nodes with this GPU")
     launch.add_argument(
+        "--queue",
+        action="store_true",
+        help="wait in line if no pool can take it now (instead of failing at once)",
+    )
+    launch.add_argument(
         "--wait", action="store_true", help="wait until the server is ready (or failed)"
+    )
+    sub.add_parser(
+        "queue",
+        help="your servers waiting in line for GPUs, with their places",
+        description="Your servers waiting in line for GPUs (started with launch --queue or the "
+        "spawn form's 'wait in line'): their place in line (1 = next), GPUs, pools, whether "
+        "they would run within quota, and how long they have waited.",
     )
     release = sub.add_parser(
         "release",
@@ -171,4 +189,5 @@ def parse_line(line: str, parser: MagicArgumentParser | None = None) -> Command:
         gpus=getattr(args, "gpus", None),
         gpu_type=getattr(args, "gpu_type", None),
         wait=bool(getattr(args, "wait", False)),
+        queue=bool(getattr(args, "queue", False)),
     )

@@ -1,6 +1,7 @@
 """``%gpupool``: a :class:`~IPython.core.magic.Magics` subclass that routes subcommands.
 
-Each subcommand is one method (``_status``, ``_pools``, ``_launch``, ``_release``); parsing is
+Each subcommand is one method (``_status``, ``_pools``, ``_launch``, ``_queue``, ``_release``);
+parsing is
 :mod:`.args`, what is shown is :mod:`.render`. Service and hub calls are coroutines of
 :class:`~jupyter_gpupool.notebook.session.UserSession`; a magic is synchronous, so they run in
 :func:`run_sync`: directly without an event loop (plain IPython), else on a thread of their own
@@ -100,7 +101,7 @@ def nvidia_smi_list() -> str | None:
 
 @magics_class
 class GPUPoolMagics(Magics):
-    """``%gpupool status|pools|launch|release|help``."""
+    """``%gpupool status|pools|launch|queue|release|help``."""
 
     def __init__(self, shell: Any = None):
         super().__init__(shell)
@@ -143,7 +144,7 @@ class GPUPoolMagics(Magics):
 
     @line_magic
     def gpupool(self, line: str) -> None:
-        """GPU pools: ``%gpupool status|pools|launch|release|help`` (``%gpupool help``)."""
+        """GPU pools: ``%gpupool status|pools|launch|queue|release|help`` (``%gpupool help``)."""
         try:
             command = parse_line(line)
         except HelpRequested as e:
@@ -172,6 +173,9 @@ class GPUPoolMagics(Magics):
 
     def _pools(self, command: Command) -> None:
         self.show(render.pools_report(self.ask(lambda s: s.launch_options())))
+
+    def _queue(self, command: Command) -> None:
+        self.show(render.queue_report(self.ask(lambda s: s.queue()), time.time()))
 
     def _release(self, command: Command) -> None:
         name = command.server if command.server is not None else self.last_launched
@@ -216,6 +220,11 @@ class GPUPoolMagics(Magics):
             if not result.ready and result.message != "starting":
                 raise UsageError(f"{name} did not start: {result.message}")
             state = "is ready" if result.ready else "is starting (the hub's home page shows it)"
+            if not result.ready and options.get("queue"):
+                state = (
+                    "is starting; if no pool can take it now it waits in line "
+                    "(%gpupool queue shows its place)"
+                )
             print(f"{name} {state}")
             return
         progress = ProgressView(name, self.in_notebook)
@@ -241,16 +250,20 @@ class ProgressView:
         self.server = server
         self.html = html
         self._handle: Any = None
+        self._printed = 0
         self._last: dict[str, Any] = {"progress": 0, "message": "asking JupyterHub"}
         if html:
             self._handle = display(HTML(render.progress_html(server, self._last)), display_id=True)
 
     def update(self, event: Event) -> None:
+        same = render.progress_text(event) == render.progress_text(self._last)
         self._last = dict(event)
         if self._handle is not None:
             self._handle.update(HTML(render.progress_html(self.server, event)))
-        else:
+        elif not same or self._printed == 0:
+            # a start waiting in line hears its place again and again: one line per change
             print(render.progress_text(event), flush=True)
+            self._printed += 1
 
     def finish(self, result: LaunchResult, where: str = "") -> None:
         """The last redraw; ``where`` (:func:`.where.where_words`) replaces the hub's "ready"

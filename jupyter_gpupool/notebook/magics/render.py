@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...core.formatting import aligned_lines
+from ...core.formatting import aligned_lines, human_duration
 from ...core.launchoptions import Catalog, budget_text, pool_status, quota_text
 from ...core.placement import TIMES, Placement
 from ...core.utilwords import idle_line, utilization_line
@@ -189,6 +189,47 @@ def pools_report(launch_options: Mapping[str, Any]) -> Report:
     return Report(
         caption + "\n" + table_text(POOL_HEADER, rows) + budget_lines,
         table_html(POOL_HEADER, rows, caption) + budget_html,
+    )
+
+
+# --- %gpupool queue -----------------------------------------------------------------------------
+
+QUEUE_HEADER = ("server", "GPUs", "pools", "place in line", "quota", "waiting")
+#: What ``%gpupool queue`` says when nothing of the user's waits.
+NOTHING_WAITS = "nothing of yours waits in line"
+
+
+def queue_rows(entries: Sequence[Mapping[str, Any]], now: float) -> list[tuple[str, ...]]:
+    """One row per request of the user's waiting in line (the service's order)."""
+    return [
+        (
+            str(e.get("server") or "(default server)"),
+            str(e.get("gpus", "")),
+            ", ".join(e.get("pools") or ()) or "your default pools",
+            str(e["position"]) if e.get("position") is not None else "not placed yet",
+            "within quota" if e.get("within_quota") else "over quota (borrows)",
+            _waited(e.get("waiting_since"), now),
+        )
+        for e in entries
+    ]
+
+
+def _waited(since: Any, now: float) -> str:
+    if isinstance(since, bool) or not isinstance(since, (int, float)):
+        return "—"
+    return human_duration(now - since)
+
+
+def queue_report(entries: Sequence[Mapping[str, Any]], now: float | None = None) -> Report:
+    """``%gpupool queue``: the user's requests waiting in line, with their places (1 = next,
+    among the requests for the same pools) and how long they have waited."""
+    if not entries:
+        return Report(NOTHING_WAITS, f"<p>{html.escape(NOTHING_WAITS)}</p>")
+    rows = queue_rows(entries, time.time() if now is None else now)
+    caption = "Your servers waiting in line for GPUs (place 1 is next)"
+    return Report(
+        caption + "\n" + table_text(QUEUE_HEADER, rows),
+        table_html(QUEUE_HEADER, rows, caption),
     )
 
 

@@ -7,7 +7,7 @@
     LaunchPanel()
 
 A :class:`~ipywidgets.VBox` with private child widgets; what it shows is in traits (``pools``,
-``order``, ``gpus``, ``server_name``, ``state``, ``progress``, ``message``, ``url``,
+``order``, ``gpus``, ``server_name``, ``queue``, ``state``, ``progress``, ``message``, ``url``,
 ``running``) and the children follow them. Nothing in it has a fixed width that a narrow
 notebook would cut: rows wrap, words are HTML (which wraps) rather than Labels (which end in
 an ellipsis), and descriptions are as wide as their words.
@@ -27,7 +27,7 @@ from collections.abc import Coroutine, Mapping
 from typing import Any
 
 import ipywidgets as widgets
-from traitlets import Dict, Float, Int, List, Unicode, observe, validate
+from traitlets import Bool, Dict, Float, Int, List, Unicode, observe, validate
 
 from ...core.launchoptions import Catalog, PoolChoice, gpu_choices, pool_status, quota_text
 from ...core.placement import Placement
@@ -43,6 +43,8 @@ _BAR_STYLE = {"free": "success", "borrowing": "warning", "full": "danger", "quot
 _WRAP = {"flex_flow": "row wrap", "align_items": "center"}
 #: Descriptions as wide as their words (the default cuts them at 80px).
 _DESCRIBED = {"description_width": "initial"}
+#: The queue checkbox's words: the spawn form's (issue 18).
+QUEUE_WORDS = "wait in line if no pool can take it now"
 
 
 def _html(value: str = "", **layout: str) -> widgets.HTML:
@@ -87,6 +89,9 @@ class LaunchPanel(widgets.VBox):
     gpu_type = Unicode("")
     #: The server to launch; empty: named after the first pool and the GPU count.
     server_name = Unicode("")
+    #: Wait in line when no pool can take the launch now (``"queue": true``), instead of
+    #: failing at once; Stop then takes it out of the line.
+    queue = Bool(False)
     state = Unicode(IDLE)
     progress = Int(0)
     message = Unicode("")
@@ -103,6 +108,10 @@ class LaunchPanel(widgets.VBox):
         self._bars: dict[str, PoolBar] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._syncing = False
+        #: the launch under way asked to wait in line (Stop may take it out)
+        self._launch_queued = False
+        #: Stop was clicked while that launch went on: the stop says how it ended
+        self._leaving = False
         self._refresher: asyncio.Task[None] | None = None
         self._title = widgets.HTML()
         self._pool_box = widgets.VBox()
@@ -127,6 +136,15 @@ class LaunchPanel(widgets.VBox):
             style=_DESCRIBED,
             layout=widgets.Layout(width="auto", max_width="30em"),
         )
+        # its words beside the box, as wide as they are (a Checkbox is 300px by default)
+        self._queue = widgets.Checkbox(
+            value=False,
+            description=QUEUE_WORDS,
+            indent=False,
+            tooltip="when every pool is full, wait for GPUs in fair order (your place is shown "
+            "below) instead of failing; Stop leaves the line",
+            layout=widgets.Layout(width="auto"),
+        )
         self._launch = widgets.Button(description="Launch", button_style="primary", icon="rocket")
         self._stop = widgets.Button(description="Stop", icon="stop", disabled=True)
         # auto: as wide as the panel (less the widgets' margins), up to 20em
@@ -140,6 +158,7 @@ class LaunchPanel(widgets.VBox):
         self._gpus.observe(self._on_gpus_value, "value")
         self._gpu_type.observe(self._on_gpu_type_value, "value")
         self._name.observe(self._on_name_value, "value")
+        self._queue.observe(self._on_queue_value, "value")
         self._launch.on_click(self._on_launch_click)
         self._stop.on_click(self._on_stop_click)
         self.children = [
@@ -149,6 +168,7 @@ class LaunchPanel(widgets.VBox):
             self._picker,
             widgets.HBox([self._gpus, self._gpu_type], layout=widgets.Layout(**_WRAP)),
             self._name,
+            self._queue,
             widgets.HBox([self._launch, self._stop], layout=widgets.Layout(**_WRAP)),
             self._bar,
             self._status,
@@ -221,6 +241,10 @@ class LaunchPanel(widgets.VBox):
         self._name.value = change["new"]
         self._show_state()
 
+    @observe("queue")
+    def _queue_changed(self, change: Any) -> None:
+        self._queue.value = change["new"]
+
     @observe("state", "progress", "message", "url", "launched", "running")
     def _state_changed(self, change: Any) -> None:
         self._show_state()
@@ -230,14 +254,25 @@ class LaunchPanel(widgets.VBox):
         launch would take."""
         return self.server_name or self.launched or self.default_name()
 
+    def leaving_possible(self) -> bool:
+        """Whether Stop would take the launch under way out of the line: it asked to wait in
+        line, and Stop's target is that server."""
+        return (
+            self.state == LAUNCHING and self._launch_queued and self.stop_target() == self.launched
+        )
+
     def _show_state(self) -> None:
         busy = self.state in (LAUNCHING, STOPPING)
         self._launch.disabled = busy
         target = self.stop_target()
-        self._stop.disabled = busy or target not in self.running
-        if busy:
+        if self.leaving_possible():
+            self._stop.disabled = False
+            self._stop.tooltip = f"stop {target} (it leaves the line if it waits)"
+        elif busy:
+            self._stop.disabled = True
             self._stop.tooltip = ""
         else:
+            self._stop.disabled = target not in self.running
             self._stop.tooltip = (
                 f"{target} is not running" if self._stop.disabled else f"stop {target}"
             )
@@ -264,6 +299,9 @@ class LaunchPanel(widgets.VBox):
 
     def _on_name_value(self, change: Any) -> None:
         self.server_name = change["new"].strip()
+
+    def _on_queue_value(self, change: Any) -> None:
+        self.queue = bool(change["new"])
 
     def _on_launch_click(self, button: widgets.Button) -> None:
         self.state = LAUNCHING  # now, so that a second click finds the button disabled
@@ -333,6 +371,8 @@ class LaunchPanel(widgets.VBox):
         options: dict[str, Any] = {"pools": list(self.order), "gpus": self.gpus}
         if self.gpu_type:
             options["gpu_type"] = self.gpu_type
+        if self.queue:
+            options["queue"] = True
         return options
 
     async def refresh(self) -> None:
@@ -370,19 +410,26 @@ class LaunchPanel(widgets.VBox):
 
     async def launch(self) -> LaunchResult:
         """Launch ``server_name`` (or the default name) with the chosen pools and GPUs, and
-        follow the hub's progress into ``progress`` and ``message``."""
+        follow the hub's progress into ``progress`` and ``message`` (while it waits in line:
+        its place, in the hub's words)."""
         name = self.server_name or self.default_name()
+        options = self.user_options()
+        self._launch_queued, self._leaving = bool(options.get("queue")), False
         self.launched, self.url = name, ""
         self.state, self.progress, self.message = LAUNCHING, 0, f"asking for {name}"
         where = ""
         try:
             async with UserSession.from_environ() as session:
-                result = await session.launch(name, self.user_options(), self._on_progress)
-                if result.ready:
+                result = await session.launch(name, options, self._on_progress)
+                if result.ready and not self._leaving:
                     # the hub says ready; the service says where, and whether over quota
                     where = await ask_where(session, name)
         except SESSION_ERRORS as e:
             result = LaunchResult(name, False, getattr(e, "message", None) or str(e))
+        finally:
+            self._launch_queued = False
+        if self._leaving or self.state == STOPPING:
+            return result  # Stop was clicked meanwhile: the stop says how it ended
         # one change of the view: never "ready" shown without its link and buttons
         with self.hold_trait_notifications():
             self.progress = 100 if result.ready else self.progress
@@ -394,6 +441,8 @@ class LaunchPanel(widgets.VBox):
         return result
 
     def _on_progress(self, event: Mapping[str, Any]) -> None:
+        if self._leaving:
+            return  # stopped while it waited: what the stop says stays
         with contextlib.suppress(TypeError, ValueError):
             self.progress = max(0, min(100, int(event.get("progress") or 0)))
         self.message = str(event.get("message") or "")
@@ -401,6 +450,7 @@ class LaunchPanel(widgets.VBox):
     async def stop(self) -> str:
         """Stop :meth:`stop_target`: the typed name, else the server launched last."""
         name = self.stop_target()
+        self._leaving = self._launch_queued and name == self.launched
         self.state, self.message = STOPPING, f"stopping {name}"
         try:
             async with UserSession.from_environ() as session:
