@@ -142,11 +142,16 @@ def order(entries: Iterable[Waiting], state: AdmissionState) -> list[tuple[Waiti
 def positions(ranked: Sequence[tuple[Waiting, Standing]], state: AdmissionState) -> dict[str, int]:
     """Each request's place in line (1 = next) among the requests that share a pool with it."""
     out: dict[str, int] = {}
-    seen: dict[frozenset[str], int] = {}  # the pool lists ranked so far, and how many of each
-    for w, _ in ranked:
-        mine = frozenset(pools_of(w.request, state))
-        out[w.id] = 1 + sum(n for pools, n in seen.items() if pools & mine)
-        seen[mine] = seen.get(mine, 0) + 1
+    ahead: dict[str, list[int]] = {}  # pool -> the ranks of the requests so far that list it
+    for rank, (w, _) in enumerate(ranked):
+        mine = pools_of(w.request, state)
+        if len(mine) == 1:
+            before = len(ahead.get(mine[0], ()))
+        else:
+            before = len({r for p in mine for r in ahead.get(p, ())})
+        out[w.id] = 1 + before
+        for p in mine:
+            ahead.setdefault(p, []).append(rank)
     return out
 
 

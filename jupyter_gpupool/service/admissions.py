@@ -117,6 +117,8 @@ class AdmissionDesk:
         """Drop reservations whose pod never came."""
         gone = self.state.reservations.expire(clock.now())
         if gone:
+            if self.line is not None:
+                self.line.kick()  # their GPUs may let a waiting request in
             self.metrics.expired.inc(len(gone))
             log.info("%d reservation(s) expired: %s", len(gone), [r.admission_id for r in gone])
         return gone
@@ -126,7 +128,7 @@ class AdmissionDesk:
         first, and pools promised to requests waiting within quota take no borrower."""
         self.sweep()
         state = self.state.admission_state()
-        if self.line is not None:
+        if self.line is not None and self.line.waiting:
             self.line.pass_if_due()
             state = replace(state, promised=self.line.promised)
         decision = decide(request, state)

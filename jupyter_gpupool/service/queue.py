@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -43,6 +44,7 @@ from ..core.queue import (
     pools_of,
     positions,
     promised_pools,
+    standing,
     subject_words,
 )
 from . import clock
@@ -76,8 +78,12 @@ class Line:
         self.asked: dict[str, float] = {}
         self.ended: dict[str, Ended] = {}
         self.reasons: dict[str, str] = {}
-        self.standings: dict[str, Standing] = {}
-        self.places: dict[str, int] = {}
+        # where each entry stands and its place: computed when asked for after a change of
+        # usage (a pass ranks only the entries that might get in)
+        self._standings: dict[str, Standing] = {}
+        self._places: dict[str, int] = {}
+        self._standings_stale = True
+        self._places_stale = True
         self.reclaiming: set[str] = set()
         #: Taken up after a restart, and not asked for since: kept in place, never admitted
         self.unconfirmed: set[str] = set()
@@ -107,9 +113,13 @@ class Line:
         self._add(w, decision.message)
         if self.on_enqueue is not None:
             self.on_enqueue(w)
-        self._rank()
-        # a pass before the next decision: a request within quota holds its pools from now
-        self.kick()
+        # others stand where they stood (a request in line uses no GPUs): only its own standing
+        s = standing(w, self.state.admission_state())
+        if not self._standings_stale:
+            self._standings[w.id] = s
+        self._places_stale = True
+        # a request within quota holds its pools against borrowers from now
+        self.promised = self.promised | promised_pools([(w, s)])
         log.info(
             "%s waits in line for %s in %s (position %d)",
             request.user,
@@ -140,6 +150,7 @@ class Line:
     def kick(self) -> None:
         """Something changed that may let a request in: a pass runs soon."""
         self.dirty = True
+        self._standings_stale = True
         self._kick.set()
 
     def pass_if_due(self) -> None:
@@ -158,9 +169,25 @@ class Line:
         self._expire()
         state, index = self.state, self.state.index
         base = state.admission_state()
-        ranked = order(self.waiting.values(), base)
-        p = Pass(base, index.pool_max_free, ranked)
-        may_reclaim = lambda pool: bool(index.over_quota_servers(pool))  # noqa: E731
+        may_reclaim = functools.cache(lambda pool: bool(index.over_quota_servers(pool)))
+        max_free = functools.cache(index.pool_max_free)
+        # Only the entries that list a pool with room (a node with free GPUs, reservations not
+        # counted: an upper bound) or with borrowers to reclaim from are ranked: in the same
+        # order as the whole line, they alone could be admitted, and their standings say
+        # which of those pools are held for requests within quota. Elsewhere nothing can be
+        # admitted before the next change of usage (which kicks a pass): what was held stays
+        # held, in the pools some entry still waits for.
+        room: dict[str, bool] = {}
+        for w in self.waiting.values():
+            for pool in pools_of(w.request, base):
+                if pool not in room:
+                    room[pool] = max_free(pool) > 0 or may_reclaim(pool)
+        ranked = order(
+            (w for w in self.waiting.values() if any(room[q] for q in pools_of(w.request, base))),
+            base,
+        )
+        p = Pass(base, max_free, ranked)
+        p.promised |= frozenset(q for q in self.promised if room.get(q) is False)
         for w, s in ranked:
             if (
                 w.id in self.reclaiming
@@ -175,22 +202,42 @@ class Line:
             self.reasons[w.id] = decision.message
             if decision.reclaim is not None and s.within:
                 self._reclaim(w, decision)
-        self._rank()  # and the pools still promised, by those left in line
+        # held for within-quota requests; an admitted one's pools until the next pass
+        self.promised = p.promised
         self.passes += 1
         self.last_pass = time.perf_counter() - started
 
-    def _rank(self) -> None:
-        base = self.state.admission_state()
-        ranked = order(self.waiting.values(), base)
-        self.standings = {w.id: s for w, s in ranked}
-        self.places = positions(ranked, base)
-        self.promised = promised_pools(ranked)
+    @property
+    def standings(self) -> dict[str, Standing]:
+        """Where each entry stands now (within quota, share)."""
+        if self._standings_stale:
+            base = self.state.admission_state()
+            self._standings = {w.id: s for w, s in order(self.waiting.values(), base)}
+            self._standings_stale = False
+            self._places_stale = True
+        return self._standings
+
+    @property
+    def places(self) -> dict[str, int]:
+        """Each entry's place among the entries that share a pool with it."""
+        standings = self.standings
+        if self._places_stale:
+            last = Standing(False, float("inf"))
+            ranked = sorted(
+                ((w, standings.get(w.id, last)) for w in self.waiting.values()),
+                key=lambda pair: pair[1].key(pair[0].seq),
+            )
+            self._places = positions(ranked, self.state.admission_state())
+            self._places_stale = False
+        return self._places
 
     def _admit(self, w: Waiting, decision: Decision) -> None:
         from .admissions import Outcome
 
         reservation = decision.reservation(clock.now() + self.desk.ttl)
         self.state.reservations.add(reservation)
+        self.dirty = True  # usage changed: the next decision passes again first
+        self._standings_stale = True
         self._end(w.id, ADMITTED, decision.message, Outcome(201, decision, reservation))
         self.admitted += 1
         self.desk.metrics.admissions.labels("admitted").inc()
@@ -217,6 +264,8 @@ class Line:
 
     def _end(self, admission_id: str, how: str, message: str, outcome: Any = None) -> None:
         self.waiting.pop(admission_id, None)
+        self._standings.pop(admission_id, None)
+        self._places_stale = True
         self.asked.pop(admission_id, None)
         self.unconfirmed.discard(admission_id)
         self.reasons.pop(admission_id, None)

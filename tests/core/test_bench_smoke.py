@@ -173,3 +173,18 @@ def test_utilization_benchmark():
     assert result["service_rss_mb"] > 0 and result["service_rss_without_mb"] > 0
     rss_ratio = result["service_rss_mb"] / result["service_rss_without_mb"]
     assert abs(result["service_rss_x_without"] - rss_ratio) < 0.02
+
+
+def test_queue_benchmark():
+    result = run(
+        "bench_queue.py",
+        *("--nodes", 50, "--pools", 5, "--users", 40, "--groups", 8),
+        *("--queued", 40, "--releases", 20),
+    )
+    assert (result["queued"], result["releases"], result["nodes"]) == (40, 20, 50)
+    # every release of a full node lets a request of its pool in (the line keeps one there)
+    assert result["admitted"] == 20
+    assert 0 < result["release_to_admission_p50_ms"] <= result["release_to_admission_p99_ms"]
+    assert 0 < result["immediate_p50_ms"] <= result["immediate_p99_ms"]
+    ratio = result["release_to_admission_p50_ms"] / result["immediate_p50_ms"]
+    assert abs(result["ratio"] - ratio) < 0.05 * ratio + 0.1

@@ -146,6 +146,9 @@ class World:
             self.waiting[aid] = Asked(aid, user, pools, gpus, self.seq)
         else:
             assert outcome.status == 409, outcome
+            if not queue:  # refused at once: by the test's rules too
+                asked = Asked(aid, user, pools, gpus, self.seq)
+                assert self.fits(asked) is None, f"{asked} refused, but fits in {self.fits(asked)}"
         self._admitted_from_line()
         self._settle()
 
