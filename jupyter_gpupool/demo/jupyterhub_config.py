@@ -71,7 +71,9 @@ if os.geteuid() == 0:
     # jupyter-server refuses to run as root without it, and the hub would answer with a bare 500
     singleuser_args.append("--allow-root")
 c.KubeSpawner.args = singleuser_args
-c.KubeSpawner.start_timeout = 120
+# A start may wait in line for GPUs (the spawn form's "wait in line" box) until start_timeout:
+# a quarter of an hour here (docs/spawner.md, "Waiting in line").
+c.KubeSpawner.start_timeout = 900
 c.KubeSpawner.http_timeout = 60
 c.Spawner.default_url = "/lab"
 # more servers per user: `%gpupool launch NAME` and the launch widget start named servers

@@ -83,6 +83,7 @@ class ChoosingSpawner(KubeSpawner):
             catalog,
             max_pools=self.max_pools,
             default_gpus=self.default_gpus,
+            default_queue=self.queue_by_default,
         )
         context = form_context(
             catalog,
@@ -145,6 +146,7 @@ class ChoosingSpawner(KubeSpawner):
             catalog,
             max_pools=self.max_pools,
             default_gpus=self.default_gpus,
+            default_queue=self.queue_by_default,
             extra_keys=bool(self.profile_list),
         )
 

@@ -7,7 +7,8 @@ quota words and the GPU counts offered come from :mod:`jupyter_gpupool.core.laun
 that the magics and the ``LaunchPanel`` word them as the form does.
 
 The form works without JavaScript: each pool row has a priority number field
-(``priority.POOL``, empty: not used), the GPU count and type are plain selects. With JavaScript,
+(``priority.POOL``, empty: not used), the GPU count and type are plain selects, and a checkbox
+says whether to wait in line when no pool can take the server now (``queue``). With JavaScript,
 rows get a "use" checkbox and up/down buttons (keyboard operable) that renumber the priorities.
 """
 
@@ -68,7 +69,8 @@ def form_context(
     start with no pool chosen tries), ``default_note`` (that, in words), ``gpu_choices``,
     ``gpus``, ``max_gpus``, ``gpu_types``, ``gpu_type``, ``profile_form`` (KubeSpawner's profile
     choice, HTML, when profiles are configured), ``budgets`` (``text`` and ``spent`` of each
-    GPU-hour budget of the user and their groups), ``user``, ``server``, ``catalog``."""
+    GPU-hour budget of the user and their groups), ``queue`` (whether "wait in line" is
+    ticked), ``user``, ``server``, ``catalog``."""
     rows = [
         PoolRow(
             name=p.name,
@@ -100,6 +102,7 @@ def form_context(
         "gpu_type": chosen.gpu_type or "",
         "profile_form": profile_form,
         "budgets": [{"text": budget_text(b), "spent": b.remaining <= 0} for b in catalog.budgets],
+        "queue": chosen.queue,
         "user": user,
         "server": server,
         "catalog": catalog,

@@ -80,6 +80,84 @@ class Decision:
         return cls(admitted=admitted_line(admission), others=others, tag=f"{pool}, {quota}")
 
 
+@dataclass(frozen=True)
+class InLine:
+    """A start waiting in line, as the progress page shows it with every later step (the pod
+    events KubeSpawner reports meanwhile, e.g. its "please be patient" message): the service's
+    ``message`` (``waiting for 4 GPUs: position 2 in line for training-pool, inference-pool``)."""
+
+    message: str
+    position: int | None = None
+    others: tuple[str, ...] = ()
+
+    @property
+    def summary(self) -> str:
+        return _capital(self.message)
+
+    @property
+    def tag(self) -> str:
+        return f"in line, position {self.position}" if self.position else "in line"
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> InLine:
+        """From the service's answer for a queued request."""
+        position = row.get("position")
+        return cls(
+            message=str(row.get("message") or waiting_words(row)),
+            position=position if isinstance(position, int) else None,
+        )
+
+
+def waiting_words(row: Mapping[str, Any]) -> str:
+    """Words for a queued request when the service gave none (it always does)."""
+    pools = ", ".join(str(p) for p in row.get("pools") or ())
+    where = f" for {pools}" if pools else ""
+    position = row.get("position")
+    place = f": position {position}" if position else ""
+    return f"waiting for {_gpus(int(row.get('gpus') or 0))}{place} in line{where}"
+
+
+def _seconds(seconds: float) -> str:
+    return f"{seconds:.0f} s"
+
+
+def turn_line(waited: float) -> str:
+    """A queued start's turn came: the admission follows."""
+    return f"your turn came after {_seconds(waited)} in line"
+
+
+def line_lost_line() -> str:
+    """The service no longer knows a queued request (it lost it, e.g. in a restart)."""
+    return "the GPU pool service lost this server's place in line; asking again"
+
+
+def waiting_unavailable_line(error: str) -> str:
+    """The service stopped answering while a start waits in line (it keeps asking)."""
+    return f"the GPU pool service is not answering ({error}); still waiting in line"
+
+
+def left_line_message(state: str, message: str) -> str:
+    """A queued request left the line without being admitted (an admin cancelled it, or the
+    service dropped it)."""
+    why = message if message and message != state else state
+    return f"Your server stopped waiting in line for GPUs: {why}. Start it again to wait anew."
+
+
+def queue_timeout_message(seconds: float, waited: float, row: Mapping[str, Any]) -> str:
+    """The start gave up at ``start_timeout`` while waiting in line: how long, where it stood
+    last, and why no pool could take it (the service's last reasons, one per pool)."""
+    pools = ", ".join(str(p) for p in row.get("pools") or ())
+    where = f" for {pools}" if pools else ""
+    position = row.get("position")
+    last = f" (last at position {position})" if position else ""
+    reasons = "; ".join(r for r in str(row.get("reasons") or "").splitlines() if r.strip())
+    because = f" {reasons}" if reasons else ""
+    return (
+        f"No pool could take your server within {seconds:g} seconds: it waited "
+        f"{_seconds(waited)} in line{where}{last}.{because}"
+    )
+
+
 def _capital(text: str) -> str:
     return text[:1].upper() + text[1:]
 

@@ -9,10 +9,12 @@ Pure: no I/O, so the spawner, the form and the tests share one set of rules.
 
 ``user_options`` (the same from the form and from scripts)::
 
-    {"pools": ["training-pool", "inference-pool"], "gpus": 2, "gpu_type": "A100-80G"}
+    {"pools": ["training-pool", "inference-pool"], "gpus": 2, "gpu_type": "A100-80G",
+     "queue": true}
 
 ``pools`` in priority order (empty or missing: the admin's default order for the user's groups),
-``gpus`` a whole number (0: a CPU-only server), ``gpu_type`` optional.
+``gpus`` a whole number (0: a CPU-only server), ``gpu_type`` optional, ``queue`` true to wait in
+line when no pool can take the server now (missing: the spawner's ``queue_by_default``).
 """
 
 from __future__ import annotations
@@ -35,32 +37,47 @@ from ..core.yamldoc import unknown_key_message
 from .errors import OptionsError
 
 #: The keys of ``user_options`` this spawner reads.
-OPTION_KEYS = ("pools", "gpus", "gpu_type")
+OPTION_KEYS = ("pools", "gpus", "gpu_type", "queue")
 #: Set by the spawner to show where a server runs (admin page, REST API); ignored as input.
 POOL_KEY = "pool"
 #: Pool names and GPU types are Kubernetes label values: at most 63 characters.
 MAX_NAME_LENGTH = 63
 #: Form field holding a pool's priority: ``priority.training-pool=1``.
 PRIORITY_FIELD = "priority."
+#: Form field of the "wait in line" checkbox. The form sends it twice: a hidden ``off`` first,
+#: then ``on`` when the box is ticked; a form without it (an older template) leaves the choice
+#: to ``queue_by_default``.
+QUEUE_FIELD = "queue"
+#: What the form's ``queue`` field may say.
+QUEUE_ON = ("on", "true", "1", "yes")
+QUEUE_OFF = ("off", "false", "0", "no", "")
 
 
 @dataclass(frozen=True)
 class SpawnOptions:
-    """Checked options: ``pools`` in priority order (empty: the default order)."""
+    """Checked options: ``pools`` in priority order (empty: the default order); ``queue``: wait
+    in line when no pool can take the server now."""
 
     pools: tuple[str, ...] = ()
     gpus: int = 0
     gpu_type: str | None = None
+    queue: bool = False
 
     def to_user_options(self) -> dict[str, Any]:
-        return {"pools": list(self.pools), "gpus": self.gpus, "gpu_type": self.gpu_type}
+        return {
+            "pools": list(self.pools),
+            "gpus": self.gpus,
+            "gpu_type": self.gpu_type,
+            "queue": self.queue,
+        }
 
     def describe(self) -> str:
         """``2 A100-80G GPUs in training-pool, inference-pool`` (for logs and messages)."""
         kind = f" {self.gpu_type}" if self.gpu_type and self.gpus else ""
         what = f"{self.gpus}{kind} GPU{'s' if self.gpus != 1 else ''}" if self.gpus else "no GPU"
         where = ", ".join(self.pools) if self.pools else "the default pools"
-        return f"{what} in {where}"
+        line = ", waiting in line if need be" if self.queue and self.gpus else ""
+        return f"{what} in {where}{line}"
 
 
 # --- words ---------------------------------------------------------------------------------------
@@ -86,10 +103,12 @@ def form_to_user_options(
     Each pool row has a ``priority.POOL`` field: a number (1 is tried first) or empty for a pool
     not to use; equal numbers keep the form's order. ``gpus`` and ``gpu_type`` are single fields;
     a ``gpus`` that is not a whole number is passed on as text so that the check can say so.
+    ``queue`` (:data:`QUEUE_FIELD`) is the "wait in line" checkbox: ``on`` among its values is
+    true, ``off`` alone false; without the field, ``queue`` is left out (``queue_by_default``).
 
     ``strict=False`` reads a refused form as far as it goes, to show it again as the user left
     it: a priority that is not a number puts its pool after the numbered ones instead of
-    raising, a ``gpus`` that is not a whole number is left out.
+    raising, a ``gpus`` or ``queue`` that means nothing is left out.
     """
     ranked: list[tuple[float, int, str]] = []
     for order, (key, values) in enumerate(formdata.items()):
@@ -114,12 +133,23 @@ def form_to_user_options(
         options["gpus"] = int(raw_gpus) if _WHOLE.match(raw_gpus) else raw_gpus
     gpu_type = (formdata.get("gpu_type") or [""])[0].strip()
     options["gpu_type"] = gpu_type or None
+    if QUEUE_FIELD in formdata:
+        words = [v.strip().lower() for v in formdata[QUEUE_FIELD]]
+        unknown = [
+            v
+            for v, w in zip(formdata[QUEUE_FIELD], words, strict=True)
+            if w not in QUEUE_ON + QUEUE_OFF
+        ]
+        if not unknown:
+            options["queue"] = any(w in QUEUE_ON for w in words)  # "on" comes after the "off"
+        elif strict:
+            options["queue"] = unknown[0]  # passed on as text: the check says what is wrong
     return options
 
 
 def is_form_field(key: str) -> bool:
     """Whether a form field is one of ours (the rest belong to KubeSpawner's profiles)."""
-    return key.startswith(PRIORITY_FIELD) or key in ("gpus", "gpu_type")
+    return key.startswith(PRIORITY_FIELD) or key in ("gpus", "gpu_type", QUEUE_FIELD)
 
 
 # --- the check -----------------------------------------------------------------------------------
@@ -176,6 +206,17 @@ def _parse_gpus(value: Any, default: int, maximum: int) -> int:
         raise OptionsError(str(e)) from None
 
 
+def _parse_queue(value: Any, default: bool) -> bool:
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise OptionsError(
+            "queue must be true (wait in line when no pool can take the server now) or false, "
+            f"not {_shown(value)}"
+        )
+    return value
+
+
 def _check_against_pools(pools: Sequence[PoolChoice], gpus: int, gpu_type: str | None) -> None:
     """Refuse what no chosen pool could ever take (a pool merely busy now is skipped later)."""
     if not pools:
@@ -207,10 +248,12 @@ def parse_user_options(
     *,
     max_pools: int = 8,
     default_gpus: int = 0,
+    default_queue: bool = False,
     extra_keys: bool = False,
 ) -> SpawnOptions:
     """Check ``user_options`` against what the user may choose; raise
     :class:`~.errors.OptionsError` with a message for the user when they cannot be used.
+    ``default_queue``: ``queue`` when they don't say (``queue_by_default``).
 
     ``extra_keys``: let other keys through (KubeSpawner's ``profile_list`` options, which it
     checks itself); otherwise an unknown key is refused, naming the likely typo.
@@ -223,9 +266,10 @@ def parse_user_options(
     gpus = _parse_gpus(raw.get("gpus"), default_gpus, catalog.max_gpus)
     gpu_type = raw.get("gpu_type")
     gpu_type = None if gpu_type in (None, "") else _name(gpu_type, "gpu_type")
+    queue = _parse_queue(raw.get("queue"), default_queue)
     effective = pools or tuple(p for p in catalog.default_pools if catalog.pool(p) is not None)
     _check_against_pools([p for p in map(catalog.pool, effective) if p is not None], gpus, gpu_type)
-    return SpawnOptions(pools=pools, gpus=gpus, gpu_type=gpu_type if gpus else None)
+    return SpawnOptions(pools=pools, gpus=gpus, gpu_type=gpu_type if gpus else None, queue=queue)
 
 
 def default_options(
@@ -234,9 +278,11 @@ def default_options(
     *,
     max_pools: int = 8,
     default_gpus: int = 0,
+    default_queue: bool = False,
 ) -> SpawnOptions:
     """What the spawn form starts with: the user's last choice (the last start's, or a refused
-    form's) as the user left it, else the admin's default order with ``default_gpus``.
+    form's) as the user left it, else the admin's default order with ``default_gpus`` (and
+    ``default_queue`` for the "wait in line" box, also when the last choice does not say).
 
     The last choice is kept even when it cannot be used as it is (the form then says why when
     it is sent): only pools the user may no longer choose, and values that are not a pool name
@@ -244,7 +290,7 @@ def default_options(
     No pool chosen stays no pool chosen: the form says that the default order will be used.
     """
     if not last or not isinstance(last, Mapping):
-        return SpawnOptions(default_order(catalog), default_gpus, None)
+        return SpawnOptions(default_order(catalog), default_gpus, None, default_queue)
     raw_pools = last.get("pools")
     names = raw_pools if isinstance(raw_pools, Sequence) and not isinstance(raw_pools, str) else ()
     pools = tuple(dict.fromkeys(p for p in names if isinstance(p, str) and catalog.pool(p)))
@@ -254,8 +300,12 @@ def default_options(
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
         gpus = default_gpus
     gpu_type = last.get("gpu_type")
+    queue = last.get("queue")
     return SpawnOptions(
-        pools[:max_pools], gpus, gpu_type if isinstance(gpu_type, str) and gpu_type else None
+        pools[:max_pools],
+        gpus,
+        gpu_type if isinstance(gpu_type, str) and gpu_type else None,
+        queue if isinstance(queue, bool) else default_queue,
     )
 
 

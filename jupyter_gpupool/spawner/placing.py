@@ -5,7 +5,10 @@ progress the user reads meanwhile.
 A start (:meth:`PlacingSpawner._start`, the coroutine KubeSpawner's ``start()`` wraps):
 
 1. check the options against what the user may choose (the service's launch options);
-2. ask the service for admission with the ordered pools;
+2. ask the service for admission with the ordered pools; with ``queue``, a request no pool can
+   take now waits in line: the spawner asks where it stands every :data:`QUEUE_POLL_SECONDS`,
+   shows its place, and carries on with the admission when its turn comes (it leaves the line
+   when the start is given up, cancelled or stopped);
 3. run KubeSpawner's own start with the admission's pod settings (:meth:`load_user_options`
    resets every pool setting, lets KubeSpawner apply a profile, then applies the admission);
 4. watch the pod: once scheduled, report the node; if the scheduler keeps refusing it for
@@ -34,19 +37,25 @@ from .choosing import ChoosingSpawner
 from .errors import SpawnRefused
 from .messages import (
     Decision,
+    InLine,
     admitted_lines,
     fallback_line,
+    left_line_message,
+    line_lost_line,
+    queue_timeout_message,
     ready_words,
     scheduled_line,
+    turn_line,
     unavailable_message,
     unplaced_line,
     unschedulable_message,
+    waiting_unavailable_line,
 )
 from .options import POOL_KEY, Catalog, SpawnOptions
 from .podtraits import POOL_TRAITS, admission_overrides, pool_trait_values, with_job_type
 from .progress import ProgressLog, merge_progress, with_decision
 from .scheduling import Scheduling, rotate_after, scheduling
-from .service import ServiceUnavailable, admit, release
+from .service import PlaceLost, ServiceUnavailable, admit, in_line, release
 
 #: How often a pending pod is looked at in the reflectors (no request is made).
 WATCH_SECONDS = 0.1
@@ -55,6 +64,12 @@ WATCH_SECONDS = 0.1
 DEADLINE_MARGIN = 1.0
 #: Where a server's pool is kept in the spawner's state.
 STATE_KEY = "gpupool"
+#: How often a start waiting in line asks the service where it stands (asking also keeps it in
+#: line: the service drops a request nobody asks for during its ``queue_heartbeat``).
+QUEUE_POLL_SECONDS = 2.0
+#: How long the service may fail to answer, running, before a start waiting in line gives up
+#: (then as when it cannot be asked at all: fail closed, or ``fail_open``).
+QUEUE_OUTAGE_SECONDS = 30.0
 
 
 class Unschedulable(Exception):
@@ -81,6 +96,7 @@ class PlacingSpawner(ChoosingSpawner):
         self._configured = self._snapshot()
         self._base: dict[str, Any] = self._configured
         self._admission: dict[str, Any] | None = None
+        self._in_line: str | None = None  # the id of this start's request while it waits
         self._placement: dict[str, Any] = {}
         self._progress = ProgressLog()
 
@@ -118,6 +134,11 @@ class PlacingSpawner(ChoosingSpawner):
             self.user_options = {**options, POOL_KEY: pool}
 
     async def stop(self, now: bool = False) -> None:
+        # Stopped while waiting in line: leave it at once. (JupyterHub cancels a pending start,
+        # which leaves the line itself, and calls stop() only when poll() says the server runs;
+        # this is for other callers.)
+        if self._in_line is not None:
+            await self._leave_line(self._in_line)
         await super().stop(now=now)
         if self._admission is not None:
             await self._release(self._admission)
@@ -137,6 +158,10 @@ class PlacingSpawner(ChoosingSpawner):
 
     async def _release(self, admission: Mapping[str, Any]) -> None:
         await release(self._service, admission, self.log)
+
+    async def _leave_line(self, admission_id: str) -> None:
+        self._in_line = None
+        await release(self._service, {"id": admission_id}, self.log)
 
     # --- start -----------------------------------------------------------------------------------
 
@@ -194,8 +219,13 @@ class PlacingSpawner(ChoosingSpawner):
         while True:
             try:
                 admission = await self._admit(order, options)
+                if admission.get("queued"):
+                    admission = await self._wait_in_line(admission, deadline)
             except ServiceUnavailable as e:
                 return await self._start_without_service(str(e))
+            except PlaceLost:
+                self._progress.add(line_lost_line())
+                continue
             self._admission = admission
             pool = str(admission["pool"])
             self._progress.decide(Decision.of(admission, unplaced), admitted_lines(admission))
@@ -217,6 +247,69 @@ class PlacingSpawner(ChoosingSpawner):
             self._admission = None  # the pod exists: the service counts it now
             self._placed(admission, options)
             return url
+
+    async def _wait_in_line(self, entry: Mapping[str, Any], deadline: float) -> dict[str, Any]:
+        """Wait in line until the service admits the request (its admission, as an immediate
+        one), showing each new place; leave the line when the wait ends otherwise (given up
+        at the deadline, refused, cancelled: JupyterHub cancels a start that is stopped).
+
+        :class:`SpawnRefused` at the deadline (with the last place and reasons) or when the
+        request leaves the line without its spawner (an admin cancelled it, the service
+        dropped it); :class:`ServiceUnavailable` when the service has failed to answer for
+        :data:`QUEUE_OUTAGE_SECONDS` running (a failure shorter than that is asked again);
+        :class:`PlaceLost` when the service no longer knows the request."""
+        loop = asyncio.get_running_loop()
+        admission_id = str(entry["id"])
+        self._in_line = admission_id
+        since = loop.time()
+        row: Mapping[str, Any] = entry
+        shown: str | None = None
+        failing_since: float | None = None
+        try:
+            while True:
+                standing = InLine.of(row)
+                if standing.message != shown:  # a new place: one line, never the same twice
+                    shown = standing.message
+                    self._progress.decide(standing, [standing.message])
+                now = loop.time()
+                if now >= deadline:
+                    waited = now - since
+                    self.log.info(
+                        "%s gives up after %.0f s in line (%s)", self._log_name, waited, shown
+                    )
+                    raise SpawnRefused(503, queue_timeout_message(self.start_timeout, waited, row))
+                await asyncio.sleep(min(QUEUE_POLL_SECONDS, deadline - now))
+                try:
+                    answer = await in_line(self._service, admission_id)
+                except ServiceUnavailable as e:
+                    now = loop.time()
+                    if failing_since is None:
+                        failing_since = now
+                        self.log.warning("%s waits in line; %s", self._log_name, e)
+                        self._progress.add(waiting_unavailable_line(str(e)))
+                    if now - failing_since >= QUEUE_OUTAGE_SECONDS:
+                        raise
+                    continue
+                except PlaceLost:
+                    self._in_line = None  # nothing left to leave
+                    raise
+                failing_since = None
+                state = answer.get("state")
+                if state == "queued":
+                    row = answer
+                    continue
+                self._in_line = None  # it left the line: admitted (its GPUs are held), or not
+                if state == "admitted":
+                    self._progress.decide(None, [turn_line(loop.time() - since)])
+                    return answer
+                raise SpawnRefused(
+                    409, left_line_message(str(state), str(answer.get("message") or ""))
+                )
+        finally:
+            if self._in_line == admission_id:  # given up, failed or cancelled while in line
+                await self._leave_line(admission_id)
+            if isinstance(self._progress.decision, InLine):
+                self._progress.decision = None  # no longer in line
 
     def _schedule_wait(self, pool: str) -> float:
         return self.pool_schedule_timeouts.get(pool, self.pool_schedule_timeout)

@@ -8,6 +8,9 @@ JupyterHub's progress page shows only the latest event's message above the bar (
 also goes to the collapsed event log), and a start's last events are the pod's ("Started
 container notebook"). So once a pool is decided, every later step carries the decision
 (:func:`with_decision`): the page shows it with the latest step, the log lists each step once.
+While a start waits in line, its place is shown the same way: each new place the service
+reports is one step (a new line when it changes, none while it stays), and KubeSpawner's own
+messages meanwhile (its "please be patient" after ``slow_spawn_message_threshold``) carry it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ import html
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from .messages import Decision
+from .messages import Decision, InLine
+
+#: What later steps are shown with: the pool decision, or the place in line while waiting.
+Standing = Decision | InLine
 
 #: How often new messages of our own are looked for while KubeSpawner's generator sleeps.
 POLL_SECONDS = 0.1
@@ -32,9 +38,10 @@ REPEAT_CLASS = "gpupool-decision-again"
 LOG_STYLE = f"<style>#progress-log .{REPEAT_CLASS} {{ display: none; }}</style>"
 
 
-def with_decision(event: dict[str, Any], decision: Decision | None) -> dict[str, Any]:
-    """``event`` with the pool decision: before its plain ``message`` in short, and in full
-    above it in ``html_message`` (the page shows that instead of ``message``)."""
+def with_decision(event: dict[str, Any], decision: Standing | None) -> dict[str, Any]:
+    """``event`` with the pool decision (or the place in line): before its plain ``message`` in
+    short, and in full above it in ``html_message`` (the page shows that instead of
+    ``message``)."""
     if decision is None or not event.get("message"):
         return event
     step = str(event["message"])
@@ -50,16 +57,17 @@ def with_decision(event: dict[str, Any], decision: Decision | None) -> dict[str,
 
 class ProgressLog:
     """The messages of one start, in order (several progress pages may read them), and the
-    pool decision in force, which later steps are shown with."""
+    pool decision in force (or the place in line while the start waits), which later steps are
+    shown with."""
 
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
-        self.decision: Decision | None = None
+        self.decision: Standing | None = None
 
     def add(self, message: str, **extra: Any) -> None:
         self.events.append(with_decision({"message": message, **extra}, self.decision))
 
-    def decide(self, decision: Decision | None, lines: Sequence[str] = ()) -> None:
+    def decide(self, decision: Standing | None, lines: Sequence[str] = ()) -> None:
         """Add the lines that tell a decision (the last carries :data:`LOG_STYLE`), then show
         every later step with it; ``None``: the decision no longer holds (the pool is left)."""
         self.decision = None
@@ -79,8 +87,9 @@ async def merge_progress(
     done: Callable[[], bool],
     poll: float = POLL_SECONDS,
 ) -> AsyncIterator[dict[str, Any]]:
-    """Yield ``log``'s events as they are added and ``other``'s as they come, until ``other``
-    is exhausted and ``done()``; then whatever ``log`` still holds."""
+    """Yield ``log``'s events as they are added and ``other``'s as they come (``log``'s added
+    before one of ``other``'s arrives go first), until ``other`` is exhausted and ``done()``;
+    then whatever ``log`` still holds."""
     sent = 0
     pending: asyncio.Future[dict[str, Any]] | None = asyncio.ensure_future(anext(other))
     try:
@@ -100,6 +109,11 @@ async def merge_progress(
                 except StopAsyncIteration:
                     pending = None
                     continue
+                # our steps recorded meanwhile first: they happened before this event reached us
+                # (a pod event carrying a decision comes after the lines telling it)
+                while sent < len(log.events):
+                    yield log.events[sent]
+                    sent += 1
                 yield item
                 pending = asyncio.ensure_future(anext(other))
         while sent < len(log.events):

@@ -20,11 +20,23 @@ from .errors import OptionsError, SpawnRefused
 from .messages import no_pool_message
 from .options import Catalog, SpawnOptions
 
-__all__ = ["ServiceLink", "ServiceUnavailable", "admit", "launch_catalog", "release"]
+__all__ = [
+    "PlaceLost",
+    "ServiceLink",
+    "ServiceUnavailable",
+    "admit",
+    "in_line",
+    "launch_catalog",
+    "release",
+]
 
 
 class ServiceUnavailable(Exception):
     """The gpupool service could not be asked (no answer, an error of its own, a bad token)."""
+
+
+class PlaceLost(Exception):
+    """The service no longer knows a request that waited in line (a 404)."""
 
 
 class ServiceLink:
@@ -83,7 +95,9 @@ async def admit(
 ) -> dict[str, Any]:
     """An admission to the first of ``pools`` that takes it: :class:`SpawnRefused` when none
     can (with each pool's reason), :class:`OptionsError` for options the service refuses,
-    :class:`ServiceUnavailable` when it cannot be asked."""
+    :class:`ServiceUnavailable` when it cannot be asked. With ``options.queue``, a request no
+    pool can take now but one could later is put in line: the answer then has ``"queued":
+    True``, its ``id``, ``position`` and ``message`` (follow it with :func:`in_line`)."""
     try:
         async with link.client() as client:
             return dict(
@@ -94,6 +108,7 @@ async def admit(
                     gpus=options.gpus,
                     gpu_type=options.gpu_type,
                     server=server,
+                    queue=options.queue,
                 )
             )
     except (AdmissionRejected, AdmissionForbidden) as e:
@@ -104,9 +119,24 @@ async def admit(
         raise ServiceUnavailable(e.message) from e
 
 
+async def in_line(link: ServiceLink, admission_id: str) -> dict[str, Any]:
+    """Where a request waiting in line stands (asking keeps it in line): ``state`` ``queued``
+    (``position``, ``message``, ``reasons``), ``admitted`` (the fields of an admission),
+    ``cancelled`` or ``expired`` (``message``). :class:`PlaceLost` when the service no longer
+    knows it, :class:`ServiceUnavailable` when it cannot be asked."""
+    try:
+        async with link.client() as client:
+            return await client.admission(admission_id)
+    except GPUPoolError as e:
+        if e.status == 404:
+            raise PlaceLost(e.message) from e
+        raise ServiceUnavailable(e.message) from e
+
+
 async def release(link: ServiceLink, admission: Mapping[str, Any], log: logging.Logger) -> None:
-    """Give an admission's GPUs back; a failure is only logged (it expires on its own after the
-    service's ``reservation_ttl``)."""
+    """Give an admission's GPUs back, or leave the line (a request waiting in it); a failure is
+    only logged (GPUs held expire on their own after the service's ``reservation_ttl``, a
+    request in line once nobody asks for it during ``queue_heartbeat``)."""
     try:
         async with link.client() as client:
             await client.release(str(admission["id"]))

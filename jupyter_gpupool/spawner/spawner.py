@@ -235,6 +235,28 @@ class GPUPoolSpawner(PlacingSpawner):
             raise TraitError(f"default_gpus must not be negative, not {proposal['value']}")
         return int(proposal["value"])
 
+    queue_by_default = Bool(
+        False,
+        help="""
+        Let starts wait in line for GPUs unless the user says otherwise.
+
+        A start that asks to wait (`"queue": true` in `user_options`, the spawn form's
+        "wait in line if no pool can take it now" checkbox) and that no pool can take now
+        waits in the gpupool service's fair queue instead of failing at once; the progress
+        page shows its place in line, and the server starts when its turn comes. This sets
+        the checkbox's state on a user's first visit to the form, and `queue` for starts
+        whose `user_options` do not say (the REST API). A queued start still gives up at
+        `start_timeout`: give it a long one (e.g. 3600) where starts queue.
+
+        Example:
+
+        ```python
+        c.GPUPoolSpawner.queue_by_default = True
+        c.KubeSpawner.start_timeout = 3600  # how long a start may wait in line
+        ```
+        """,
+    ).tag(config=True)
+
     max_pools = Integer(
         8,
         help="""
@@ -266,9 +288,11 @@ class GPUPoolSpawner(PlacingSpawner):
         `gpupool_form.html` is a good start for your own). The template gets `rows` (one per
         pool: `name`, `field`, `priority`, `description`, `gpu_types`, `free`,
         `largest_free_block`, `quota`, `status`, `status_text`), `gpu_choices`, `gpus`,
-        `max_gpus`, `gpu_types`, `gpu_type`, `profile_form` (KubeSpawner's profile choice,
-        when `profile_list` is set), `user` and `server`. Fields named `priority.POOL`,
-        `gpus` and `gpu_type` are what the spawner reads back.
+        `max_gpus`, `gpu_types`, `gpu_type`, `queue` (whether "wait in line" is ticked),
+        `profile_form` (KubeSpawner's profile choice, when `profile_list` is set), `user` and
+        `server`. Fields named `priority.POOL`, `gpus`, `gpu_type` and `queue` are what the
+        spawner reads back (`queue`: a hidden `off`, then the checkbox's `on`; a form
+        without it leaves the choice to `queue_by_default`).
 
         Example:
 

@@ -300,6 +300,7 @@ async def test_spawn_through_the_form(hub):
             "pools": ["dev-pool", "training-pool"],
             "gpus": 1,
             "gpu_type": None,
+            "queue": False,  # the form's "wait in line" box, left unticked
             "pool": "dev-pool",  # what JupyterHub's admin page shows with the server
         }
         assert server["state"]["gpupool"]["pool"] == "dev-pool"

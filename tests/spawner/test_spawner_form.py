@@ -144,6 +144,7 @@ def test_the_rendered_form_submits_the_defaults_back_without_javascript():
         "priority.compute-pool": [""],
         "gpus": ["2"],
         "gpu_type": ["A100-80G"],
+        "queue": ["off"],  # the hidden half of the "wait in line" checkbox, left unticked
     }
     assert form.options["gpus"] == [str(n) for n in range(9)]
     assert form.options["gpu_type"] == ["", "A100-80G", "RTX4090-24G"]

@@ -54,6 +54,7 @@ def test_rest_options_as_the_issue_writes_them():
         "pools": ["training-pool", "inference-pool"],
         "gpus": 2,
         "gpu_type": "A100-80G",
+        "queue": False,
     }
 
 
@@ -92,7 +93,7 @@ def test_defaults_and_duplicates():
         ({"gpus": 65}, "gpus is 65; one server may have at most 64 GPUs"),
         ({"gpu_type": "y" * 100, "gpus": 1}, "gpu_type is longer than 63 characters"),
         ({"gpu": 2}, "unknown option 'gpu'; did you mean 'gpus'?"),
-        ({"image": "x"}, "unknown option 'image' (allowed: gpu_type, gpus, pools)"),
+        ({"image": "x"}, "unknown option 'image' (allowed: gpu_type, gpus, pools, queue)"),
         (
             {"pools": ["compute-pool"], "gpus": 1},
             "compute-pool has no GPUs: choose 0 GPUs for a CPU-only server, or a pool with GPUs",

@@ -80,7 +80,12 @@ async def test_a_server_starts_in_its_first_pool_with_labels_and_gpus(
         "charged": "group:ml-research",
         "admission": "adm0",
         "node": node,
-        "user_options": {"pools": ["training-pool", "inference-pool"], "gpus": 2, "gpu_type": None},
+        "user_options": {
+            "pools": ["training-pool", "inference-pool"],
+            "gpus": 2,
+            "gpu_type": None,
+            "queue": False,
+        },
     }
     assert spawner.user_options["pool"] == "training-pool"
     assert fake_service.released == []  # the pod exists: nothing to give back
@@ -311,6 +316,7 @@ async def test_the_form_shows_the_pools_and_reads_them_back(spawner, fake_servic
         "priority.dev-pool": [""],
         "gpus": ["1"],  # default_gpus
         "gpu_type": [""],
+        "queue": ["off"],  # not waiting in line (queue_by_default)
     }
     form = {
         "priority.training-pool": ["2"],
@@ -321,7 +327,12 @@ async def test_the_form_shows_the_pools_and_reads_them_back(spawner, fake_servic
         "gpu_type": [""],
     }
     options = await spawner.run_options_from_form(form)
-    assert options == {"pools": ["dev-pool", "training-pool"], "gpus": 1, "gpu_type": None}
+    assert options == {
+        "pools": ["dev-pool", "training-pool"],
+        "gpus": 1,
+        "gpu_type": None,
+        "queue": False,
+    }
     spawner.user_options = options
     fields = submitted(await spawner.get_options_form()).fields  # the last choice comes back
     assert (fields["priority.dev-pool"], fields["priority.training-pool"]) == (["1"], ["2"])
@@ -352,7 +363,13 @@ async def test_kubespawner_profiles_sit_beside_the_pools(make_spawner, sim_clust
     assert 'id="kubespawner-profiles-list"' in html and "priority.compute-pool" in html
     form = {"profile": ["bigmem"], "priority.compute-pool": ["1"], "gpus": ["0"]}
     options = await spawner.run_options_from_form(form)
-    assert options == {"profile": "bigmem", "pools": ["compute-pool"], "gpus": 0, "gpu_type": None}
+    assert options == {
+        "profile": "bigmem",
+        "pools": ["compute-pool"],
+        "gpus": 0,
+        "gpu_type": None,
+        "queue": False,
+    }
     spawner.user_options = options
     await spawner.start()
     pod = pod_of(sim_cluster, spawner)
@@ -491,6 +508,7 @@ async def test_a_refused_form_comes_back_as_it_was_sent(spawner, fake_service):
         "priority.training-pool": [""],
         "gpus": ["3"],
         "gpu_type": [""],
+        "queue": ["off"],
     }
     # options the check refuses (a CPU pool with GPUs): the pools, their order and the count
     sent = {"priority.compute-pool": ["1"], "priority.dev-pool": [""], "gpus": ["2"]}

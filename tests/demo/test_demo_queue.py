@@ -1,0 +1,301 @@
+"""Waiting in line in `gpupool demo` (issue 18), as the issue's demo scenario, on each cluster of
+tests/clusters.py: a real JupyterHub with GPUPoolSpawner and the gpupool service, users driven
+over the hub's REST API (and one through the spawn form, as a browser).
+
+dev-pool is one node of 4 RTX4090-24G GPUs, open to everyone with a limit of 4 and no guarantee
+(examples/pools/quotas.yaml): everyone there borrows as themselves, so the line is first come,
+first served. The demo's own settings apply (start_timeout 900 s, the spawner's 2 s polls).
+Truth from outside the spawner: the service's ``GET api/v1/queue``, the hub's server models,
+and the cluster's pods through the Kubernetes API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import AsyncIterator
+from http.cookies import SimpleCookie
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+import pytest_asyncio
+import tornado.httpclient
+from clusters import CLUSTERS, Cluster, open_demo
+from waiting import WaitTimeout, async_wait_for
+
+from jupyter_gpupool.demo.run import Demo
+from jupyter_gpupool.hubclient import HubClient
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+DEV = {"pools": ["dev-pool"]}
+
+
+class Hub:
+    """The demo hub, asked with the admin token, and what it runs on."""
+
+    def __init__(self, cluster: Cluster, demo: Demo):
+        self.cluster = cluster
+        self.demo = demo
+        self.url = demo.url
+        self.http = tornado.httpclient.AsyncHTTPClient(force_instance=True)
+        self.client = HubClient(demo.url + "/hub/api", demo.admin_token)
+
+    async def api(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        resp = await self.http.fetch(
+            self.url + path,
+            method=method,
+            body=None if body is None else json.dumps(body),
+            headers={"Authorization": f"token {self.demo.admin_token}"},
+            allow_nonstandard_methods=True,
+            raise_error=False,
+            request_timeout=60,
+        )
+        text = resp.body or b""
+        return resp.code, json.loads(text) if text.strip().startswith(b"{") else text
+
+    async def server(self, name: str) -> dict[str, Any]:
+        code, model = await self.api("GET", f"/hub/api/users/{name}")
+        assert code == 200, model
+        return dict(model["servers"].get("", {}))
+
+    async def line(self) -> list[tuple[str, int]]:
+        """The service's line: (user, position), first in line first."""
+        code, answer = await self.api("GET", "/services/gpupool/api/v1/queue")
+        assert code == 200, answer
+        return [(r["user"], r["position"]) for r in answer["queue"]]
+
+    async def wait_line(self, expected: list[tuple[str, int]], timeout: float = 20) -> None:
+        seen: list[list[tuple[str, int]]] = []
+
+        async def matches() -> bool:
+            seen.append(await self.line())
+            return seen[-1] == expected
+
+        try:
+            await async_wait_for(
+                matches, what=f"the service's line to be {expected}", timeout=timeout
+            )
+        except WaitTimeout as e:
+            raise WaitTimeout(f"{e}; the line was {seen[-1] if seen else None}") from None
+
+    async def queue_row(self, user: str) -> dict[str, Any]:
+        _, answer = await self.api("GET", "/services/gpupool/api/v1/queue")
+        return next(r for r in answer["queue"] if r["user"] == user)
+
+    async def wait_ready(self, name: str, timeout: float = 60) -> dict[str, Any]:
+        async def ready() -> dict[str, Any] | None:
+            server = await self.server(name)
+            if not server:
+                raise AssertionError(f"{name}'s server is gone (its start failed)")
+            return server if server.get("ready") else None
+
+        return await async_wait_for(
+            ready, what=f"{name}'s server to be ready", timeout=timeout, interval=0.1
+        )
+
+    async def stop(self, name: str) -> None:
+        await self.api("DELETE", f"/hub/api/users/{name}/server")
+        await self.cluster.wait_gone("default", f"jupyter-{name}", 60)
+
+        async def gone() -> bool:
+            return not await self.server(name)
+
+        await async_wait_for(gone, what=f"the hub to forget {name}'s server", timeout=30)
+
+    async def pod(self, name: str) -> dict[str, Any] | None:
+        return await self.cluster.pod("default", f"jupyter-{name}")
+
+
+class Follow:
+    """A start through the hub's REST API, its progress events collected as they come."""
+
+    def __init__(self, hub: Hub, user: str, options: dict[str, Any]):
+        self.events: list[dict[str, Any]] = []
+        self.task = asyncio.ensure_future(self._run(hub, user, options))
+
+    async def _run(self, hub: Hub, user: str, options: dict[str, Any]) -> None:
+        async for event in hub.client.start_and_follow(user, "", options, timeout=300):
+            self.events.append(event)
+
+    @property
+    def messages(self) -> list[str]:
+        return [str(e.get("message")) for e in self.events]
+
+    async def says(self, message: str, timeout: float = 20) -> None:
+        await async_wait_for(
+            lambda: message in self.messages,
+            what=f"the progress to say {message!r}",
+            timeout=timeout,
+        )
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module", params=CLUSTERS)
+async def hub(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Hub]:
+    kind = str(request.param)
+    real = request.getfixturevalue("realk8s_kubeconfig") if kind == "real" else None
+    state = tmp_path_factory.mktemp(f"gpupool-demo-queue-{kind}")
+    async with open_demo(kind, state, realk8s_kubeconfig=real) as (cluster, demo):
+        hub = Hub(cluster, demo)
+        for user in ("alice", "bob", "carol", "dave", "erin"):
+            await hub.api("POST", f"/hub/api/users/{user}", {})
+        try:
+            yield hub
+        finally:
+            await hub.client.close()
+            hub.http.close()
+
+
+def gpus_of(pod: dict[str, Any]) -> str | None:
+    limits = pod["spec"]["containers"][0].get("resources", {}).get("limits") or {}
+    return limits.get("nvidia.com/gpu")
+
+
+async def test_the_issue_scenario_bob_then_carol_wait_in_line_and_start_when_alice_stops(hub):
+    code, _ = await hub.api("POST", "/hub/api/users/alice/server", {**DEV, "gpus": 4})
+    assert code in (201, 202)
+    await hub.wait_ready("alice")
+    bob = Follow(hub, "bob", {**DEV, "gpus": 2, "queue": True})
+    carol: Follow | None = None
+    try:
+        await hub.wait_line([("bob", 1)])
+        await bob.says("waiting for 2 GPUs: position 1 in line for dev-pool")
+        carol = Follow(hub, "carol", {**DEV, "gpus": 1, "queue": True})
+        await hub.wait_line([("bob", 1), ("carol", 2)])
+        await carol.says("waiting for 1 GPU: position 2 in line for dev-pool")
+        assert (await hub.server("bob"))["pending"] == "spawn"
+        assert await hub.pod("bob") is None and await hub.pod("carol") is None
+        # dave does not ask to wait: today's fast refusal
+        started = time.monotonic()
+        code, body = await hub.api("POST", "/hub/api/users/dave/server", {**DEV, "gpus": 1})
+        assert time.monotonic() - started < 2
+        assert code == 409, body
+        assert body["message"].startswith("No pool can take your server now. dev-pool: "), body
+        assert await hub.line() == [("bob", 1), ("carol", 2)]  # dave is not in line
+        assert await hub.server("dave") == {} and await hub.pod("dave") is None
+
+        stopped = time.monotonic()
+        code, _ = await hub.api("DELETE", "/hub/api/users/alice/server")
+        assert code in (202, 204)
+        alice_stopped = time.monotonic() - stopped
+        bob_server = await hub.wait_ready("bob", timeout=30)
+        bob_ready = time.monotonic() - stopped
+        carol_server = await hub.wait_ready("carol", timeout=30)
+        carol_ready = time.monotonic() - stopped
+        assert bob_ready < 10, (
+            f"bob's server was ready {bob_ready:.1f} s after alice's stop was asked for "
+            f"(which took {alice_stopped:.1f} s)"
+        )
+        assert carol_ready < 20, f"carol's server was ready {carol_ready:.1f} s after alice's stop"
+        assert await hub.line() == []
+        for server, gpus in ((bob_server, 2), (carol_server, 1)):
+            assert server["user_options"]["pool"] == "dev-pool"
+            assert server["state"]["gpupool"]["gpus"] == gpus
+        await hub.cluster.wait_gone("default", "jupyter-alice", 60)
+        for user, gpus in (("bob", "2"), ("carol", "1")):
+            pod = await hub.pod(user)
+            assert pod is not None and pod["spec"]["nodeName"] == "gpu-node-5"
+            assert pod["metadata"]["labels"]["runwhere.ai/pool"] == "dev-pool"
+            assert gpus_of(pod) == gpus
+        # what bob read: his place once (the spawner asked every 2 s), then his turn
+        await asyncio.wait_for(bob.task, 30)
+        messages = bob.messages
+        assert messages.count("waiting for 2 GPUs: position 1 in line for dev-pool") == 1
+        turn = messages.index("waiting for 2 GPUs: position 1 in line for dev-pool") + 1
+        assert re.fullmatch(r"your turn came after \d+ s in line", messages[turn]), messages
+        assert messages[turn + 1].startswith("admitted to dev-pool over quota (2 RTX4090-24G GPUs)")
+        assert bob.events[-1].get("ready"), bob.events[-1]
+    finally:
+        for follow in (bob, carol):
+            if follow is not None and not follow.task.done():
+                follow.task.cancel()
+        for user in ("alice", "bob", "carol"):
+            await hub.stop(user)
+
+
+class Browser:
+    """A browser session on the hub: its cookies, the login form, the spawn form."""
+
+    def __init__(self, hub: Hub):
+        self.hub = hub
+        self.cookies: dict[str, str] = {}
+
+    async def request(self, method: str, path: str, form: dict[str, Any] | None = None) -> Any:
+        resp = await self.hub.http.fetch(
+            self.hub.url + path,
+            method=method,
+            body=None if form is None else urlencode(form, doseq=True),
+            headers={"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())},
+            follow_redirects=False,
+            raise_error=False,
+            request_timeout=60,
+        )
+        for header in resp.headers.get_list("Set-Cookie"):
+            for key, morsel in SimpleCookie(header).items():
+                self.cookies[key] = morsel.value
+        return resp
+
+    async def login(self, name: str) -> None:
+        page = (await self.request("GET", "/hub/login")).body.decode()
+        xsrf = re.search(r'name="_xsrf" value="([^"]+)"', page)
+        assert xsrf is not None
+        form = {"username": name, "password": "any", "_xsrf": xsrf.group(1)}
+        assert (await self.request("POST", "/hub/login", form)).code == 302
+
+    async def spawn(self, fields: dict[str, list[str]]) -> Any:
+        page = (await self.request("GET", "/hub/spawn")).body.decode()
+        assert 'name="queue" value="on"' in page, page[-2000:]  # the "wait in line" box
+        xsrf = re.search(r"_xsrf=([^\"&]+)", page)
+        assert xsrf is not None
+        return await self.request(
+            "POST", f"/hub/spawn?_xsrf={xsrf.group(1)}", {**fields, "_xsrf": xsrf.group(1)}
+        )
+
+
+async def test_stopping_a_start_that_waits_in_line_takes_it_out_of_the_line(hub):
+    """erin ticks "wait in line" on the spawn form while dev-pool is full, then stops the
+    pending server (what the progress page's Stop button asks): her request leaves the line
+    and the hub forgets the server; nothing starts when the GPUs come free."""
+    code, _ = await hub.api("POST", "/hub/api/users/alice/server", {**DEV, "gpus": 4})
+    assert code in (201, 202)
+    await hub.wait_ready("alice")
+    try:
+        browser = Browser(hub)
+        await browser.login("erin")
+        fields = {"priority.dev-pool": ["1"], "gpus": ["1"], "gpu_type": [""]}
+        resp = await browser.spawn({**fields, "queue": ["off", "on"]})
+        assert resp.code == 302 and "/hub/spawn-pending/erin" in resp.headers["Location"]
+        await hub.wait_line([("erin", 1)])
+        row = await hub.queue_row("erin")
+        assert row["message"] == "waiting for 1 GPU: position 1 in line for dev-pool"
+        # her progress page reads her place (after the hub's own "Server requested")
+        stream = hub.client.progress("erin", "")
+        try:
+            read = [await asyncio.wait_for(anext(stream), 20) for _ in range(2)]
+        finally:
+            await stream.aclose()
+        assert [e["message"] for e in read] == ["Server requested", row["message"]]
+
+        code, _ = await hub.api("DELETE", "/hub/api/users/erin/server")
+        assert code in (202, 204)
+        await hub.wait_line([], timeout=10)
+        code, state = await hub.api("GET", f"/services/gpupool/api/v1/admissions/{row['id']}")
+        assert (code, state["state"]) == (200, "cancelled"), state
+
+        async def forgotten() -> bool:
+            return not await hub.server("erin")
+
+        await async_wait_for(forgotten, what="the hub to forget erin's server", timeout=30)
+        await hub.stop("alice")
+        # the GPUs are free and nobody is admitted for erin: nothing held, no pod
+        code, held = await hub.api("GET", "/services/gpupool/api/v1/admissions")
+        assert code == 200 and held["admissions"] == [], held
+        assert await hub.pod("erin") is None
+    finally:
+        await hub.stop("erin")
+        await hub.stop("alice")
