@@ -84,6 +84,10 @@ c.GPUPoolSpawner.pool_schedule_timeouts = {"training-pool": 120}
 c.JupyterHub.allow_named_servers = True  # `%gpupool launch NAME` starts named servers
 c.KubeSpawner.image = "quay.io/jupyter/pytorch-notebook:cuda12-latest"
 c.KubeSpawner.start_timeout = 600  # the whole fallback walk must fit in it
+# Waiting in line when no pool can take a server now (the spawn form's box, ticked by default
+# here): a start that waits gives up at start_timeout, so give it more (docs/spawner.md).
+# c.GPUPoolSpawner.queue_by_default = True
+# c.KubeSpawner.start_timeout = 3600
 c.KubeSpawner.default_url = "/lab"
 
 # --- users and groups (quotas are per JupyterHub group) ---------------------------------------
