@@ -366,15 +366,24 @@ def exporter_pod(node: str, name: str | None = None) -> dict[str, Any]:
     }
 
 
-def set_utilization(kubeconfig: Path, namespace: str, pod: str, percent: int) -> None:
-    """Set a pod's GPU utilization in a simulated cluster running in another process, over
-    its API (``PUT /sim/v1/namespaces/NS/pods/NAME/gpu-utilization``)."""
+def sim_put(kubeconfig: Path, path: str, body: Any) -> None:
+    """``PUT`` to a control endpoint of a simulated cluster running in another process."""
     server = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
     req = urllib.request.Request(
-        f"{server}/sim/v1/namespaces/{namespace}/pods/{pod}/gpu-utilization",
+        f"{server}/sim/v1/{path}",
         method="PUT",
-        data=json.dumps({"percent": percent}).encode(),
+        data=json.dumps(body).encode(),
         headers={"Content-Type": "application/json", **sim_auth_headers(kubeconfig)},
     )
     with urllib.request.urlopen(req, context=sim_ssl_context(kubeconfig), timeout=10) as r:
         assert r.status == 200
+
+
+def set_utilization(kubeconfig: Path, namespace: str, pod: str, percent: int) -> None:
+    """Set a pod's GPU utilization (``PUT /sim/v1/namespaces/NS/pods/NAME/gpu-utilization``)."""
+    sim_put(kubeconfig, f"namespaces/{namespace}/pods/{pod}/gpu-utilization", {"percent": percent})
+
+
+def set_dcgm_reachable(kubeconfig: Path, node: str, reachable: bool) -> None:
+    """Make a node's DCGM exporter answer or not (``PUT /sim/v1/dcgm/nodes/NAME``)."""
+    sim_put(kubeconfig, f"dcgm/nodes/{node}", {"reachable": reachable})

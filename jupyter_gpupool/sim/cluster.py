@@ -441,6 +441,11 @@ class SimCluster:
         the ``node`` and ``gpus`` (``gpu``, ``UUID``, ``container``) it holds."""
         return self.dcgm.get(namespace, name)
 
+    def set_dcgm_reachable(self, node: str, reachable: bool) -> dict[str, Any]:
+        """Make the node's DCGM exporter answer or not (see :meth:`.dcgm.DcgmExporter.
+        set_reachable`)."""
+        return self.dcgm.set_reachable(node, reachable)
+
     def dcgm_metrics(self, node: str | None = None) -> str:
         """What NVIDIA's DCGM exporter would serve for every GPU node (or ``node`` only), in
         Prometheus' text format."""

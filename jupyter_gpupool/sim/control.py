@@ -23,7 +23,8 @@ class ControlHandler(BaseHandler):
     - ``PUT /sim/v1/faults`` ``{"error_rate": 0.2, "paths": ["/pods"], "seed": 1}``
     - ``POST /sim/v1/faults/cut-watches``, ``POST /sim/v1/faults/expire-history``
     - ``GET /sim/v1/dcgm/metrics[?node=NAME]``: the GPUs as NVIDIA's DCGM exporter reports them
-      (Prometheus' text format; see :mod:`.dcgm`)
+      (Prometheus' text format; see :mod:`.dcgm`); ``PUT /sim/v1/dcgm/nodes/NAME``
+      ``{"reachable": false}`` makes a node's exporter stop answering
     - ``PUT /sim/v1/namespaces/NS/pods/NAME/gpu-utilization`` ``{"percent": 80}``, and ``GET``
       of the same path: what the pod's GPUs report as their utilization
     """
@@ -100,6 +101,15 @@ class ControlHandler(BaseHandler):
             self._do(lambda: c.faults.configure(**self._body()))
         elif (pod := self._utilization_path(path)) is not None:
             self._do(lambda: c.set_gpu_utilization(*pod, self._percent()))
+        elif len(parts) == 3 and parts[:2] == ["dcgm", "nodes"]:
+
+            def reachable() -> Any:
+                body = self._body()
+                if set(body) != {"reachable"} or not isinstance(body["reachable"], bool):
+                    raise ApiError(400, 'the body is {"reachable": true} or {"reachable": false}')
+                return c.set_dcgm_reachable(parts[2], body["reachable"])
+
+            self._do(reachable)
         elif len(parts) == 3 and parts[0] == "nodes" and parts[2] == "cordon":
             self._do(lambda: c.cordon(parts[1], bool(self._body().get("unschedulable", True))))
         elif len(parts) == 3 and parts[0] == "nodes" and parts[2] == "conditions":

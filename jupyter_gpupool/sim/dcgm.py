@@ -161,6 +161,8 @@ class DcgmExporter:
         self.devices = devices
         self._settings: dict[str, tuple[int, str]] = {}  # pod uid -> (percent, source)
         self._problems: dict[str, str] = {}  # pod uid -> why its annotation is ignored
+        #: Nodes whose exporter does not answer (:meth:`set_reachable`)
+        self.down: set[str] = set()
 
     def start(self) -> None:
         if self._on_event not in self.store.listeners:
@@ -269,9 +271,28 @@ class DcgmExporter:
                 out.append(GPUSample(name, i, model, memory, holder, percent))
         return out
 
+    def set_reachable(self, node: str, reachable: bool) -> dict[str, Any]:
+        """Make the node's exporter answer, or not (a crashed exporter, a node cut off):
+        while it does not, its own page is a 503 and the whole cluster's page leaves its GPUs
+        out, as a Prometheus target that is down. 404 for an unknown node."""
+        if self.store.find("nodes", None, node) is None:
+            raise ApiError(404, f'nodes "{node}" not found', "NotFound")
+        if reachable:
+            self.down.discard(node)
+        else:
+            self.down.add(node)
+        return {"node": node, "reachable": reachable}
+
     def render(self, node: str | None = None) -> str:
         """The exporter's page: Prometheus' text format (``CONTENT_TYPE``)."""
-        samples = self.samples(node)
+        if node is not None and node in self.down:
+            raise ApiError(
+                503,
+                f"the DCGM exporter of node {node} is not answering (made unreachable in the "
+                "simulator)",
+                "ServiceUnavailable",
+            )
+        samples = [s for s in self.samples(node) if s.node not in self.down]
         lines = []
         for field, ptype, help_text in FIELDS:
             lines.append(f"# HELP {field} {help_text}")

@@ -121,6 +121,8 @@ def pod_proxy(store: Store, dcgm: DcgmExporter, req: ProxyRequest) -> ProxyAnswe
     node = pod["spec"]["nodeName"]
     if store.find("nodes", None, node) is None:  # its node is gone: so is what listened
         raise _unreachable(f"dial tcp {ip}:{port}: connect: connection refused")
+    if node in dcgm.down:  # its exporter does not answer (docs/sim.md)
+        raise _unreachable(f"dial tcp {ip}:{port}: connect: connection refused")
     if req.path != EXPORTER_PATH:
         return ProxyAnswer(404, "text/plain; charset=utf-8", "404 page not found\n")
     return ProxyAnswer(200, CONTENT_TYPE, dcgm.render(node))

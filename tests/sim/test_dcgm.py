@@ -218,6 +218,29 @@ async def test_node_filter_gives_that_nodes_gpus_and_404_for_no_such_node(sim_cl
     assert (code, body["reason"], body["message"]) == (404, "NotFound", 'nodes "nope" not found')
 
 
+async def test_a_node_whose_exporter_is_unreachable_answers_503_and_leaves_the_page(sim_cluster):
+    """Its own page is a 503 saying so; the cluster's page has every GPU but its own, as a
+    Prometheus target that is down; back when reachable again; bad bodies and nodes refused."""
+    knob = "/sim/v1/dcgm/nodes/gpu-node-3"
+    before = {gpu[0] for gpu in util_by_gpu(await scrape(sim_cluster))}
+    assert "gpu-node-3" in before
+    code, _, body = await call(sim_cluster, "PUT", knob, {"reachable": False})
+    assert (code, body) == (200, {"node": "gpu-node-3", "reachable": False})
+    code, _, body = await call(sim_cluster, "GET", METRICS + "?node=gpu-node-3")
+    assert (code, body["reason"]) == (503, "ServiceUnavailable")
+    assert "the DCGM exporter of node gpu-node-3 is not answering" in body["message"]
+    assert {gpu[0] for gpu in util_by_gpu(await scrape(sim_cluster))} == before - {"gpu-node-3"}
+    assert await scrape(sim_cluster, "gpu-node-1")  # the others answer
+    code, _, _ = await call(sim_cluster, "PUT", knob, {"reachable": True})
+    assert code == 200
+    assert {gpu[0] for gpu in util_by_gpu(await scrape(sim_cluster))} == before
+    for bad in ({"reachable": "no"}, {}, {"reachable": False, "x": 1}):
+        code, _, body = await call(sim_cluster, "PUT", knob, bad)
+        assert code == 400 and "reachable" in body["message"], (bad, body)
+    code, _, body = await call(sim_cluster, "PUT", "/sim/v1/dcgm/nodes/nope", {"reachable": False})
+    assert (code, body["message"]) == (404, 'nodes "nope" not found')
+
+
 async def test_the_page_and_the_knob_need_the_token(sim_cluster):
     await create(sim_cluster, gpu_pod("p", 1, "gpu-node-1"))
     code, _, body = await call(sim_cluster, "GET", METRICS, token=None)
