@@ -92,8 +92,8 @@ def test_the_idle_server_is_warned_then_stopped_and_the_busy_one_keeps_running(d
             interval=0.5,
             what="erin's measurement to go stale",
         )
-        # longer than the policy's 20 s and a poll: measured, she would have been warned
-        kept_until = time.monotonic() + 35
+        # the policy's 20 s and a 5 s poll: measured at 0%, she would have been stopped
+        kept_until = time.monotonic() + 25
         while time.monotonic() < kept_until:
             row = server_rows(demo)["erin"]
             assert demo.server_running("erin"), "erin's server was stopped without data"
