@@ -344,13 +344,14 @@ class ServiceProcess:
 EXPORTER_ANNOTATION = "sim.gpupool.jupyter.org/dcgm-exporter"
 
 
-def exporter_pod(node: str, name: str | None = None) -> dict[str, Any]:
-    """The GPU Operator's dcgm-exporter pod for ``node``, as its DaemonSet makes it."""
+def exporter_pod(node: str, name: str | None = None, exporter: bool = True) -> dict[str, Any]:
+    """The GPU Operator's dcgm-exporter pod for ``node``, as its DaemonSet makes it (bound to
+    the node, port 9400), with the simulator's annotation (``exporter=False``: without)."""
     return {
         "metadata": {
             "name": name or f"nvidia-dcgm-exporter-{node}",
             "labels": {"app": "nvidia-dcgm-exporter"},
-            "annotations": {EXPORTER_ANNOTATION: "true"},
+            "annotations": {EXPORTER_ANNOTATION: "true"} if exporter else {},
         },
         "spec": {
             "nodeName": node,

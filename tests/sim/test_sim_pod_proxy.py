@@ -20,38 +20,13 @@ import tornado.httpclient
 from clusters import Cluster, open_cluster
 from kubernetes_asyncio import client
 from prometheus_client.parser import text_string_to_metric_families
+from service_kit import exporter_pod
 from waiting import async_wait_for
 
-EXPORTER_ANNOTATION = "sim.gpupool.jupyter.org/dcgm-exporter"
 OPERATOR_NS = "gpu-operator"
-LABELS = {"app": "nvidia-dcgm-exporter"}
 PROM_TEXT = "text/plain; version=0.0.4"
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def exporter_pod(node: str, exporter: bool = True) -> dict[str, Any]:
-    """The GPU Operator's dcgm-exporter pod for ``node``, as its DaemonSet makes it (bound to
-    the node, port 9400), with the simulator's annotation (``exporter=False``: without)."""
-    annotations = {EXPORTER_ANNOTATION: "true"} if exporter else {}
-    return {
-        "metadata": {
-            "name": f"nvidia-dcgm-exporter-{node}",
-            "labels": dict(LABELS),
-            "annotations": annotations,
-        },
-        "spec": {
-            "nodeName": node,
-            "tolerations": [{"operator": "Exists"}],
-            "containers": [
-                {
-                    "name": "nvidia-dcgm-exporter",
-                    "image": "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.5-3.4.0-ubuntu22.04",
-                    "ports": [{"name": "metrics", "containerPort": 9400}],
-                }
-            ],
-        },
-    }
 
 
 async def create_running(cluster: Cluster, namespace: str, body: dict[str, Any]) -> dict:
