@@ -55,6 +55,7 @@ __all__ = [
     "promised_pools",
     "standing",
     "subject_words",
+    "waiting_words",
 ]
 
 QUEUED, ADMITTED, CANCELLED, EXPIRED = "queued", "admitted", "cancelled", "expired"
@@ -220,6 +221,14 @@ class Pass:
 def promised_pools(ranked: Iterable[tuple[Waiting, Standing]]) -> frozenset[str]:
     """The pools where a waiting request (of GPUs) would be within quota: no borrower there."""
     return frozenset(p for w, s in ranked if w.request.gpus for p in s.within_pools)
+
+
+def waiting_words(gpus: int, position: int | None, pools: Sequence[str]) -> str:
+    """``waiting for 4 GPUs: position 2 in line for training-pool, inference-pool`` (the
+    service's words for a request in line; the spawner's when the service gave none)."""
+    where = f" for {', '.join(pools)}" if pools else ""
+    place = f": position {position}" if position is not None else ""
+    return f"waiting for {gpus_text(gpus)}{place} in line{where}"
 
 
 def subject_words(subject: str | None) -> str:

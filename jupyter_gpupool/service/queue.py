@@ -46,6 +46,7 @@ from ..core.queue import (
     promised_pools,
     standing,
     subject_words,
+    waiting_words,
 )
 from . import clock
 
@@ -364,14 +365,6 @@ class Line:
                     self.run_pass()
             except Exception:  # a pass that fails must not end the line
                 log.exception("A pass of the queue failed")
-
-
-def waiting_words(gpus: int, position: int | None, pools: list[str]) -> str:
-    """``waiting for 4 GPUs: position 2 in line for training-pool, inference-pool``."""
-    where = ", ".join(pools)
-    if position is None:
-        return f"waiting for {gpus_text(gpus)} in line for {where}"
-    return f"waiting for {gpus_text(gpus)}: position {position} in line for {where}"
 
 
 def entry_of(w: Waiting) -> dict[str, Any]:

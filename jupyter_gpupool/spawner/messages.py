@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.queue import waiting_words
+
 
 def _gpus(n: int, gpu_type: str | None = None) -> str:
     kind = f" {gpu_type}" if gpu_type else ""
@@ -101,20 +103,11 @@ class InLine:
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> InLine:
         """From the service's answer for a queued request."""
-        position = row.get("position")
-        return cls(
-            message=str(row.get("message") or waiting_words(row)),
-            position=position if isinstance(position, int) else None,
-        )
-
-
-def waiting_words(row: Mapping[str, Any]) -> str:
-    """Words for a queued request when the service gave none (it always does)."""
-    pools = ", ".join(str(p) for p in row.get("pools") or ())
-    where = f" for {pools}" if pools else ""
-    position = row.get("position")
-    place = f": position {position}" if position else ""
-    return f"waiting for {_gpus(int(row.get('gpus') or 0))}{place} in line{where}"
+        raw = row.get("position")
+        position = raw if isinstance(raw, int) and not isinstance(raw, bool) else None
+        pools = [str(p) for p in row.get("pools") or ()]
+        words = row.get("message") or waiting_words(int(row.get("gpus") or 0), position, pools)
+        return cls(message=str(words), position=position)
 
 
 def _seconds(seconds: float) -> str:

@@ -27,8 +27,8 @@ from typing import Any
 import real_answers
 import tornado.web
 
+from jupyter_gpupool.core.queue import waiting_words
 from jupyter_gpupool.demo.run import free_port
-from jupyter_gpupool.service.queue import waiting_words
 from jupyter_gpupool.service.state import ServiceState
 
 TOKEN = "secret-token"
