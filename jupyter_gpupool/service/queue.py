@@ -179,14 +179,15 @@ class Line:
         # admitted before the next change of usage (which kicks a pass): what was held stays
         # held, in the pools some entry still waits for.
         room: dict[str, bool] = {}
+        might: list[Waiting] = []
         for w in self.waiting.values():
-            for pool in pools_of(w.request, base):
+            pools = pools_of(w.request, base)
+            for pool in pools:
                 if pool not in room:
                     room[pool] = max_free(pool) > 0 or may_reclaim(pool)
-        ranked = order(
-            (w for w in self.waiting.values() if any(room[q] for q in pools_of(w.request, base))),
-            base,
-        )
+            if any(room[q] for q in pools):
+                might.append(w)
+        ranked = order(might, base)
         p = Pass(base, max_free, ranked)
         p.promised |= frozenset(q for q in self.promised if room.get(q) is False)
         for w, s in ranked:
