@@ -12,55 +12,30 @@ and the cluster's pods through the Kubernetes API.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import time
 from collections.abc import AsyncIterator
-from http.cookies import SimpleCookie
 from typing import Any
-from urllib.parse import urlencode
 
 import pytest
 import pytest_asyncio
-import tornado.httpclient
 from clusters import CLUSTERS, Cluster, open_demo
+from demo_hub import DemoHub, HubBrowser
 from waiting import WaitTimeout, async_wait_for
 
 from jupyter_gpupool.demo.run import Demo
-from jupyter_gpupool.hubclient import HubClient
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 DEV = {"pools": ["dev-pool"]}
 
 
-class Hub:
+class Hub(DemoHub):
     """The demo hub, asked with the admin token, and what it runs on."""
 
     def __init__(self, cluster: Cluster, demo: Demo):
-        self.cluster = cluster
-        self.demo = demo
-        self.url = demo.url
-        self.http = tornado.httpclient.AsyncHTTPClient(force_instance=True)
-        self.client = HubClient(demo.url + "/hub/api", demo.admin_token)
-
-    async def api(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        resp = await self.http.fetch(
-            self.url + path,
-            method=method,
-            body=None if body is None else json.dumps(body),
-            headers={"Authorization": f"token {self.demo.admin_token}"},
-            allow_nonstandard_methods=True,
-            raise_error=False,
-            request_timeout=60,
-        )
-        text = resp.body or b""
-        return resp.code, json.loads(text) if text.strip().startswith(b"{") else text
-
-    async def server(self, name: str) -> dict[str, Any]:
-        code, model = await self.api("GET", f"/hub/api/users/{name}")
-        assert code == 200, model
-        return dict(model["servers"].get("", {}))
+        super().__init__(cluster, demo)
+        self.follow = self.client()  # the hub's REST client: starts followed, progress read
 
     async def line(self) -> list[tuple[str, int]]:
         """The service's line: (user, position), first in line first."""
@@ -87,27 +62,10 @@ class Hub:
         return next(r for r in answer["queue"] if r["user"] == user)
 
     async def wait_ready(self, name: str, timeout: float = 60) -> dict[str, Any]:
-        async def ready() -> dict[str, Any] | None:
-            server = await self.server(name)
-            if not server:
-                raise AssertionError(f"{name}'s server is gone (its start failed)")
-            return server if server.get("ready") else None
+        return await super().wait_ready(name, timeout, interval=0.1)
 
-        return await async_wait_for(
-            ready, what=f"{name}'s server to be ready", timeout=timeout, interval=0.1
-        )
-
-    async def stop(self, name: str) -> None:
-        await self.api("DELETE", f"/hub/api/users/{name}/server")
-        await self.cluster.wait_gone("default", f"jupyter-{name}", 60)
-
-        async def gone() -> bool:
-            return not await self.server(name)
-
-        await async_wait_for(gone, what=f"the hub to forget {name}'s server", timeout=30)
-
-    async def pod(self, name: str) -> dict[str, Any] | None:
-        return await self.cluster.pod("default", f"jupyter-{name}")
+    async def stop(self, name: str, pod_timeout: float = 60) -> None:
+        await super().stop(name, pod_timeout)
 
 
 class Follow:
@@ -118,7 +76,7 @@ class Follow:
         self.task = asyncio.ensure_future(self._run(hub, user, options))
 
     async def _run(self, hub: Hub, user: str, options: dict[str, Any]) -> None:
-        async for event in hub.client.start_and_follow(user, "", options, timeout=300):
+        async for event in hub.follow.start_and_follow(user, "", options, timeout=300):
             self.events.append(event)
 
     @property
@@ -147,7 +105,7 @@ async def hub(
         try:
             yield hub
         finally:
-            await hub.client.close()
+            await hub.follow.close()
             hub.http.close()
 
 
@@ -218,43 +176,13 @@ async def test_the_issue_scenario_bob_then_carol_wait_in_line_and_start_when_ali
             await hub.stop(user)
 
 
-class Browser:
-    """A browser session on the hub: its cookies, the login form, the spawn form."""
-
-    def __init__(self, hub: Hub):
-        self.hub = hub
-        self.cookies: dict[str, str] = {}
-
-    async def request(self, method: str, path: str, form: dict[str, Any] | None = None) -> Any:
-        resp = await self.hub.http.fetch(
-            self.hub.url + path,
-            method=method,
-            body=None if form is None else urlencode(form, doseq=True),
-            headers={"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())},
-            follow_redirects=False,
-            raise_error=False,
-            request_timeout=60,
-        )
-        for header in resp.headers.get_list("Set-Cookie"):
-            for key, morsel in SimpleCookie(header).items():
-                self.cookies[key] = morsel.value
-        return resp
-
-    async def login(self, name: str) -> None:
-        page = (await self.request("GET", "/hub/login")).body.decode()
-        xsrf = re.search(r'name="_xsrf" value="([^"]+)"', page)
-        assert xsrf is not None
-        form = {"username": name, "password": "any", "_xsrf": xsrf.group(1)}
-        assert (await self.request("POST", "/hub/login", form)).code == 302
+class Browser(HubBrowser):
+    """A browser session on the hub, and its spawn form with "wait in line"."""
 
     async def spawn(self, fields: dict[str, list[str]]) -> Any:
-        page = (await self.request("GET", "/hub/spawn")).body.decode()
+        page, xsrf = await self.spawn_form()
         assert 'name="queue" value="on"' in page, page[-2000:]  # the "wait in line" box
-        xsrf = re.search(r"_xsrf=([^\"&]+)", page)
-        assert xsrf is not None
-        return await self.request(
-            "POST", f"/hub/spawn?_xsrf={xsrf.group(1)}", {**fields, "_xsrf": xsrf.group(1)}
-        )
+        return await self.submit(fields, xsrf)
 
 
 async def test_stopping_a_start_that_waits_in_line_takes_it_out_of_the_line(hub):
@@ -274,7 +202,7 @@ async def test_stopping_a_start_that_waits_in_line_takes_it_out_of_the_line(hub)
         row = await hub.queue_row("erin")
         assert row["message"] == "waiting for 1 GPU: position 1 in line for dev-pool"
         # her progress page reads her place (after the hub's own "Server requested")
-        stream = hub.client.progress("erin", "")
+        stream = hub.follow.progress("erin", "")
         try:
             read = [await asyncio.wait_for(anext(stream), 20) for _ in range(2)]
         finally:

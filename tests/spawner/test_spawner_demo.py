@@ -10,22 +10,18 @@ examples/pools/quotas.yaml: user-default limit of 4 GPUs, default order dev-pool
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import time
 from collections.abc import AsyncIterator
-from http.cookies import SimpleCookie
 from typing import Any
-from urllib.parse import urlencode
 
 import pytest
 import pytest_asyncio
-import tornado.httpclient
-from clusters import CLUSTERS, Cluster, open_demo
+from clusters import CLUSTERS, open_demo
+from demo_hub import DemoHub, HubBrowser
 from test_spawner_form import submitted
 from waiting import WaitTimeout, async_wait_for
 
-from jupyter_gpupool.demo.run import Demo
 from jupyter_gpupool.hubclient import HubClient
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -69,60 +65,8 @@ REFUSED = {
 }
 
 
-class Hub:
+class Hub(DemoHub):
     """The demo hub, asked with the admin token (API) or as a logged-in browser (pages)."""
-
-    def __init__(self, cluster: Cluster, demo: Demo):
-        self.cluster = cluster
-        self.demo = demo
-        self.url = demo.url
-        self.http = tornado.httpclient.AsyncHTTPClient(force_instance=True)
-
-    async def api(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        resp = await self.http.fetch(
-            self.url + path,
-            method=method,
-            body=None if body is None else json.dumps(body),
-            headers={"Authorization": f"token {self.demo.admin_token}"},
-            allow_nonstandard_methods=True,
-            raise_error=False,
-            request_timeout=60,
-        )
-        text = resp.body or b""
-        return resp.code, json.loads(text) if text.strip().startswith(b"{") else text
-
-    async def user(self, name: str) -> dict[str, Any]:
-        code, model = await self.api("GET", f"/hub/api/users/{name}")
-        if code == 404:
-            await self.api("POST", f"/hub/api/users/{name}", {})
-            code, model = await self.api("GET", f"/hub/api/users/{name}")
-        assert code == 200, model
-        return model
-
-    async def server(self, name: str) -> dict[str, Any]:
-        return (await self.user(name))["servers"].get("", {})
-
-    async def wait_ready(self, name: str, timeout: float = 60) -> dict[str, Any]:
-        async def ready() -> dict[str, Any] | None:
-            server = await self.server(name)
-            if not server:
-                raise AssertionError(f"{name}'s server is gone (its start failed)")
-            return server if server.get("ready") else None
-
-        return await async_wait_for(
-            ready, what=f"{name}'s server to be ready", timeout=timeout, interval=0.2
-        )
-
-    async def stop(self, name: str) -> None:
-        await self.api("DELETE", f"/hub/api/users/{name}/server")
-        await self.cluster.wait_gone("default", f"jupyter-{name}", 30)
-
-        async def gone() -> bool:
-            return not await self.server(name)
-
-        await async_wait_for(
-            gone, what=f"the hub to forget {name}'s server", timeout=30, interval=0.1
-        )
 
     async def answers(self, name: str, timeout: float = 10) -> bool:
         """That the user's own server answers through the proxy (its route may lag a bit)."""
@@ -137,55 +81,6 @@ class Hub:
             timeout=timeout,
             interval=0.2,
         )
-
-    async def pod(self, name: str) -> dict[str, Any] | None:
-        """The user's server pod, from the API (None: there is none)."""
-        return await self.cluster.pod("default", f"jupyter-{name}")
-
-    def client(self) -> HubClient:
-        return HubClient(self.url + "/hub/api", self.demo.admin_token)
-
-
-class Browser:
-    """A browser session: cookies, the login form, the spawn form."""
-
-    def __init__(self, hub: Hub):
-        self.hub = hub
-        self.cookies: dict[str, str] = {}
-
-    async def request(self, method: str, path: str, form: dict[str, Any] | None = None) -> Any:
-        headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())}
-        resp = await self.hub.http.fetch(
-            self.hub.url + path,
-            method=method,
-            body=None if form is None else urlencode(form, doseq=True),
-            headers=headers,
-            follow_redirects=False,
-            raise_error=False,
-            request_timeout=60,
-        )
-        for header in resp.headers.get_list("Set-Cookie"):
-            for key, morsel in SimpleCookie(header).items():
-                self.cookies[key] = morsel.value
-        return resp
-
-    async def login(self, name: str) -> None:
-        page = (await self.request("GET", "/hub/login")).body.decode()
-        xsrf = re.search(r'name="_xsrf" value="([^"]+)"', page).group(1)
-        resp = await self.request(
-            "POST", "/hub/login", {"username": name, "password": "any", "_xsrf": xsrf}
-        )
-        assert resp.code == 302, resp.body
-
-    async def spawn_form(self) -> tuple[str, str]:
-        """The spawn page and its form's xsrf token."""
-        resp = await self.request("GET", "/hub/spawn")
-        assert resp.code == 200, resp.code
-        page = resp.body.decode()
-        return page, re.search(r"_xsrf=([^\"&]+)", page).group(1)
-
-    async def submit(self, fields: dict[str, list[str]], xsrf: str) -> Any:
-        return await self.request("POST", f"/hub/spawn?_xsrf={xsrf}", {**fields, "_xsrf": xsrf})
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module", params=CLUSTERS)
@@ -276,7 +171,7 @@ def gpus_of(pod: dict[str, Any]) -> str | None:
 
 
 async def test_spawn_through_the_form(hub):
-    browser = Browser(hub)
+    browser = HubBrowser(hub)
     await browser.login("alice")
     page, xsrf = await browser.spawn_form()
     fields = submitted(page).fields
@@ -452,7 +347,7 @@ async def test_all_pools_full_is_a_clear_error_within_two_seconds(hub):
 
 
 async def test_quota_exceeded_is_said_on_the_form(hub):
-    browser = Browser(hub)
+    browser = HubBrowser(hub)
     await browser.login("dave")
     _, xsrf = await browser.spawn_form()
     fields = {"priority.training-pool": ["1"], "gpus": ["8"], "gpu_type": [""]}
@@ -509,7 +404,7 @@ async def test_invalid_options_are_a_400_from_the_rest_api(hub, options, message
 
 
 async def test_invalid_form_input_is_said_on_the_form(hub):
-    browser = Browser(hub)
+    browser = HubBrowser(hub)
     await browser.login("heidi")
     _, xsrf = await browser.spawn_form()
     sent = {
@@ -533,7 +428,7 @@ async def test_invalid_form_input_is_said_on_the_form(hub):
 async def test_a_refused_form_with_no_pool_names_the_default_order(hub):
     # judy is in no group: the demo's fallback order is dev-pool then compute-pool, where no
     # node has 8 GPUs
-    browser = Browser(hub)
+    browser = HubBrowser(hub)
     await browser.login("judy")
     _, xsrf = await browser.spawn_form()
     resp = await browser.submit({"priority.dev-pool": [""], "gpus": ["8"]}, xsrf)
