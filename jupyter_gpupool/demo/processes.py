@@ -154,6 +154,12 @@ class Stopping:
     def left(procs: Iterable[Proc]) -> list[Proc]:
         return [p for p in procs if running(p)]
 
+    def overdue(self, procs: Iterable[Proc], grace: float) -> list[Proc]:
+        """Those of ``procs`` that were asked to stop at least ``grace`` s ago (a process
+        adopted late has its own grace still to come)."""
+        now = time.monotonic()
+        return [p for p in procs if now - self.since.get(p, now) >= grace]
+
     def adopt(self, root: Proc, members: list[Proc]) -> list[Proc]:
         """SIGTERM what appeared below ``root`` since ``members`` were noted, and add it to them
         (a hub that is still alive restarts a proxy that exits, for one); the newcomers."""

@@ -329,7 +329,9 @@ class Demo:
             stopping.term([hub_proc, *children])
             began = time.monotonic()
             await _wait(stopping, hub_proc, children, children, began + grace)
-            stopping.kill(children)
+            # those signalled at the start; what the hub started since (it restarts a proxy
+            # that exits) is waited for below, not killed the moment it was asked to stop
+            stopping.kill(stopping.overdue(children, grace))
             # the hub may then need a moment more: its cleanup waited for the killed children
             until = max(began + grace, time.monotonic()) + HUB_EXTRA_GRACE
             await _wait(stopping, hub_proc, children, [hub_proc], until)
