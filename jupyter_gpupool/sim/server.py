@@ -133,13 +133,7 @@ class ApiHandler(BaseHandler):
                 if route.watch_path or self.get_argument("watch", "").lower() in ("true", "1"):
                     await self._watch(route)
                     return
-                items, rv = store.list(
-                    route.plural,
-                    route.namespace,
-                    self.get_argument("labelSelector", ""),
-                    self.get_argument("fieldSelector", ""),
-                )
-                self._send_list(route, items, rv)
+                self._send_list(route)
                 return
             if route.watch_path:
                 raise ApiError(
@@ -181,27 +175,29 @@ class ApiHandler(BaseHandler):
     def _include(self) -> str:
         return self.get_argument("includeObject", "Metadata")
 
-    def _send_list(self, route: Route, items: list[dict], rv: str) -> None:
+    def _send_list(self, route: Route) -> None:
         res = RESOURCES[route.plural]
-        meta: dict[str, Any] = {"resourceVersion": rv}
         limit = int(self.get_argument("limit", "0") or 0)
-        cont = self.get_argument("continue", "")
-        if cont:
+        after: tuple[str, str] | None = None
+        if cont := self.get_argument("continue", ""):
             try:
-                start = json.loads(base64.urlsafe_b64decode(cont.encode()))
-                items = [
-                    i
-                    for i in items
-                    if (i["metadata"].get("namespace", ""), i["metadata"]["name"]) > tuple(start)
-                ]
+                ns, name = json.loads(base64.urlsafe_b64decode(cont.encode()))
+                after = (str(ns), str(name))
             except (ValueError, TypeError):
                 raise ApiError(400, "invalid continue token") from None
-        if limit and len(items) > limit:
-            last = items[limit - 1]["metadata"]
-            token = json.dumps([last.get("namespace", ""), last["name"]]).encode()
-            meta["continue"] = base64.urlsafe_b64encode(token).decode()
-            meta["remainingItemCount"] = len(items) - limit
-            items = items[:limit]
+        items, rv, last, remaining = self.cluster.store.list_page(
+            route.plural,
+            route.namespace,
+            self.get_argument("labelSelector", ""),
+            self.get_argument("fieldSelector", ""),
+            after=after,
+            limit=max(0, limit),
+        )
+        meta: dict[str, Any] = {"resourceVersion": rv}
+        if last is not None:
+            meta["continue"] = base64.urlsafe_b64encode(json.dumps(list(last)).encode()).decode()
+            if remaining is not None:
+                meta["remainingItemCount"] = remaining
         if self._wants_table():
             table = to_table(res.kind, items, rv, self._include())
             table["metadata"].update(meta)

@@ -17,6 +17,7 @@ Watches follow the real semantics, since the product's usage accounting depends 
 from __future__ import annotations
 
 import base64
+import bisect
 import copy
 import json
 import secrets
@@ -103,6 +104,9 @@ class Store:
         self.watchers: set[Watcher] = set()
         self.listeners: list[Callable[[WatchEvent], None]] = []
         self._owned: set[tuple[str, Key]] = set()  # objects that carry ownerReferences
+        # Per resource, its keys in list order, kept until a key is added or removed: a paged
+        # list of 150,000 pods then walks from its continue point instead of sorting them all.
+        self._sorted_keys: dict[str, list[Key]] = {}
         # Pods being deleted gracefully wait for the kubelet to finish them.
         self.graceful_pods = True
 
@@ -214,6 +218,7 @@ class Store:
         canonical_quantities(res, obj)
         md["resourceVersion"] = self._next_rv()
         self.objects[plural][key] = obj
+        self._sorted_keys.pop(plural, None)
         if md.get("ownerReferences"):
             self._owned.add((plural, key))
         self._commit("ADDED", res, obj, None)
@@ -469,6 +474,7 @@ class Store:
 
     def _remove(self, res: Resource, key: Key) -> Obj:
         obj = self.objects[res.plural].pop(key)
+        self._sorted_keys.pop(res.plural, None)
         self._owned.discard((res.plural, key))
         gone = copy.deepcopy(obj)
         gone["metadata"]["resourceVersion"] = self._next_rv()
@@ -543,15 +549,55 @@ class Store:
         label_selector: str = "",
         field_selector: str = "",
     ) -> tuple[list[Obj], str]:
+        items, rv, _, _ = self.list_page(plural, namespace, label_selector, field_selector)
+        return items, rv
+
+    def list_page(
+        self,
+        plural: str,
+        namespace: str | None,
+        label_selector: str = "",
+        field_selector: str = "",
+        after: Key | None = None,
+        limit: int = 0,
+    ) -> tuple[list[Obj], str, Key | None, int | None]:
+        """One page of :meth:`list`: at most ``limit`` matching objects (0: all) whose keys
+        come after ``after``; returns them, the resourceVersion, the key to continue after (None
+        on the last page) and how many objects remain after the page (None when there are
+        selectors: as the API server, which leaves ``remainingItemCount`` out then). Walks the
+        keys in order from ``after``, so each page costs its own length, not the whole list's."""
         self.resource(plural)
         labels, fields = _selectors(label_selector, field_selector)
-        items = [
-            o
-            for o in self.iter(plural, namespace)
-            if labels.matches(o["metadata"].get("labels") or {}) and fields.matches(o)
-        ]
-        items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
-        return items, str(self.rv)
+        keys = self._sorted_keys.get(plural)
+        if keys is None:
+            keys = self._sorted_keys[plural] = sorted(self.objects[plural])
+        objects = self.objects[plural]
+        if after is not None:
+            start = bisect.bisect_right(keys, after)
+        elif namespace is not None:
+            start = bisect.bisect_left(keys, (namespace, ""))
+        else:
+            start = 0
+        items: list[Obj] = []
+        for i in range(start, len(keys)):
+            key = keys[i]
+            if namespace is not None and key[0] != namespace:
+                break  # keys are sorted by namespace first: this namespace's are behind us
+            o = objects[key]
+            if labels.matches(o["metadata"].get("labels") or {}) and fields.matches(o):
+                if limit and len(items) == limit:
+                    last = items[-1]["metadata"]
+                    remaining = None
+                    if not label_selector and not field_selector:
+                        end = (
+                            len(keys)
+                            if namespace is None
+                            else bisect.bisect_left(keys, (namespace + "\0", ""))
+                        )
+                        remaining = end - i
+                    return items, str(self.rv), (last.get("namespace", ""), last["name"]), remaining
+                items.append(o)
+        return items, str(self.rv), None, None
 
     def watch(
         self,
