@@ -60,6 +60,7 @@ __all__ = [
     "NodeUsage",
     "PlacementGroup",
     "PoolUsage",
+    "Relist",
     "ServerUsage",
     "UsageIndex",
     "pod_gpus",
@@ -124,6 +125,10 @@ class UsageIndex:
         self._subject_total: dict[str, int] = {}
         self._user_total: dict[str, int] = {}
         self._by_admission: dict[str, str] = {}
+        # Pods with no GPUs that are not servers: key -> node (None while unbound), and how
+        # many are bound to each node.
+        self._others: dict[str, str | None] = {}
+        self._others_on: dict[str, int] = {}
 
     # --- feeding ---------------------------------------------------------------------------------
 
@@ -153,6 +158,8 @@ class UsageIndex:
             if old is not None:
                 self._unlink(old)
                 self._notify(old, "gone")
+            else:
+                self._forget_other(key)
             return
         if event_type not in ("ADDED", "MODIFIED"):
             return
@@ -163,14 +170,30 @@ class UsageIndex:
                 del self._pods[key]
                 self._unlink(old)
                 self._notify(old, "gone")
+            else:
+                self._forget_other(key)
             return
-        if old is not None:
-            if same_pod(old, new):
-                old.phase = new.phase  # phase alone changes nothing that is counted
+        if old is None:
+            if not new.gpus and new.user is None and new.admission is None:
+                self._count_other(key, new.node)
                 return
+            self._forget_other(key)  # it was one, and now counts
+        elif same_pod(old, new):
+            old.phase = new.phase  # phase alone changes nothing that is counted
+            return
+        else:
             self._unlink(old)
         self._pods[key] = new
         self._link(new)
+
+    def relist(self, kind: str) -> Relist:
+        """A fresh list of ``kind`` (``"nodes"`` or ``"pods"``), to feed in page by page as it
+        arrives (:meth:`Relist.add`), then :meth:`Relist.finish` to drop what it no longer has.
+        Each object is applied as an update when it comes, so between pages the index holds
+        some objects of the new list and some of the old, each one whole."""
+        if kind not in ("nodes", "pods"):
+            raise ValueError(f"cannot list {kind!r}")
+        return Relist(self, kind)
 
     def reset(
         self,
@@ -178,25 +201,34 @@ class UsageIndex:
         pods: Iterable[Mapping[str, Any]] | None = None,
     ) -> None:
         """Make the index match a fresh list (after a relist). ``None`` keeps that kind as is."""
-        if nodes is not None:
-            seen: set[str] = set()
-            for n in nodes:
-                name = (n.get("metadata") or {}).get("name")
-                if name:
-                    seen.add(name)
-                    self.apply_node("MODIFIED", n)
-            for name in [n for n in self._nodes if n not in seen]:
-                self._delete_node(name)
-        if pods is not None:
-            seen_pods: set[str] = set()
-            for p in pods:
-                meta = p.get("metadata") or {}
-                seen_pods.add(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
-                self.apply_pod("MODIFIED", p)
-            for key in [k for k in self._pods if k not in seen_pods]:
-                old = self._pods.pop(key)
-                self._unlink(old)
-                self._notify(old, "gone")
+        for kind, objects in (("nodes", nodes), ("pods", pods)):
+            if objects is not None:
+                relist = self.relist(kind)
+                relist.add(objects)
+                relist.finish()
+
+    # --- pods that count for nothing but their node's number of pods -----------------------------
+
+    def _count_other(self, key: str, node: str | None) -> None:
+        """A pod with no GPUs that is not a server: only its key and node are kept (most pods of
+        a large cluster are such; a full record for each would be most of the service's
+        memory)."""
+        others = self._others
+        if key in others:
+            before = others[key]
+            if before == node:
+                return
+            if before is not None:
+                _add(self._others_on, before, -1)
+        others[key] = node
+        if node is not None:
+            _add(self._others_on, node, 1)
+
+    def _forget_other(self, key: str) -> None:
+        if key in self._others:
+            node = self._others.pop(key)
+            if node is not None:
+                _add(self._others_on, node, -1)
 
     # --- nodes -----------------------------------------------------------------------------------
 
@@ -507,7 +539,7 @@ class UsageIndex:
             status=ready + (",SchedulingDisabled" if n.flags & CORDONED else ""),
             reasons=reasons_of(n.flags),
             schedulable=n.group is not None,
-            pods=len(n.pods),
+            pods=len(n.pods) + self._others_on.get(n.name, 0),
         )
 
     def node(self, name: str) -> NodeUsage | None:
@@ -592,11 +624,52 @@ class UsageIndex:
         return {k: v for k, v in ps.user_used.items() if v} if ps is not None else {}
 
     def __len__(self) -> int:
-        return len(self._pods)
+        """Active pods known, servers or not."""
+        return len(self._pods) + len(self._others)
 
     @property
     def node_count(self) -> int:
         return len(self._nodes)
+
+
+class Relist:
+    """One fresh list of nodes or pods being fed into a :class:`UsageIndex`
+    (:meth:`UsageIndex.relist`)."""
+
+    def __init__(self, index: UsageIndex, kind: str):
+        self.index = index
+        self.kind = kind
+        self.seen: set[str] = set()
+
+    def add(self, objects: Iterable[Mapping[str, Any]]) -> None:
+        """Some of the list's objects (a page), applied as updates."""
+        index, seen = self.index, self.seen
+        if self.kind == "nodes":
+            for n in objects:
+                name = (n.get("metadata") or {}).get("name")
+                if name:
+                    seen.add(name)
+                    index.apply_node("MODIFIED", n)
+            return
+        for p in objects:
+            meta = p.get("metadata") or {}
+            seen.add(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+            index.apply_pod("MODIFIED", p)
+
+    def finish(self) -> None:
+        """The list is whole: what it did not have is gone."""
+        index, seen = self.index, self.seen
+        if self.kind == "nodes":
+            for name in [n for n in index._nodes if n not in seen]:
+                index._delete_node(name)
+            return
+        for key in [k for k in index._pods if k not in seen]:
+            old = index._pods.pop(key)
+            index._unlink(old)
+            index._notify(old, "gone")
+        for key in [k for k in index._others if k not in seen]:
+            index._forget_other(key)
+        self.seen = set()
 
 
 def _add(counter: dict[str, int], key: str, delta: int) -> None:

@@ -297,29 +297,44 @@ def read_pod(
         return None
     spec = obj.get("spec") or {}
     uid = meta.get("uid") or ""
+    # Values many pods share (a namespace, a node, a user...) are kept once, not once per pod.
     p = PodRecord()
     p.key = key
-    p.namespace = meta.get("namespace", "")
+    p.namespace = intern(meta.get("namespace", ""))
     p.name = meta.get("name", "")
     p.uid = uid
-    p.node = spec.get("nodeName") or None
+    node = spec.get("nodeName")
+    p.node = intern(node) if node else None
     # Container resources of a pod never change, so a known pod's count is reused.
     p.gpus = old.gpus if old is not None and old.uid == uid else pod_gpus(spec)
-    p.phase = phase
+    p.phase = intern(phase)
     p.terminating = bool(meta.get("deletionTimestamp"))
     p.created = meta.get("creationTimestamp") or ""
     labels = meta.get("labels") or {}
     ann = meta.get("annotations") or {}
     user = ann.get(POD_USER) or labels.get(POD_USER) or ann.get(KUBESPAWNER_USER)
-    p.user = user
-    p.server = ann.get(POD_SERVER) or ann.get(KUBESPAWNER_SERVER) or ""
-    p.charged = ann.get(POD_CHARGED) or (f"user:{user}" if user else None)
+    p.user = _intern(user)
+    p.server = intern(ann.get(POD_SERVER) or ann.get(KUBESPAWNER_SERVER) or "")
+    p.charged = _intern(ann.get(POD_CHARGED) or (f"user:{user}" if user else None))
     p.over_quota = labels.get(POD_OVER_QUOTA) == "true"
     p.admission = labels.get(POD_ADMISSION)
-    p.pool_label = labels.get(POD_POOL) or labels.get(POOL_LABEL)
-    p.platform = labels.get(POD_PLATFORM)
+    p.pool_label = _intern(labels.get(POD_POOL) or labels.get(POOL_LABEL))
+    p.platform = _intern(labels.get(POD_PLATFORM))
     p.linked_pool = None
     return p
+
+
+#: One copy of each value many pods share (namespaces, nodes, users, subjects, pools, phases):
+#: as ``sys.intern``, without the core reaching for ``sys``. Bounded by the cluster's names.
+_SHARED: dict[str, str] = {}
+
+
+def intern(value: str) -> str:
+    return _SHARED.setdefault(value, value)
+
+
+def _intern(value: Any) -> Any:
+    return _SHARED.setdefault(value, value) if isinstance(value, str) else value
 
 
 def same_pod(a: PodRecord, b: PodRecord) -> bool:

@@ -247,3 +247,32 @@ def test_a_recreated_pod_with_the_same_name_is_recounted():
     # the same uid never changes its containers: repeated events cost nothing and change nothing
     idx.apply_pod("MODIFIED", pod("a", 4, "gpu-node-1", user="alice", uid="2"))
     assert idx.node_free("gpu-node-1") == 4
+
+
+def test_pods_without_gpus_count_on_their_node_until_they_go():
+    """Most pods of a large cluster have no GPUs and are no servers: the index keeps only where
+    they run, and a node's number of pods counts them as it counts the others."""
+    idx = demo_index()
+    idx.apply_pod("ADDED", pod("web", 0))  # pending: on no node yet
+    idx.apply_pod("ADDED", pod("dns", 0, "gpu-node-1"))
+    idx.apply_pod("ADDED", pod("train", 2, "gpu-node-1"))
+    assert idx.node("gpu-node-1").pods == 2 and len(idx) == 3
+    idx.apply_pod("MODIFIED", pod("web", 0, "gpu-node-1"))  # bound
+    assert idx.node("gpu-node-1").pods == 3
+    idx.apply_pod("MODIFIED", pod("web", 0, "gpu-node-1", phase="Succeeded"))  # finished
+    assert idx.node("gpu-node-1").pods == 2 and len(idx) == 2
+    # the same pod, now a server of alice's: it counts for her like any other
+    idx.apply_pod("MODIFIED", pod("dns", 0, "gpu-node-1", user="alice"))
+    assert [s.name for s in idx.servers(user="alice")] == ["dns"]
+    assert idx.node("gpu-node-1").pods == 2 and len(idx) == 2
+    idx.apply_pod("ADDED", pod("log", 0, "gpu-node-2"))
+    idx.apply_pod("DELETED", pod("log", 0, "gpu-node-2"))
+    assert idx.node("gpu-node-2").pods == 0 and len(idx) == 2
+    # a relist that no longer has a pod without GPUs drops it from its node too
+    idx.apply_pod("ADDED", pod("cron", 0, "gpu-node-2"))
+    relist = idx.relist("pods")
+    relist.add([pod("train", 2, "gpu-node-1")])
+    relist.add([pod("dns", 0, "gpu-node-1", user="alice")])
+    relist.finish()
+    assert (idx.node("gpu-node-1").pods, idx.node("gpu-node-2").pods, len(idx)) == (2, 0, 2)
+    assert idx.node_free("gpu-node-1") == 6
