@@ -2,7 +2,8 @@
 
 This is the one module of the core that does I/O. Per kind (nodes, pods) one task:
 
-1. list (paginated), then :meth:`UsageIndex.reset` with the result, and mark that kind synced;
+1. list (paginated), each page applied to the index as it arrives (:meth:`UsageIndex.relist`),
+   then mark that kind synced;
 2. watch from the list's resourceVersion, applying each event; when the server ends the watch
    (``timeoutSeconds``), watch again from the last resourceVersion seen (bookmarks included);
 3. on ``410 Gone`` (the resourceVersion is too old) list again: the index diffs itself against
@@ -25,6 +26,7 @@ import contextlib
 import json
 import logging
 import random
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -33,6 +35,7 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ..core.usage import UsageIndex
+from .podlist import decode_pods
 from .retry import Backoff
 
 log = logging.getLogger(__name__)
@@ -42,6 +45,32 @@ log = logging.getLogger(__name__)
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
 KINDS = ("nodes", "pods")
+
+
+#: The ``"continue"`` of a list's metadata, which the API server writes before the items.
+_CONTINUE = re.compile(rb'"continue"\s*:\s*"([^"]*)"')
+_ITEMS = re.compile(rb'"items"\s*:')
+
+
+def continue_token(body: bytes) -> str | None:
+    """A list page's continue token read off its first bytes without decoding the page: ``""``
+    on the last page, None when the metadata does not come before the items (then the page must
+    be decoded to know)."""
+    items = _ITEMS.search(body, 0, 4096)
+    if items is None:
+        return None
+    head = body[: items.start()]
+    found = _CONTINUE.search(head)
+    if found is not None:
+        return found.group(1).decode("ascii", "replace")
+    return "" if b'"metadata"' in head else None
+
+
+def _decoded(body: bytes) -> dict[str, Any]:
+    data = json.loads(body)
+    if not isinstance(data, dict):
+        raise ValueError(f"a list page that is not an object: {body[:200]!r}")
+    return data
 
 
 class ClusterView:
@@ -133,8 +162,7 @@ class ClusterView:
         while True:
             try:
                 if rv is None:
-                    items, rv = await self._list(kind)
-                    self._reset(kind, items)
+                    rv = await self._list(kind)
                     self.resource_versions[kind] = rv
                     self._synced[kind].set()
                     backoff.reset()
@@ -164,13 +192,10 @@ class ClusterView:
             log.warning("watching %s failed (%s); retrying in %.1fs", kind, error, delay)
         await backoff.sleep(delay)
 
-    def _reset(self, kind: str, items: list[dict[str, Any]]) -> None:
-        if kind == "nodes":
-            self.index.reset(nodes=items)
-        else:
-            self.index.reset(pods=items)
-            if self.on_pods_reset is not None:
-                self.on_pods_reset()
+    def _listed(self, kind: str) -> None:
+        """A full list of ``kind`` is in the index."""
+        if kind == "pods" and self.on_pods_reset is not None:
+            self.on_pods_reset()
         if self.on_change is not None:
             self.on_change()
 
@@ -219,25 +244,68 @@ class ClusterView:
 
         return call
 
-    async def _list(self, kind: str) -> tuple[list[dict[str, Any]], str | None]:
+    async def _list(self, kind: str) -> str | None:
+        """List ``kind`` into the index, page by page as the pages arrive; returns the list's
+        resourceVersion. A list of 150,000 pods is never held whole.
+
+        The pages are fetched by a task of their own that asks for the next page as soon as it
+        has read one (its continue token is read off the page's first bytes), so the API
+        server prepares page n+1 while this decodes and applies page n.
+        """
         call = self._api_call(kind)
-        items: list[dict[str, Any]] = []
-        token: str | None = None
-        while True:
-            kwargs: dict[str, Any] = {"limit": self.page_size}
-            if token:
-                kwargs["_continue"] = token
-            resp = await call(**kwargs, _request_timeout=60)
-            try:
-                data = json.loads(await resp.read())
-            finally:
-                resp.release()
-            items.extend(data.get("items") or ())
-            meta = data.get("metadata") or {}
-            token = meta.get("continue")
-            if not token:
-                self.stats["lists"] += 1
-                return items, meta.get("resourceVersion")
+        relist = self.index.relist(kind)
+        # pods: only the fields the index reads (most of the start of a large cluster's service)
+        decode: Callable[[bytes], Any] = decode_pods if kind == "pods" else _decoded
+        pages: asyncio.Queue[bytes | Any] = asyncio.Queue(maxsize=2)
+
+        async def fetch() -> None:
+            token: str | None = None
+            while True:
+                kwargs: dict[str, Any] = {"limit": self.page_size}
+                if token:
+                    kwargs["_continue"] = token
+                resp = await call(**kwargs, _request_timeout=60)
+                try:
+                    body = await resp.read()
+                finally:
+                    resp.release()
+                sniffed = continue_token(body)
+                if sniffed is None:  # not found before the items: decode to know
+                    data = decode(body)
+                    await pages.put(data)
+                    token = (data.get("metadata") or {}).get("continue") or None
+                else:
+                    await pages.put(body)
+                    token = sniffed or None
+                if not token:
+                    await pages.put(None)
+                    return
+
+        fetcher = asyncio.create_task(fetch(), name=f"gpupool-list-{kind}")
+        meta: dict[str, Any] = {}
+        try:
+            while True:
+                get = asyncio.ensure_future(pages.get())
+                await asyncio.wait((get, fetcher), return_when=asyncio.FIRST_COMPLETED)
+                if not get.done():  # the fetcher failed (or ended) with nothing more to give
+                    get.cancel()
+                    fetcher.result()  # raises the fetcher's error
+                    raise RuntimeError(f"listing {kind} ended without its last page")
+                page = get.result()
+                if page is None:
+                    break
+                data = decode(page) if isinstance(page, bytes) else page
+                meta = data.get("metadata") or {}
+                relist.add(data.get("items") or ())
+        finally:
+            if not fetcher.done():
+                fetcher.cancel()
+            with contextlib.suppress(BaseException):
+                await fetcher
+        relist.finish()
+        self.stats["lists"] += 1
+        self._listed(kind)
+        return meta.get("resourceVersion")
 
     async def _watch(self, kind: str, rv: str | None) -> tuple[str | None, bool]:
         """Watch from ``rv`` until the server ends the watch; ``(last rv, any events?)``."""

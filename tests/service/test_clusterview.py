@@ -13,7 +13,7 @@ import pytest_asyncio
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from jupyter_gpupool.core.usage import UsageIndex
-from jupyter_gpupool.service.clusterview import ClusterView
+from jupyter_gpupool.service.clusterview import ClusterView, continue_token
 from jupyter_gpupool.sim import SimCluster
 
 CLUSTER = Path(__file__).resolve().parents[2] / "examples" / "cluster.yaml"
@@ -199,7 +199,9 @@ async def test_http_errors_of_raw_calls_become_api_exceptions():
 
 
 async def test_paginated_list_is_read_whole():
-    view = ClusterView(kubernetes_asyncio.client.ApiClient(), UsageIndex(), page_size=1)
+    index = UsageIndex()
+    index.apply_node("ADDED", {"metadata": {"name": "gone"}})
+    view = ClusterView(kubernetes_asyncio.client.ApiClient(), index, page_size=1)
     try:
         pages = [
             b'{"items": [{"metadata": {"name": "a"}}], "metadata": {"continue": "t1"}}',
@@ -212,8 +214,46 @@ async def test_paginated_list_is_read_whole():
             return FakeResponse(200, pages[len(seen) - 1])
 
         view.core.list_node = list_node  # type: ignore[method-assign]
-        items, rv = await view._list("nodes")
-        assert [i["metadata"]["name"] for i in items] == ["a", "b"] and rv == "42"
+        rv = await view._list("nodes")
+        # both pages are in the index, and the node the list no longer has is gone
+        assert index.node_names() == ["a", "b"] and rv == "42"
         assert seen[1]["_continue"] == "t1" and seen[0]["limit"] == 1
     finally:
         await view.core.api_client.close()
+
+
+async def test_a_list_that_fails_midway_drops_nothing():
+    """A list cut off after its first page leaves the nodes it did not reach in the index (it
+    cannot know they are gone) and is not counted as a list."""
+    index = UsageIndex()
+    index.apply_node("ADDED", {"metadata": {"name": "z"}})
+    view = ClusterView(kubernetes_asyncio.client.ApiClient(), index, page_size=1)
+    try:
+        calls = 0
+
+        async def list_node(**kwargs: Any) -> FakeResponse:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                return FakeResponse(
+                    200, b'{"items": [{"metadata": {"name": "a"}}], "metadata": {"continue": "t"}}'
+                )
+            return FakeResponse(500, b'{"kind": "Status", "message": "etcd is down"}')
+
+        view.core.list_node = list_node  # type: ignore[method-assign]
+        with pytest.raises(ApiException):
+            await view._list("nodes")
+        assert index.node_names() == ["a", "z"] and view.stats["lists"] == 0
+    finally:
+        await view.core.api_client.close()
+
+
+def test_continue_token_is_read_off_the_head_of_a_page():
+    """The fetcher asks for the next page before this one is decoded: it must find the token
+    the API server writes (compact or spaced JSON), know a last page, and refuse to guess when
+    the metadata comes after the items (or a pod's own annotation says "continue")."""
+    assert continue_token(b'{"kind":"PodList","metadata":{"continue":"abc="},"items":[]}') == "abc="
+    assert continue_token(b'{"metadata": {"continue": "t1"}, "items": [{}]}') == "t1"
+    assert continue_token(b'{"kind":"PodList","metadata":{"resourceVersion":"9"},"items":[]}') == ""
+    tricky = b'{"items":[{"metadata":{"annotations":{"continue":"no"}}}],"metadata":{}}'
+    assert continue_token(tricky) is None
