@@ -426,8 +426,20 @@ class GPUPoolService(Application, GPUPoolSettings):
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._stopping.set)
+        # A stop asked for while starting (the first list of a large cluster takes a while)
+        # ends the start, instead of waiting for it.
+        starting = asyncio.ensure_future(self.start_service())
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        await asyncio.wait((starting, stopping), return_when=asyncio.FIRST_COMPLETED)
+        if not starting.done():
+            self.log.info("Stopping before the service started")
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await starting
+            return 0
+        stopping.cancel()
         try:
-            await self.start_service()
+            starting.result()
             # The index now holds a record per node and pod for good: keep the garbage
             # collector's full passes from walking them again and again (pauses of tens of
             # milliseconds on a large cluster, in the middle of admissions).

@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import json
 import random
+import signal
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -20,6 +21,7 @@ import pytest
 import yaml
 from kubernetes_asyncio.client.exceptions import ApiException
 from service_kit import ServiceProcess, pod_for
+from waiting import async_wait_for
 
 from jupyter_gpupool.client import AdmissionRejected, GPUPoolClient, GPUPoolError
 from jupyter_gpupool.sim import SimCluster, parse_cluster
@@ -414,3 +416,34 @@ async def test_usage_converges_to_the_truth_when_the_api_server_is_flaky(start_s
             converged_seconds=round(converged, 2),
             pods=len(truth_now["servers"]),
         )
+
+
+# --- a stop while the first list is still coming ---------------------------------------------
+
+
+async def test_a_stop_while_starting_ends_the_start(pools_dir, hub, tmp_path):
+    """The first list of a large cluster takes a while (here it never ends: every pod list
+    fails). SIGTERM then stops the service at once, as the hub's stop or an admin's Ctrl-C
+    expect, instead of after ``sync_timeout``."""
+    write_pool(pools_dir)
+    async with SimCluster(cluster_spec(4)) as cluster:
+        cluster.faults.configure(error_rate=1.0, paths=["/pods"], methods=["GET"])
+        log = tmp_path / "service.log"
+        svc = ServiceProcess(cluster, hub, pools_dir, log)
+        svc._spawn()
+        assert svc.proc is not None
+        await async_wait_for(
+            lambda: "watching pods failed" in log.read_text(),
+            timeout=30,
+            what="the service trying to list pods",
+        )
+        svc.proc.send_signal(signal.SIGTERM)
+        try:
+            await async_wait_for(
+                lambda: svc.proc.poll() is not None, timeout=10, what="the service to exit"
+            )
+        finally:
+            stopped = svc.proc.poll()
+            svc.kill()
+        assert stopped == 0, log.read_text()[-2000:]
+        assert "Stopping before the service started" in log.read_text()
