@@ -7,6 +7,7 @@ config file, ``--GPUPoolService.x=`` and the short options on the command line, 
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,27 @@ def test_every_setting_is_a_config_trait_of_the_service():
     own = GPUPoolSettings.class_own_traits(config=True)
     assert own.keys() <= GPUPoolService.class_traits(config=True).keys()
     assert {"ip", "port", "pools_dir", "registry", "reclaim_wait", "template_paths"} <= own.keys()
+
+
+@pytest.mark.parametrize(
+    ("arg", "debug", "info"),
+    [("--log-level=WARN", False, False), ("", False, True), ("--log-level=DEBUG", True, True)],
+)
+def test_module_loggers_take_the_log_level_asked_for(arg: str, debug: bool, info: bool):
+    """The service's loggers (its access log, tornado's, the hub auth's) are at the level asked
+    for, not at DEBUG behind a filtering handler: a line that will not be shown is not built."""
+    routed = [logging.getLogger(n) for n in ("jupyter_gpupool", "gpupool", "tornado")]
+    saved = [(lg, lg.level, lg.propagate, list(lg.handlers)) for lg in routed]
+    try:
+        app = GPUPoolService()
+        app.initialize([arg] if arg else [])
+        app._route_logs()
+        for name in ("gpupool.access", "jupyter_gpupool.service.handlers", "tornado.application"):
+            logger = logging.getLogger(name)
+            assert logger.isEnabledFor(logging.DEBUG) is debug, name
+            assert logger.isEnabledFor(logging.INFO) is info, name
+    finally:  # other tests' caplog needs these loggers as they were
+        for lg, level, propagate, handlers in saved:
+            lg.setLevel(level)
+            lg.propagate = propagate
+            lg.handlers[:] = handlers
