@@ -38,25 +38,30 @@ class Capacity:
         self.groups = groups
         self.ctx = ctx
         ids = {id(g) for g in groups}
-        # Reserved nodes of the candidate groups: node -> (free, free after reservations).
+        # Reserved nodes of the candidate groups: node -> (free, free after reservations), and
+        # how many reserved nodes of each group have each number of free GPUs.
         self.reserved: dict[int, dict[str, tuple[int, int]]] = {}
+        self.reserved_at: dict[int, dict[int, int]] = {}
         usage = ctx.usage
         for node, held in ctx.res.pool_nodes(pool).items():
             g = usage.node_group(node)
             if g is not None and id(g) in ids:
                 free = usage.node_free(node)
                 self.reserved.setdefault(id(g), {})[node] = (free, free - held)
+                at = self.reserved_at.setdefault(id(g), {})
+                at[free] = at.get(free, 0) + 1
 
     def fit(self, n: int, spread: bool) -> Fit:
         out = Fit()
         best_free: int | None = None
         for g in self.groups:
             res = self.reserved.get(id(g), {})
+            reserved_at = self.reserved_at.get(id(g), {})
             top = len(g.counts) - 1
             frees = range(top, n - 1, -1) if spread else range(n, top + 1)
             for f in frees:
                 count = g.counts[f]
-                if count and count > sum(1 for fr, _ in res.values() if fr == f):
+                if count and count > reserved_at.get(f, 0):
                     if best_free is None or (f > best_free if spread else f < best_free):
                         node = next(nd for nd in g.members[f] if nd not in res)
                         best_free, out.node, out.group = f, node, g
@@ -64,7 +69,7 @@ class Capacity:
             for f in range(top, -1, -1):
                 if f <= out.largest:
                     break
-                if g.counts[f] > sum(1 for fr, _ in res.values() if fr == f):
+                if g.counts[f] > reserved_at.get(f, 0):
                     out.largest = f
                     break
             out.nodes_fit += g.count_at_least(n)

@@ -58,9 +58,23 @@ class Outcome:
         return "\n".join(x for x in (self.decision.message, self.note) if x)
 
 
-def new_admission_id() -> str:
-    """16 hex digits: unguessable enough, and a valid label value as it is."""
-    return secrets.token_hex(8)
+class _RandomIds:
+    """16 hex digits from the system's random source, read 4 KiB at a time: one ``urandom``
+    call per 512 ids instead of one each (that call was 6% of an admission)."""
+
+    def __init__(self) -> None:
+        self._bytes = b""
+        self._at = 0
+
+    def __call__(self) -> str:
+        if self._at + 8 > len(self._bytes):
+            self._bytes, self._at = secrets.token_bytes(4096), 0
+        self._at += 8
+        return self._bytes[self._at - 8 : self._at].hex()
+
+
+#: A new admission's id: 16 hex digits, unguessable enough, and a valid label value as it is.
+new_admission_id = _RandomIds()
 
 
 class AdmissionDesk:

@@ -497,12 +497,17 @@ class AdmissionsHandler(APIHandler):
             self.write_json(line.row(outcome.waiting), status=202)
             return
         metrics.admissions.labels("rejected").inc()
-        raise ApiError(
+        # A refusal is an answer, not a failure of the service: written as one, without the
+        # warning and traceback handling tornado gives a raised error (a spawn storm against a
+        # full cluster refuses thousands).
+        refusal = ApiError(
             outcome.status,
             outcome.message,
             skipped=views.skipped(outcome.decision),
             reclaimed=[views.victim_row(v) for v in outcome.reclaimed],
         )
+        log.info("admission refused (%d): %s", outcome.status, outcome.message)
+        self.write_json(refusal.body(), status=outcome.status)
 
     async def _request(self) -> tuple[AdmissionRequest, bool]:
         """The request, and whether it may wait in line."""
