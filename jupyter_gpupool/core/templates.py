@@ -29,6 +29,22 @@ def merge_templates(*layers: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
+_ATOMS = (str, int, float, bool, type(None))
+
+
+def _copy(value: Any) -> Any:
+    """``copy.deepcopy`` for the JSON-like values templates are made of, without its memo and
+    dispatch (a deep copy per leaf of a pod's overrides was a twentieth of an admission)."""
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is dict:
+        return {k: _copy(v) for k, v in value.items()}
+    if kind is list:
+        return [_copy(v) for v in value]
+    return copy.deepcopy(value)
+
+
 def _merge_into(base: dict[str, Any], over: Mapping[str, Any]) -> None:
     for key, value in over.items():
         if value is None:
@@ -40,7 +56,7 @@ def _merge_into(base: dict[str, Any], over: Mapping[str, Any]) -> None:
         elif isinstance(value, list) and isinstance(current, list):
             base[key] = merge_lists(current, value)
         else:
-            base[key] = copy.deepcopy(value)
+            base[key] = _copy(value)
 
 
 def _is_named_list(items: Sequence[Any]) -> bool:
@@ -50,17 +66,17 @@ def _is_named_list(items: Sequence[Any]) -> bool:
 def merge_lists(base: Sequence[Any], over: Sequence[Any]) -> list[Any]:
     """Merge two lists by the rules in the module docstring."""
     if base and over and _is_named_list(base) and _is_named_list(over):
-        out = [copy.deepcopy(i) for i in base]
+        out = [_copy(i) for i in base]
         where = {item["name"]: n for n, item in enumerate(out)}
         for item in over:
             if item["name"] in where:
-                out[where[item["name"]]] = copy.deepcopy(item)
+                out[where[item["name"]]] = _copy(item)
             else:
                 where[item["name"]] = len(out)
-                out.append(copy.deepcopy(item))
+                out.append(_copy(item))
         return out
-    out = [copy.deepcopy(i) for i in base]
+    out = [_copy(i) for i in base]
     for item in over:
         if item not in out:
-            out.append(copy.deepcopy(item))
+            out.append(_copy(item))
     return out
