@@ -415,9 +415,8 @@ class GPUPoolService(Application, GPUPoolSettings):
         the ``--log-level`` asked for. traitlets puts that level on its handler and leaves its
         logger at DEBUG; these loggers get the level itself, so a debug line that will not be
         shown is not built (the access log's line for every admission was, 6% of a request)."""
-        level = self.log_level
-        if isinstance(level, str):
-            level = logging.getLevelName(level)
+        asked = self.log_level
+        level = logging.getLevelName(asked) if isinstance(asked, str) else int(asked)  # type: ignore[call-overload]
         for name in ("jupyter_gpupool", "gpupool", "tornado"):
             logger = logging.getLogger(name)
             logger.setLevel(level)

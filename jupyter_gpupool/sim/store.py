@@ -38,6 +38,7 @@ from .validation import check_pod_update, validate
 from .watches import Watcher, WatchEvent
 
 Obj = dict[str, Any]
+Objs = list[Obj]  # a name of its own: inside Store, ``list`` is Store.list
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
 
 
@@ -560,7 +561,7 @@ class Store:
         field_selector: str = "",
         after: Key | None = None,
         limit: int = 0,
-    ) -> tuple[list[Obj], str, Key | None, int | None]:
+    ) -> tuple[Objs, str, Key | None, int | None]:
         """One page of :meth:`list`: at most ``limit`` matching objects (0: all) whose keys
         come after ``after``; returns them, the resourceVersion, the key to continue after (None
         on the last page) and how many objects remain after the page (None when there are
@@ -578,7 +579,7 @@ class Store:
             start = bisect.bisect_left(keys, (namespace, ""))
         else:
             start = 0
-        items: list[Obj] = []
+        items: Objs = []
         for i in range(start, len(keys)):
             key = keys[i]
             if namespace is not None and key[0] != namespace:
