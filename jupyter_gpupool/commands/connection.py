@@ -16,15 +16,17 @@ scope...); 2 the service could not be reached or is not serving.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from ..client import GPUPoolClient, GPUPoolError
 from ..demo import ADMIN_TOKEN_FILE, DEFAULT_STATE_DIR, URL_FILE
+
+if TYPE_CHECKING:  # imported where used: aiohttp is most of a verb's start-up time
+    from ..client import GPUPoolClient, GPUPoolError
 
 EXIT_OK = 0
 EXIT_USER = 1
@@ -32,7 +34,7 @@ EXIT_UNREACHABLE = 2
 
 SERVICE_PATH = "services/gpupool/"
 
-Action = Callable[[GPUPoolClient, argparse.Namespace], Awaitable[int | None]]
+Action = Callable[["GPUPoolClient", argparse.Namespace], Awaitable[int | None]]
 
 
 class CommandError(Exception):
@@ -236,6 +238,10 @@ def report(e: CommandError) -> int:
 
 def run(args: argparse.Namespace, action: Action) -> int:
     """Connect, run ``action`` against the service, and turn any failure into an exit status."""
+    import asyncio
+
+    from ..client import GPUPoolClient, GPUPoolError
+
     try:
         url, token = connection(args, os.environ)
     except CommandError as e:

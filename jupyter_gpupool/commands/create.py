@@ -9,12 +9,14 @@ of the same name; the others in force stay.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..client import GPUPoolClient, GPUPoolError
 from .connection import CommandError, add_connection_options, run, write
-from .documents import Request, build_request, wanted
 from .files import add_file_option, read_files
+
+if TYPE_CHECKING:  # imported where used: yaml and aiohttp are slow to import
+    from ..client import GPUPoolClient, GPUPoolError
+    from .documents import Request
 
 
 def register(subparsers: Any) -> None:
@@ -41,6 +43,9 @@ def refused(e: GPUPoolError, req: Request) -> Exception:
 
 
 async def create(client: GPUPoolClient, args: argparse.Namespace) -> int:
+    from ..client import GPUPoolError
+    from .documents import build_request, wanted
+
     files = read_files(args.files)
     pools = build_request(files, lambda c: wanted(c, "pool"))
     quotas = build_request(files, lambda c: wanted(c, "quota"))

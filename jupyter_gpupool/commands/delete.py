@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..client import GPUPoolClient, GPUPoolError
 from .connection import CommandError, add_connection_options, explain, report, run, write
-from .documents import Chunk, quota_text, split_documents
 from .files import add_file_option, read_files
+
+if TYPE_CHECKING:  # imported where used: yaml and aiohttp are slow to import
+    from ..client import GPUPoolClient
 
 POOL_WORDS = ("pool", "pools")
 QUOTA_WORDS = ("quota", "quotas")
@@ -51,6 +52,8 @@ WHAT = "say what to delete: gpupool delete pool NAME, quota NAME, or -f FILE"
 
 
 def targets(args: argparse.Namespace) -> Targets:
+    from .documents import Chunk, split_documents  # not at the top: yaml is slow to import
+
     if args.target:
         if args.files:
             raise CommandError("give either -f FILE or pool|quota NAME, not both")
@@ -84,6 +87,8 @@ def run_delete(args: argparse.Namespace) -> int:
 
 
 async def delete(client: GPUPoolClient, args: argparse.Namespace) -> int:
+    from ..client import GPUPoolError
+
     status = 0
     if args.targets.quotas:
         status = await delete_quotas(client, args.targets.quotas)
@@ -113,6 +118,8 @@ async def delete(client: GPUPoolClient, args: argparse.Namespace) -> int:
 
 async def delete_quotas(client: GPUPoolClient, names: list[str]) -> int:
     """Put back every quota document in force but ``names``; 1 if one of them is not there."""
+    from .documents import quota_text
+
     status = 0
     documents = (await client.quotas()).get("documents") or []
     in_force = [str((d.get("quota") or {}).get("name")) for d in documents]

@@ -8,7 +8,6 @@ import logging
 import sys
 from pathlib import Path
 
-from ..core.yamldoc import DocumentError
 from ..demo import DEFAULT_PORT, DEFAULT_STATE_DIR
 
 
@@ -41,6 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..core.yamldoc import DocumentError
     from ..demo.run import DemoOptions, run_demo
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..client import GPUPoolClient
 from ..core.formatting import cell
 from ..core.reports import quota_rows
 from .connection import add_connection_options, run, write
 from .get import NODE_COLUMNS, QUOTA_COLUMNS, add_output_option, job_columns
 from .output import Column, indent, render
+
+if TYPE_CHECKING:  # imported by connection.run when a request is made (aiohttp is slow to import)
+    from ..client import GPUPoolClient
 
 TAKEN_OUT_COLUMNS = (Column("NODE NAME", "name"), Column("NOW IN POOL", "pool"))
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..poolfiles import expand_paths
 from .connection import CommandError
 
 
@@ -29,6 +28,8 @@ def add_file_option(parser: argparse.ArgumentParser, required: bool = True) -> N
 
 def read_files(paths: list[str]) -> list[tuple[str, str]]:
     """``(name, text)`` of every file (directories: their pool files), or a CommandError."""
+    from ..poolfiles import expand_paths  # not at the top: it loads the pool parser
+
     files = expand_paths(paths)
     if not files:
         raise CommandError(f"no pool files in {', '.join(paths)}")

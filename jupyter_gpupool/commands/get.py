@@ -20,14 +20,15 @@ import argparse
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..client import GPUPoolClient
 from ..core.formatting import age, human_duration
 from ..core.reports import quota_rows
-from ..core.utilwords import idle_cell, memory_cell, utilization_cell
 from .connection import CommandError, add_connection_options, run, write
 from .output import OUTPUTS, Column, render
+
+if TYPE_CHECKING:  # imported by connection.run when a request is made (aiohttp is slow to import)
+    from ..client import GPUPoolClient
 
 POOL_COLUMNS = (
     Column("POOL NAME", "name"),
@@ -53,6 +54,8 @@ def _idle(row: Mapping[str, Any]) -> Mapping[str, Any]:
 def job_columns(now: float) -> tuple[Column, ...]:
     """``get jobs``' columns; ``-o wide`` adds what the server's GPUs do (issue 17): their
     utilization, memory and idle state in words, and CSV gets them as raw numbers and times."""
+    from ..core.utilwords import idle_cell, memory_cell, utilization_cell  # only jobs' columns
+
     return (
         Column("USER", "user"),
         Column("SERVER", "server"),

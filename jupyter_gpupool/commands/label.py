@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..client import GPUPoolClient
-from ..core.labels import is_label_key, is_label_value
 from .connection import CommandError, add_connection_options, report, run, write
+
+if TYPE_CHECKING:  # imported by connection.run when a request is made (aiohttp is slow to import)
+    from ..client import GPUPoolClient
 
 DEFAULT_PREFIX = "runwhere.ai/"
 
@@ -48,6 +49,8 @@ def register(subparsers: Any) -> None:
 
 def parse_labels(items: list[str]) -> dict[str, str | None]:
     """``KEY=VALUE`` and ``KEY-`` arguments as a patch (None removes), checked as Kubernetes does."""
+    from ..core.labels import is_label_key, is_label_value  # not at the top: hashlib, re
+
     out: dict[str, str | None] = {}
     for item in items:
         if "=" in item:

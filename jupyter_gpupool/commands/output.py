@@ -14,8 +14,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from ..core.formatting import csv_text, format_table
 
 __all__ = ["OUTPUTS", "Column", "render"]
@@ -62,6 +60,8 @@ def to_json(data: Any) -> str:
 
 
 def to_yaml(data: Any) -> str:
+    import yaml  # not at the top: only -o yaml needs it, and it is slow to import
+
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False)
 
 

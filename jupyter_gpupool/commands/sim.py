@@ -8,8 +8,6 @@ import logging
 import signal
 import sys
 
-from ..core.yamldoc import DocumentError
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -45,6 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 async def serve(args: argparse.Namespace) -> int:
+    from ..core.yamldoc import DocumentError
     from ..sim import SimCluster
 
     try:

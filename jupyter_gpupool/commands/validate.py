@@ -12,7 +12,6 @@ import argparse
 import sys
 from typing import Any
 
-from ..poolfiles import check_paths
 from .files import add_file_option
 
 
@@ -27,6 +26,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..poolfiles import check_paths  # not at the top: it loads the pool parser
+
     report = check_paths(args.files)
     if not report.files:
         print("gpupool validate: no pool files found", file=sys.stderr)
