@@ -1,25 +1,34 @@
-"""Benchmark of the gpupool service over HTTP, on a large simulated cluster.
+"""Benchmark of the gpupool service over HTTP as the spawner uses it, on a cluster at Kubernetes'
+own limits.
 
-Builds a simulated cluster (default 5,000 nodes x 8 GPUs in 50 pools, and 20,000 server pods bound
-to them, created in-process through the simulator's store for speed), starts the service as its
-own process (``python -m jupyter_gpupool.service``) against it with a stub of JupyterHub's token
-check (HubAuth caches the answer, as in production), waits for its first full list, then runs two
-phases with ``--clients`` concurrent clients, each sending its next request when the previous one
-is answered, over a persistent connection (``--no-keepalive``: a new connection per request, as
-tornado's simple HTTP client does):
+Builds the simulated cluster of ``bigcluster.py`` (default 5,000 nodes x 8 GPUs in 50 pools and
+150,000 pods: 20,000 notebook servers, 10,000 other GPU jobs, 120,000 pods without GPUs), then:
 
-1. ``POST api/v1/admissions``: 1 GPU for a random user (with groups, as the spawner sends them)
-   in a random list of three pools; the admissions are kept (reservations pile up, as in a spawn
-   storm);
-2. ``GET api/v1/pools`` as a user (the spawn form).
+1. **The API server's list time**: a bare client lists every node and every active pod in pages
+   of 500, as the service does, reading the bytes without decoding them (``api_list_s``);
+2. **Start**: the service as its own process (``python -m jupyter_gpupool.service``) against
+   it, with a stub of JupyterHub's token check; ``startup_s`` is the time until it answers
+   (its first full list streamed into the index), ``startup_minus_list_s`` that time less the
+   API server's own list time. Target: <= 3 s;
+3. **The baseline**: the same service with the admission and the pool list taken out
+   (``baseline_service.py``: same HTTP, token checks and request parsing), started alongside;
+4. **Admissions**: ``--clients`` concurrent spawners, each with its own
+   :class:`~jupyter_gpupool.client.GPUPoolClient` (kept-alive connections, as in the hub), each
+   sending its next ``POST api/v1/admissions`` when the previous one is answered: 1 GPU (4 in
+   every fifth request, which no node has free: refused with 409) for a random user with its
+   group in three random pools; the admissions are kept (reservations pile up, as in a spawn
+   storm). 201 and 409 latencies are reported apart; the same requests go to the baseline.
+   Targets: p99 <= 3 ms, >= 5,000 admissions/s;
+5. **Pool lists**: the same clients ``GET api/v1/pools`` as a user (the spawn form), against
+   the service and the baseline. Target: p99 <= 3 ms.
 
-Prints one JSON line: p50/p99 milliseconds per phase, requests per second, the service's RSS,
-and how long the service took to start and sync (``startup_s``) and the simulator to fill
-(``populate_s``). Targets: admission p99 <= 10 ms, pools p99 <= 20 ms. The simulator lives in this
-process and the service in another, so on a 2-core machine each has a core. Run::
+Both services are measured once quiet after their start (the ledger writes a session for every
+running server in a thread then). The service's RSS is read after the start and after the load (target: <= 200 MB) with its peak.
+The simulator lives in this process and the services in theirs, so on a 2-core machine the
+service has a core while it is measured. Prints one JSON line. Run::
 
-    python benchmarks/bench_service.py                    # full size
-    python benchmarks/bench_service.py --nodes 200 --pods 800 --requests 200   # quick
+    python benchmarks/bench_service.py                                  # full size
+    python benchmarks/bench_service.py --nodes 200 --pods 3000 --requests 500   # quick
 """
 
 from __future__ import annotations
@@ -28,288 +37,318 @@ import argparse
 import asyncio
 import gc
 import json
+import os
 import random
-import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import tornado.httpclient
-import yaml
-from service_process import start_hub_stub, start_service, wait_answering
+import aiohttp
+from bigcluster import (
+    ADMIN_TOKEN,
+    SYNC_TIMEOUT,
+    USER_TOKEN,
+    USERS,
+    add_size_arguments,
+    cluster_spec,
+    hub_models,
+    percentile,
+    populate,
+    rss_mb,
+    start,
+    write_pools,
+)
+from service_process import (
+    answers_ok,
+    start_hub_stub,
+    start_service,
+    stop_service,
+    wait_answering,
+)
 
-from jupyter_gpupool.sim import ClusterSpec, NodeSpec, SimCluster
-from jupyter_gpupool.sim.spec import GPUSpec
+from jupyter_gpupool.client import AdmissionRejected, GPUPoolClient, GPUPoolError
+from jupyter_gpupool.service.clusterview import ACTIVE_PODS
+from jupyter_gpupool.sim import SimCluster
 
-ADMIN_TOKEN = "bench-admin-token"
-USER_TOKEN = "bench-user-token"
+BASELINE = (sys.executable, str(Path(__file__).resolve().parent / "baseline_service.py"))
 
-
-def hub_models() -> dict[str, dict[str, Any]]:
-    """The two tokens the benchmark uses, as JupyterHub would describe them."""
-    return {
-        ADMIN_TOKEN: {"kind": "service", "name": "spawner", "scopes": ["custom:gpupool:admin"]},
-        USER_TOKEN: {
-            "kind": "user",
-            "name": "u0",
-            "groups": ["g00"],
-            "scopes": ["custom:gpupool:use"],
-        },
-    }
-
-
-def cluster_spec(nodes: int, pools: int, gpus: int) -> ClusterSpec:
-    return ClusterSpec(
-        nodes=[
-            NodeSpec(
-                name=f"node-{i:05d}",
-                labels={"runwhere.ai/pool": f"pool-{i % pools:02d}"},
-                cpu="128",
-                memory="1024Gi",
-                gpu=GPUSpec(count=gpus, type="A100-80G"),
-            )
-            for i in range(nodes)
-        ]
-    )
+#: Every this many admissions asks for more GPUs than any node has free (a 409).
+REFUSED_EVERY = 5
 
 
-def populate(cluster: SimCluster, nodes: int, pools: int, pods: int, groups: int) -> None:
-    """Server pods bound to nodes round-robin (1 GPU each), labelled as gpupool's spawner does."""
-    store = cluster.store
-    for i in range(pods):
-        node = i % nodes
-        pool = f"pool-{node % pools:02d}"
-        user = f"u{i % 2000}"
-        group = f"g{i % groups:02d}"
-        store.create(
-            "pods",
-            "default",
-            server_pod(f"jupyter-{user}-{i}", f"node-{node:05d}", pool, user, group),
-        )
-
-
-def server_pod(name: str, node: str, pool: str, user: str, group: str) -> dict[str, Any]:
-    """A 1-GPU server pod bound to ``node``, labelled as gpupool's spawner does."""
-    return {
-        "metadata": {
-            "name": name,
-            "labels": {
-                "gpupool.jupyter.org/pool": pool,
-                "gpupool.jupyter.org/user": user,
-                "gpupool.jupyter.org/over-quota": "false",
-            },
-            "annotations": {
-                "gpupool.jupyter.org/user": user,
-                "gpupool.jupyter.org/server": "",
-                "gpupool.jupyter.org/charged": f"group:{group}",
-            },
-        },
-        "spec": {
-            "nodeName": node,
-            "containers": [
-                {
-                    "name": "notebook",
-                    "image": "jupyter/base",
-                    "resources": {
-                        "requests": {"nvidia.com/gpu": "1"},
-                        "limits": {"nvidia.com/gpu": "1"},
-                    },
-                }
-            ],
-        },
-    }
-
-
-def write_pools(directory: Path, pools: int, groups: int) -> None:
-    for p in range(pools):
-        doc = {
-            "kind": "pool",
-            "version": "v0.1",
-            "pool": {"name": f"pool-{p:02d}", "description": f"benchmark pool {p}"},
-            "nodes": {},
-            "quota": {
-                "borrowing": True,
-                "user-default": {"guaranteed": 0, "limit": 16},
-                "groups": {f"g{g:02d}": {"guaranteed": 20, "limit": 400} for g in range(groups)},
-            },
-        }
-        (directory / f"pool-{p:02d}.yaml").write_text(yaml.safe_dump(doc))
-
-
-#: The first full list of a 5,000-node cluster takes longer than the default sync timeout.
-SYNC_TIMEOUT = "--GPUPoolService.sync_timeout=600"
-
-
-def rss_mb(pid: int) -> float:
+def peak_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return 0.0
 
 
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+async def api_list_seconds(cluster: SimCluster, page: int = 500) -> tuple[float, int]:
+    """How long the API server takes to answer a paged list of every node and active pod (the
+    bytes read, not decoded); and how many bytes that was."""
+    token = cluster.token
+    base = cluster.url
+    total = 0
+    started = time.perf_counter()
+    async with aiohttp.ClientSession(
+        headers={"Authorization": f"Bearer {token}"},
+        connector=aiohttp.TCPConnector(ssl=False),
+    ) as http:
+        for path, params in (("api/v1/nodes", {}), ("api/v1/pods", {"fieldSelector": ACTIVE_PODS})):
+            cont = ""
+            while True:
+                query = {**params, "limit": str(page)}
+                if cont:
+                    query["continue"] = cont
+                async with http.get(f"{base}/{path}", params=query) as resp:
+                    body = await resp.read()
+                    if resp.status != 200:
+                        raise SystemExit(f"listing {path}: {resp.status} {body[:200]!r}")
+                total += len(body)
+                # only the continue token is read (it is in the first bytes: metadata first)
+                head = body[:1000].decode("utf-8", "replace")
+                marker = '"continue": "'
+                at = head.find(marker)
+                if at < 0:
+                    break
+                cont = head[at + len(marker) : head.index('"', at + len(marker))]
+    return time.perf_counter() - started, total
 
 
-class Http:
-    """The benchmark's HTTP client: aiohttp with persistent connections (one per client, as a
-    browser or a long-lived spawner keeps them), or with ``keepalive=False`` tornado's simple
-    client, which opens a connection per request."""
+class Latencies:
+    """Milliseconds per answer status."""
 
-    def __init__(self, clients: int, keepalive: bool):
-        self.keepalive = keepalive
-        self.clients = clients
-        self._aio: Any = None
-        self._tornado: tornado.httpclient.AsyncHTTPClient | None = None
+    def __init__(self) -> None:
+        self.by_status: dict[int, list[float]] = {}
+        self.seconds = 0.0
+        self.server_cpu_s = 0.0
+        self.client_cpu_s = 0.0
 
-    async def fetch(self, method: str, url: str, token: str, body: Any = None) -> int:
-        headers = {"Authorization": f"token {token}"}
-        data = None if body is None else json.dumps(body)
-        if data is not None:
-            headers["Content-Type"] = "application/json"
-        if self.keepalive:
-            import aiohttp
+    def add(self, status: int, ms: float) -> None:
+        self.by_status.setdefault(status, []).append(ms)
 
-            if self._aio is None:
-                self._aio = aiohttp.ClientSession(
-                    connector=aiohttp.TCPConnector(limit=self.clients)
-                )
-            async with self._aio.request(method, url, data=data, headers=headers) as resp:
-                await resp.read()
-                return int(resp.status)
-        if self._tornado is None:
-            self._tornado = tornado.httpclient.AsyncHTTPClient(
-                force_instance=True, max_clients=self.clients
-            )
-        resp = await self._tornado.fetch(
-            url, method=method, body=data, headers=headers, raise_error=False
-        )
-        return int(resp.code)
+    @property
+    def count(self) -> int:
+        return sum(len(v) for v in self.by_status.values())
 
-    async def close(self) -> None:
-        if self._aio is not None:
-            await self._aio.close()
-        if self._tornado is not None:
-            self._tornado.close()
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "per_s": round(self.count / self.seconds) if self.seconds else 0,
+            # CPU time per request: the server's, and this process's (the clients')
+            "server_cpu_ms": round(1000 * self.server_cpu_s / max(1, self.count), 3),
+            "client_cpu_ms": round(1000 * self.client_cpu_s / max(1, self.count), 3),
+        }
+        for status, values in sorted(self.by_status.items()):
+            out[str(status)] = {
+                "n": len(values),
+                "p50_ms": round(statistics.median(values), 2),
+                "p99_ms": round(percentile(values, 99), 2),
+            }
+        return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def quiet(pid: int, timeout: float = 300) -> float:
+    """Wait until process ``pid`` has settled after its start (its ledger writes the sessions of
+    every running server to its database then, in a thread): less than a tenth of a core over
+    a second. Returns the seconds waited."""
+    started = time.perf_counter()
+    before = cpu_seconds(pid)
+    while time.perf_counter() - started < timeout:
+        await asyncio.sleep(1)
+        now = cpu_seconds(pid)
+        if now - before < 0.1:
+            break
+        before = now
+    return time.perf_counter() - started
 
 
 async def run_phase(
-    http: Http, clients: int, total: int, make: Any
-) -> tuple[list[float], float, dict[int, int]]:
-    latencies: list[float] = []
-    codes: dict[int, int] = {}
+    clients: list[GPUPoolClient],
+    total: int,
+    ask: Callable[[GPUPoolClient, random.Random], Awaitable[int]],
+    server: int,
+) -> Latencies:
+    """``total`` requests from the clients, each sending its next when its last is answered."""
+    out = Latencies()
     left = total
 
-    async def worker(seed: int) -> None:
+    async def spawner(client: GPUPoolClient, seed: int) -> None:
         nonlocal left
         rng = random.Random(seed)
         while left > 0:
             left -= 1
-            args = make(rng)
             t = time.perf_counter()
-            code = await http.fetch(*args)
-            latencies.append((time.perf_counter() - t) * 1000)
-            codes[code] = codes.get(code, 0) + 1
+            status = await ask(client, rng)
+            out.add(status, (time.perf_counter() - t) * 1000)
 
     started = time.perf_counter()
-    await asyncio.gather(*(worker(i) for i in range(clients)))
-    return latencies, time.perf_counter() - started, codes
+    server_cpu, client_cpu = cpu_seconds(server), time.process_time()
+    await asyncio.gather(*(spawner(c, i) for i, c in enumerate(clients)))
+    out.seconds = time.perf_counter() - started
+    out.server_cpu_s = cpu_seconds(server) - server_cpu
+    out.client_cpu_s = time.process_time() - client_cpu
+    return out
+
+
+def admission_asker(pool_names: list[str], groups: int) -> Callable[..., Awaitable[int]]:
+    count = 0
+
+    async def ask(client: GPUPoolClient, rng: random.Random) -> int:
+        nonlocal count
+        count += 1
+        user = rng.randrange(USERS)
+        try:
+            await client.admit(
+                user=f"u{user}",
+                groups=[f"g{user % groups:02d}"],
+                pools=rng.sample(pool_names, min(3, len(pool_names))),
+                gpus=4 if count % REFUSED_EVERY == 0 else 1,
+                server="",
+            )
+        except AdmissionRejected:
+            return 409
+        except GPUPoolError as e:
+            return e.status
+        return 201
+
+    return ask
+
+
+async def ask_pools(client: GPUPoolClient, rng: random.Random) -> int:
+    try:
+        await client.pools()
+    except GPUPoolError as e:
+        return e.status
+    return 200
+
+
+def ratio(baseline: float, measured: float) -> float:
+    return round(measured / baseline, 2) if baseline else 0.0
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     hub_api = start_hub_stub(hub_models())
     t0 = time.perf_counter()
     cluster = SimCluster(cluster_spec(args.nodes, args.pools, args.gpus))
-    populate(cluster, args.nodes, args.pools, args.pods, args.groups)
+    servers, gpu_jobs, cpu_pods = populate(cluster, args.nodes, args.pools, args.pods, args.groups)
     populate_s = time.perf_counter() - t0
-    await cluster.start()
+    settle_s = await start(cluster)
     # The simulator's objects live in this process too: keep its garbage collector from walking
     # them during the measurement, which would show up as the *client's* latency.
     gc.collect()
     gc.freeze()
-    proc = None
+    list_s, list_bytes = await api_list_seconds(cluster)
+    procs: list[subprocess.Popen[bytes]] = []
     with tempfile.TemporaryDirectory() as tmp:
         pools_dir = Path(tmp) / "pools"
         pools_dir.mkdir()
         write_pools(pools_dir, args.pools, args.groups)
-        t0 = time.perf_counter()
-        proc, base = start_service(cluster.kubeconfig, pools_dir, hub_api, SYNC_TIMEOUT)
-        http = Http(args.clients, keepalive=not args.no_keepalive)
         try:
-
-            async def answers() -> bool:
-                return await http.fetch("GET", base + "api/v1/", ADMIN_TOKEN) == 200
-
-            await wait_answering(proc, answers)
+            t0 = time.perf_counter()
+            proc, base = start_service(cluster.kubeconfig, pools_dir, hub_api, SYNC_TIMEOUT)
+            procs.append(proc)
+            await wait_answering(proc, answers_ok(base + "api/v1/", ADMIN_TOKEN))
             startup_s = time.perf_counter() - t0
+            rss_ready = rss_mb(proc.pid)
+            bproc, bbase = start_service(
+                cluster.kubeconfig,
+                Path(tmp) / "pools",
+                hub_api,
+                SYNC_TIMEOUT,
+                db_url=f"sqlite:///{Path(tmp) / 'baseline.sqlite'}",
+                command=BASELINE,
+            )
+            procs.append(bproc)
+            await wait_answering(bproc, answers_ok(bbase + "api/v1/", ADMIN_TOKEN))
+
             pool_names = [f"pool-{p:02d}" for p in range(args.pools)]
-
-            def admission(rng: random.Random) -> tuple[str, str, str, dict[str, Any]]:
-                user = rng.randrange(2000)
-                body = {
-                    "user": f"u{user}",
-                    "groups": [f"g{user % args.groups:02d}"],
-                    "pools": rng.sample(pool_names, min(3, len(pool_names))),
-                    "gpus": 1,
-                }
-                return "POST", base + "api/v1/admissions", ADMIN_TOKEN, body
-
-            def pools(rng: random.Random) -> tuple[str, str, str]:
-                return "GET", base + "api/v1/pools", USER_TOKEN
-
-            # warm up both routes (token checks are cached after the first call)
-            await run_phase(http, args.clients, args.clients * 4, admission)
-            await run_phase(http, args.clients, args.clients * 4, pools)
-            adm, adm_s, adm_codes = await run_phase(http, args.clients, args.requests, admission)
-            pls, pls_s, pls_codes = await run_phase(http, args.clients, args.requests, pools)
-            rss = rss_mb(proc.pid)
+            results: dict[str, dict[str, Latencies]] = {}
+            quiet_s = {"service": await quiet(proc.pid), "baseline": await quiet(bproc.pid)}
+            for name, url, pid in (("service", base, proc.pid), ("baseline", bbase, bproc.pid)):
+                admins = [GPUPoolClient(url, ADMIN_TOKEN) for _ in range(args.clients)]
+                users = [GPUPoolClient(url, USER_TOKEN) for _ in range(args.clients)]
+                try:
+                    admit = admission_asker(pool_names, args.groups)
+                    # warm up: connections opened, token checks cached
+                    await run_phase(admins, args.clients * 4, admit, pid)
+                    await run_phase(users, args.clients * 4, ask_pools, pid)
+                    results[name] = {
+                        "admissions": await run_phase(admins, args.requests, admit, pid),
+                        "pools": await run_phase(users, args.requests, ask_pools, pid),
+                    }
+                finally:
+                    for c in admins + users:
+                        await c.close()
+            rss_loaded = rss_mb(proc.pid)
+            rss_peak = peak_rss_mb(proc.pid)
         finally:
-            await http.close()
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                proc.wait(timeout=30)
+            for p in procs:
+                stop_service(p)
             await cluster.stop()
+
+    service, baseline = results["service"], results["baseline"]
+    adm, badm = service["admissions"], baseline["admissions"]
+    pls, bpls = service["pools"], baseline["pools"]
+    every = lambda lat: [ms for v in lat.by_status.values() for ms in v]  # noqa: E731
     return {
         "nodes": args.nodes,
         "pods": args.pods,
+        "servers": servers,
+        "gpu_jobs": gpu_jobs,
+        "cpu_pods": cpu_pods,
         "pools": args.pools,
         "clients": args.clients,
-        "keepalive": not args.no_keepalive,
         "requests_per_phase": args.requests,
-        "admission_p50_ms": round(statistics.median(adm), 2),
-        "admission_p99_ms": round(percentile(adm, 99), 2),
-        "admissions_per_s": round(len(adm) / adm_s),
-        "admission_status": adm_codes,
-        "pools_p50_ms": round(statistics.median(pls), 2),
-        "pools_p99_ms": round(percentile(pls, 99), 2),
-        "pools_per_s": round(len(pls) / pls_s),
-        "pools_status": pls_codes,
-        "service_rss_mb": round(rss, 1),
+        "admissions": adm.summary(),
+        "admission_p99_ms": round(percentile(every(adm), 99), 2),
+        "admissions_per_s": adm.summary()["per_s"],
+        "pools_list": pls.summary(),
+        "pools_p99_ms": round(percentile(every(pls), 99), 2),
+        "baseline_admissions": badm.summary(),
+        "baseline_pools_list": bpls.summary(),
+        # the cost of the work itself: the service's p50 over the baseline's (> 1)
+        "admission_x_baseline_p50": ratio(
+            statistics.median(every(badm)), statistics.median(every(adm))
+        ),
+        "api_list_s": round(list_s, 2),
+        "api_list_mb": round(list_bytes / 2**20, 1),
         "startup_s": round(startup_s, 2),
+        "startup_minus_list_s": round(startup_s - list_s, 2),
+        "service_rss_ready_mb": round(rss_ready, 1),
+        "service_rss_mb": round(rss_loaded, 1),
+        "service_peak_rss_mb": round(rss_peak, 1),
         "populate_s": round(populate_s, 2),
+        "sim_settle_s": round(settle_s, 2),
+        # after the start, until each service was quiet (its first database writes done)
+        "quiet_after_start_s": {k: round(v, 1) for k, v in quiet_s.items()},
+        "targets": {
+            "admission_p99_ms": 3,
+            "pools_p99_ms": 3,
+            "admissions_per_s": 5000,
+            "startup_minus_list_s": 3,
+            "service_rss_mb": 200,
+        },
     }
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nodes", type=int, default=5000)
-    parser.add_argument("--pools", type=int, default=50)
-    parser.add_argument("--gpus", type=int, default=8, help="GPUs per node")
-    parser.add_argument("--pods", type=int, default=20000)
-    parser.add_argument("--groups", type=int, default=20)
-    parser.add_argument("--clients", type=int, default=16)
+    add_size_arguments(parser)
+    parser.add_argument("--clients", type=int, default=16, help="concurrent spawners")
     parser.add_argument("--requests", type=int, default=4000, help="requests per phase")
-    parser.add_argument(
-        "--no-keepalive",
-        action="store_true",
-        help="a new connection per request (tornado's simple client, as the spawner uses)",
-    )
     result = asyncio.run(main(parser.parse_args()))
     print(json.dumps(result))

@@ -8,7 +8,8 @@ a stub of JupyterHub's token check; the spawners run in this process, as in the 
 1. Spawn time: ``await spawner.start()`` until the server's URL is known, for KubeSpawner
    (node selector and GPU limit of training-pool set by hand) and GPUPoolSpawner (the same
    pod through the form's options: launch options, admission, pod), interleaved, ``--spawns``
-   each after one warm-up; medians. Target: ratio <= 1.2.
+   each after one warm-up; medians, and ``spawn_gpupool_x_kubespawner``, GPUPoolSpawner's
+   median over KubeSpawner's (the cost of admission; above 1). Target: <= 1.05.
 2. First pool full: both training-pool nodes are taken by other pods; GPUPoolSpawner is asked
    for ``["training-pool", "inference-pool"]``; the time from ``start()`` to its pod existing.
    Target: < 1 s. KubeSpawner pointed at the full pool waits out its ``start_timeout``
@@ -262,11 +263,11 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "start_delay_s": args.start_delay,
         "kubespawner_spawn_s": round(kube_med, 4),
         "gpupool_spawn_s": round(pool_med, 4),
-        "spawn_ratio": round(pool_med / kube_med, 3),
+        "spawn_gpupool_x_kubespawner": round(pool_med / kube_med, 3),
         "kubespawner_spawn_max_s": round(max(kube_s), 4),
         "gpupool_spawn_max_s": round(max(pool_s), 4),
         **full,
-        "targets": {"spawn_ratio": 1.2, "first_pool_full_to_pod_s": 1.0},
+        "targets": {"spawn_gpupool_x_kubespawner": 1.05, "first_pool_full_to_pod_s": 1.0},
     }
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -45,11 +46,21 @@ def start_hub_stub(models: Mapping[str, dict[str, Any]]) -> str:
     return f"http://127.0.0.1:{sockets[0].getsockname()[1]}/hub/api"
 
 
+#: How the hub starts the service.
+SERVICE_COMMAND = (sys.executable, "-m", "jupyter_gpupool.service")
+
+
 def start_service(
-    kubeconfig: str, pools_dir: Path, hub_api: str, *extra_args: str, db_url: str | None = None
+    kubeconfig: str,
+    pools_dir: Path,
+    hub_api: str,
+    *extra_args: str,
+    db_url: str | None = None,
+    command: tuple[str, ...] = SERVICE_COMMAND,
 ) -> tuple[subprocess.Popen[bytes], str]:
-    """The service on a free port, as the hub would start it; returns it and its URL. Its
-    database is ``db_url`` ('' = none), by default an SQLite file beside ``pools_dir``."""
+    """The service on a free port, as the hub would start it (``command``: another program
+    taking the service's arguments, such as ``baseline_service.py``); returns it and its URL.
+    Its database is ``db_url`` ('' = none), by default an SQLite file beside ``pools_dir``."""
     if db_url is None:
         db_url = f"sqlite:///{Path(pools_dir).parent / 'gpupool.sqlite'}"
     port = free_port()
@@ -62,9 +73,7 @@ def start_service(
     }
     proc = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "jupyter_gpupool.service",
+            *command,
             f"--port={port}",
             f"--kubeconfig={kubeconfig}",
             f"--pools={pools_dir}",
@@ -76,6 +85,17 @@ def start_service(
         stdin=subprocess.DEVNULL,
     )
     return proc, f"http://127.0.0.1:{port}{PREFIX}"
+
+
+def stop_service(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, and SIGKILL if the service has not exited 30 s later."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 async def wait_answering(
@@ -104,7 +124,14 @@ def answers_ok(url: str, token: str) -> Callable[[], Awaitable[bool]]:
     http = tornado.httpclient.AsyncHTTPClient()
 
     async def answers() -> bool:
-        resp = await http.fetch(url, headers={"Authorization": f"token {token}"}, raise_error=False)
+        try:
+            resp = await http.fetch(
+                url, headers={"Authorization": f"token {token}"}, raise_error=False
+            )
+        except tornado.httpclient.HTTPClientError:
+            # a timeout: while this process's loop sends a 150,000-pod list to the service,
+            # its own request can wait past tornado's 20 s; not an answer yet
+            return False
         return resp.code == 200
 
     return answers

@@ -1,5 +1,5 @@
 """docs/spawner.md's reference matches the traits; every setting has help and an example; the
-spawn benchmark runs (tiny, no timing asserted)."""
+spawn benchmark runs (tiny, no target asserted: its shape, and its ratio above 1)."""
 
 import json
 import subprocess
@@ -73,7 +73,7 @@ def test_the_spawn_benchmark_prints_one_json_line():
         "start_delay_s",
         "kubespawner_spawn_s",
         "gpupool_spawn_s",
-        "spawn_ratio",
+        "spawn_gpupool_x_kubespawner",
         "kubespawner_spawn_max_s",
         "gpupool_spawn_max_s",
         "first_pool_full_to_pod_s",
@@ -87,10 +87,15 @@ def test_the_spawn_benchmark_prints_one_json_line():
     assert 0 < result["kubespawner_spawn_s"] <= result["kubespawner_spawn_max_s"]
     assert 0 < result["gpupool_spawn_s"] <= result["gpupool_spawn_max_s"]
     ratio = result["gpupool_spawn_s"] / result["kubespawner_spawn_s"]
-    assert result["spawn_ratio"] == pytest.approx(ratio, rel=0.01, abs=0.002)
+    assert result["spawn_gpupool_x_kubespawner"] == pytest.approx(ratio, rel=0.01, abs=0.002)
+    # GPUPoolSpawner does KubeSpawner's work and asks the service for an admission first
+    assert result["spawn_gpupool_x_kubespawner"] > 1
     # GPUPoolSpawner skips the full pool at once; KubeSpawner waits out its start timeout (1 s)
     assert result["first_pool_full_started_in"] == "inference-pool"
     assert result["kubespawner_full_pool"] == "timed out"
     assert 0 < result["first_pool_full_to_pod_s"] < result["kubespawner_full_pool_s"]
     assert result["kubespawner_full_pool_s"] > 0.5
-    assert result["targets"] == {"spawn_ratio": 1.2, "first_pool_full_to_pod_s": 1.0}
+    assert result["targets"] == {
+        "spawn_gpupool_x_kubespawner": 1.05,
+        "first_pool_full_to_pod_s": 1.0,
+    }
