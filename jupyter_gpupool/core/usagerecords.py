@@ -208,8 +208,6 @@ class PodRecord:
         "gpus",
         "key",
         "linked_pool",
-        "name",
-        "namespace",
         "node",
         "over_quota",
         "phase",
@@ -221,9 +219,7 @@ class PodRecord:
         "user",
     )
 
-    key: str
-    namespace: str
-    name: str
+    key: str  # "namespace/name"
     uid: str
     node: str | None
     gpus: int
@@ -239,6 +235,15 @@ class PodRecord:
     platform: str | None
     linked_pool: str | None
 
+    # Read off the key rather than kept twice (30,000 servers' names are a few MB).
+    @property
+    def namespace(self) -> str:
+        return self.key.partition("/")[0]
+
+    @property
+    def name(self) -> str:
+        return self.key.partition("/")[2]
+
 
 def reasons_of(flags: int) -> tuple[str, ...]:
     """The words for a node's problem bits, in :data:`REASONS` order."""
@@ -247,7 +252,8 @@ def reasons_of(flags: int) -> tuple[str, ...]:
 
 def read_node(name: str, pool: str, meta: Mapping[str, Any], obj: Mapping[str, Any]) -> NodeRecord:
     """What the index keeps of a Node object, ``pool`` being the pool its labels put it in."""
-    labels = meta.get("labels") or {}
+    # most label values (pool, GPU type, zone, OS...) are the same on many nodes: kept once
+    labels = {_intern(k): _intern(v) for k, v in (meta.get("labels") or {}).items()}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     new = NodeRecord(name)
@@ -300,8 +306,6 @@ def read_pod(
     # Values many pods share (a namespace, a node, a user...) are kept once, not once per pod.
     p = PodRecord()
     p.key = key
-    p.namespace = intern(meta.get("namespace", ""))
-    p.name = meta.get("name", "")
     p.uid = uid
     node = spec.get("nodeName")
     p.node = intern(node) if node else None
@@ -335,6 +339,18 @@ def intern(value: str) -> str:
 
 def _intern(value: Any) -> Any:
     return _SHARED.setdefault(value, value) if isinstance(value, str) else value
+
+
+def is_other(meta: Mapping[str, Any], obj: Mapping[str, Any]) -> bool:
+    """Whether a pod counts for nothing but its node's number of pods: no GPUs, no server of
+    a user, no admission (most pods of a large cluster; read without building a record)."""
+    labels = meta.get("labels") or {}
+    if POD_USER in labels or POD_ADMISSION in labels:
+        return False
+    ann = meta.get("annotations") or {}
+    if POD_USER in ann or KUBESPAWNER_USER in ann:
+        return False
+    return pod_gpus(obj.get("spec") or {}) == 0
 
 
 def same_pod(a: PodRecord, b: PodRecord) -> bool:

@@ -59,7 +59,7 @@ class Ledger:
         A session whose pod no longer runs ended while the service was away: when its pod says
         it finished (``read_pod``: the pod as the API server has it now, or None), else at the
         last time the service saw it running."""
-        running = {s.uid for s in self.index.servers() if s.state in ("running", "terminating")}
+        running = self.index.server_uids("running", "terminating")
         closed = 0
         for session in sessions:
             uid = session["pod_uid"]
@@ -90,8 +90,8 @@ class Ledger:
     def catch_up(self) -> None:
         """Open a session for every running server the ledger does not know yet."""
         now = self.now()
-        for server in self.index.servers():
-            if server.state == "running" and server.uid and server.uid not in self.open:
+        for server in self.index.servers_in("running", skip_uids=self.open):
+            if server.uid:
                 self._open(server, None, now)
 
     def on_pod(self, event_type: str, pod: Mapping[str, Any]) -> None:
@@ -112,7 +112,7 @@ class Ledger:
         """Every ``history_interval``: what is still running was seen now; nothing is missed."""
         now = self.now()
         # a terminating server still holds its GPUs: its session ends when its pod is gone
-        alive = {s.uid for s in self.index.servers() if s.state in ("running", "terminating")}
+        alive = self.index.server_uids("running", "terminating")
         for uid in [u for u in self.open if u not in alive]:
             session = self.open[uid]
             self._close(uid, (session["namespace"], session["pod"]), None)
@@ -122,8 +122,8 @@ class Ledger:
     def _open(self, server: Any, pod: Mapping[str, Any] | None, now: float) -> None:
         started = ledger.started_at(pod) if pod is not None else None
         started = started or ledger.parse_time(server.created)
-        node = self.index.node(server.node) if server.node else None
-        fields = ledger.session_fields(server, node.gpu_type if node else None, started or now, now)
+        gpu_type = self.index.node_gpu_type(server.node) if server.node else None
+        fields = ledger.session_fields(server, gpu_type, started or now, now)
         self.open[server.uid] = fields
         self.db.open_session(fields)
         if self.on_open is not None:
