@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import gc
 import logging
 import os
@@ -180,7 +181,9 @@ class GPUPoolService(Application, GPUPoolSettings):
             self._ctx = None
             await self._close_clients(kube)
             raise
-        self._sample()
+        # the first sample just after, so that the service answers before it (a sample of
+        # 20,000 servers is a quarter of a second)
+        asyncio.get_running_loop().call_soon(self._sample)
         self._tasks = [
             asyncio.create_task(self._every(1.0, self._sweep)),
             asyncio.create_task(self._every(ctx.history.interval, self._sample_soon)),
@@ -450,6 +453,7 @@ class GPUPoolService(Application, GPUPoolSettings):
             # milliseconds on a large cluster, in the middle of admissions).
             gc.collect()
             gc.freeze()
+            give_back_memory()
         except DocumentError as e:
             self.log.error("The pool and quota documents have problems; not starting:")
             for problem in e.problems:
@@ -469,6 +473,17 @@ class GPUPoolService(Application, GPUPoolSettings):
         status = asyncio.run(self.run())
         if status:
             self.exit(status)
+
+
+def give_back_memory() -> None:
+    """Hand the C heap's free memory back to the system (glibc's ``malloc_trim``): the first
+    list's pages were decoded there and freed, but glibc keeps freed memory for later; at
+    150,000 pods that was 8 MB of the service's RSS. Nothing happens on other C libraries."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _file_store(directory: str) -> FileStore:
