@@ -214,12 +214,13 @@ class Records:
         if not self.available:
             raise ApiError(503, f"GPU-hours are not available: {self.status()}")
         assert self.db is not None
+        # one user's sessions are picked by the database (its index on user), not out of every
+        # session read: at 20,000 servers the My GPUs page took 0.6 s reading them all
+        users = None if user is None else [user]
         try:
-            sessions = await asyncio.to_thread(self.db.sessions, since=start)
+            sessions = await asyncio.to_thread(self.db.sessions, since=start, users=users)
         except Exception as e:
             raise ApiError(503, f"cannot read the ledger: {e}") from None
-        if user is not None:
-            sessions = [s for s in sessions if s["user"] == user]
         rows = ledger.gpu_hours(sessions, start, end, by or "user")
         return {
             "since": start,
