@@ -435,7 +435,8 @@ class Database:
         """Server sessions: those still open, or those running at any time after ``since``;
         given ``users`` or ``charged`` subjects, only the sessions of those users or charged to
         those subjects."""
-        query = select(ServerSession)
+        # the columns, not ORM objects: at 20,000 sessions building the objects was 340 ms
+        query = select(*_SESSION_COLUMNS)
         if open_only:
             query = query.where(ServerSession.stopped.is_(None))
         if since is not None:
@@ -448,7 +449,8 @@ class Database:
                 | ServerSession.charged.in_(list(charged or ()))
             )
         with self._read() as s:
-            return [_session_dict(r) for r in s.scalars(query.order_by(ServerSession.started))]
+            rows = s.execute(query.order_by(ServerSession.started))
+            return [dict(r) for r in rows.mappings()]
 
     def idle_warnings(self, since: float, n: int = 200) -> list[dict[str, Any]]:
         """The ``n`` latest sessions the idle policy warned at or after ``since``, newest
@@ -492,28 +494,30 @@ class Database:
             ]
 
 
+#: What a session is to the service (:meth:`Database.sessions`), in this order.
+_SESSION_FIELDS = (
+    "pod_uid",
+    "namespace",
+    "pod",
+    "user",
+    "server",
+    "charged",
+    "pool",
+    "platform",
+    "gpu_type",
+    "gpus",
+    "over_quota",
+    "started",
+    "stopped",
+    "last_seen",
+    "ended",
+    "idle_warned",
+)
+_SESSION_COLUMNS = tuple(getattr(ServerSession, c) for c in _SESSION_FIELDS)
+
+
 def _session_dict(r: ServerSession) -> dict[str, Any]:
-    return {
-        c: getattr(r, c)
-        for c in (
-            "pod_uid",
-            "namespace",
-            "pod",
-            "user",
-            "server",
-            "charged",
-            "pool",
-            "platform",
-            "gpu_type",
-            "gpus",
-            "over_quota",
-            "started",
-            "stopped",
-            "last_seen",
-            "ended",
-            "idle_warned",
-        )
-    }
+    return {c: getattr(r, c) for c in _SESSION_FIELDS}
 
 
 def _short(e: BaseException) -> str:
