@@ -656,6 +656,10 @@ def report_totals(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     return {k: round(sum(r[k] for r in rows), 4) for k in keys}
 
 
+#: Rows of a GPU-hours report the reports page shows (the largest).
+REPORT_ROWS = 100
+
+
 class ReportsPage(AdminPageHandler):
     """``{prefix}reports?by=user|group|pool&since=7d|30d|YYYY-MM-DD[&until=YYYY-MM-DD]``:
     GPU-hours per subject from the ledger, within and over quota, as a table with bars, and
@@ -681,14 +685,18 @@ class ReportsPage(AdminPageHandler):
                 raise
         if report is not None and report.get("problem"):
             problem = sentence(str(report["problem"]))
-        rows = hour_bars(report["rows"]) if report is not None else []
+        every = report["rows"] if report is not None else []
+        # The largest rows only (they come largest first): a table of 2,000 users was a 1.5 MB
+        # page; the totals are of every row, and the CSV has them all.
+        rows = hour_bars(every[:REPORT_ROWS])
         self.render_page(
             "reports.html",
             status=status,
             query=query,
             report=report,
             rows=rows,
-            totals=report_totals(rows),
+            row_count=len(every),
+            totals=report_totals(every),
             problem=problem,
             refusal=refusal,
             by_choices=REPORT_BY,
