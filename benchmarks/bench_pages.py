@@ -48,6 +48,7 @@ from bigcluster import (
 )
 from service_process import (
     answers_ok,
+    quiet,
     start_hub_stub,
     start_service,
     stop_service,
@@ -75,6 +76,7 @@ def pages(nodes: int) -> dict[str, str]:
         "nodes_status_filter": "nodes?status=free",
         "nodes_name_filter": "nodes?q=node-0049",
         "quotas": "quotas",
+        "reports": "reports",
         "admin": "admin",
         "usage_chart": "pools/usage.svg",
         "api_nodes_page": "api/v1/nodes?limit=100&labels=1",
@@ -125,6 +127,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         try:
             await wait_answering(proc, answers_ok(base + "api/v1/", ADMIN_TOKEN))
             ready_s = time.perf_counter() - t0
+            # measured once the service is quiet after its start (its ledger's first writes)
+            quiet_s = await quiet(proc.pid)
             measured = {
                 name: await measure(http, base + path, args.requests)
                 for name, path in pages(args.nodes).items()
@@ -148,6 +152,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "requests": args.requests,
         "populate_s": round(populate_s, 1),
         "service_ready_s": round(ready_s, 1),
+        "quiet_after_start_s": round(quiet_s, 1),
         "baseline": {"path": BASELINE, **rounded(baseline)},
         "pages": {name: rounded(page) for name, page in measured.items()},
         "max_page_p99_ms": round(max(page["p99_ms"] for page in measured.values()), 1),

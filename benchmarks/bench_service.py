@@ -37,7 +37,6 @@ import argparse
 import asyncio
 import gc
 import json
-import os
 import random
 import statistics
 import subprocess
@@ -68,6 +67,8 @@ from bigcluster import (
 )
 from service_process import (
     answers_ok,
+    cpu_seconds,
+    quiet,
     start_hub_stub,
     start_service,
     stop_service,
@@ -153,27 +154,6 @@ class Latencies:
                 "p99_ms": round(percentile(values, 99), 2),
             }
         return out
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU time of process ``pid`` so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-async def quiet(pid: int, timeout: float = 300) -> float:
-    """Wait until process ``pid`` has settled after its start (its ledger writes the sessions of
-    every running server to its database then, in a thread): less than a tenth of a core over
-    a second. Returns the seconds waited."""
-    started = time.perf_counter()
-    before = cpu_seconds(pid)
-    while time.perf_counter() - started < timeout:
-        await asyncio.sleep(1)
-        now = cpu_seconds(pid)
-        if now - before < 0.1:
-            break
-        before = now
-    return time.perf_counter() - started
 
 
 async def run_phase(

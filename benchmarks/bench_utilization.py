@@ -32,7 +32,6 @@ import argparse
 import asyncio
 import gc
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -55,7 +54,13 @@ from bigcluster import (
     write_pools,
 )
 from prometheus_client.parser import text_string_to_metric_families
-from service_process import answers_ok, start_hub_stub, start_service, wait_answering
+from service_process import (
+    answers_ok,
+    cpu_seconds,
+    start_hub_stub,
+    start_service,
+    wait_answering,
+)
 
 from jupyter_gpupool.core.idle import IdleClock
 from jupyter_gpupool.core.utilization import by_pod, parse_exporter
@@ -148,12 +153,6 @@ def poll_part(args: argparse.Namespace) -> dict[str, Any]:
         file=sys.stderr,
     )
     return result
-
-
-def cpu_seconds(pid: int) -> float:
-    """The process's user + system CPU time so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def polls_seen(http: tornado.httpclient.AsyncHTTPClient, base: str) -> set[float]:

@@ -87,6 +87,27 @@ def start_service(
     return proc, f"http://127.0.0.1:{port}{PREFIX}"
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def quiet(pid: int, timeout: float = 300) -> float:
+    """Wait until process ``pid`` has settled after its start (the service's ledger writes the
+    sessions of every running server to its database then, in a thread, and takes its first
+    sample): less than a tenth of a core over a second. Returns the seconds waited."""
+    started = time.perf_counter()
+    before = cpu_seconds(pid)
+    while time.perf_counter() - started < timeout:
+        await asyncio.sleep(1)
+        now = cpu_seconds(pid)
+        if now - before < 0.1:
+            break
+        before = now
+    return time.perf_counter() - started
+
+
 def stop_service(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM, and SIGKILL if the service has not exited 30 s later."""
     if proc.poll() is None:
