@@ -133,6 +133,8 @@ def parse_window(since: str | None, until: str | None, now: float) -> tuple[floa
 
 
 REPORT_COLUMNS = ("subject", "gpu_hours", "within_quota", "over_quota", "sessions")
+#: The fields of a session :func:`gpu_hours` reads (the database reads only these for a report).
+REPORT_FIELDS = ("user", "pool", "charged", "gpus", "over_quota", "started", "stopped")
 
 
 def subject_of(session: Mapping[str, Any], by: str) -> str:
