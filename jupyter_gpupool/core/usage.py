@@ -50,6 +50,7 @@ from .usagerecords import (
     intern,
     is_other,
     pod_gpus,
+    pod_key,
     read_node,
     read_pod,
     reasons_of,
@@ -154,7 +155,11 @@ class UsageIndex:
     def apply_pod(self, event_type: str, pod: Mapping[str, Any]) -> None:
         """One Pod watch event (``ADDED``, ``MODIFIED``, ``DELETED``; others are ignored)."""
         meta = pod.get("metadata") or {}
-        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        self._apply_pod(event_type, pod, meta, pod_key(meta))
+
+    def _apply_pod(
+        self, event_type: str, pod: Mapping[str, Any], meta: Mapping[str, Any], key: str
+    ) -> None:
         if event_type == "DELETED":
             old = self._pods.pop(key, None)
             if old is not None:
@@ -681,8 +686,9 @@ class Relist:
             return
         for p in objects:
             meta = p.get("metadata") or {}
-            seen.add(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
-            index.apply_pod("MODIFIED", p)
+            key = pod_key(meta)
+            seen.add(key)
+            index._apply_pod("MODIFIED", p, meta, key)
 
     def finish(self) -> None:
         """The list is whole: what it did not have is gone."""

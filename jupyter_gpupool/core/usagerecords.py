@@ -316,7 +316,7 @@ def read_pod(
     p.created = meta.get("creationTimestamp") or ""
     labels = meta.get("labels") or {}
     ann = meta.get("annotations") or {}
-    user = ann.get(POD_USER) or labels.get(POD_USER) or ann.get(KUBESPAWNER_USER)
+    user = user_of(labels, ann)
     p.user = _intern(user)
     p.server = intern(ann.get(POD_SERVER) or ann.get(KUBESPAWNER_SERVER) or "")
     p.charged = _intern(ann.get(POD_CHARGED) or (f"user:{user}" if user else None))
@@ -341,14 +341,22 @@ def _intern(value: Any) -> Any:
     return _SHARED.setdefault(value, value) if isinstance(value, str) else value
 
 
+def pod_key(meta: Mapping[str, Any]) -> str:
+    """``namespace/name``: how the index knows a pod."""
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def user_of(labels: Mapping[str, str], ann: Mapping[str, str]) -> str | None:
+    """The user whose server a pod is (ours, or KubeSpawner's), else None."""
+    return ann.get(POD_USER) or labels.get(POD_USER) or ann.get(KUBESPAWNER_USER)
+
+
 def is_other(meta: Mapping[str, Any], obj: Mapping[str, Any]) -> bool:
     """Whether a pod counts for nothing but its node's number of pods: no GPUs, no server of
-    a user, no admission (most pods of a large cluster; read without building a record)."""
+    a user, no admission (most pods of a large cluster; read without building a record, as
+    :func:`read_pod` would read it)."""
     labels = meta.get("labels") or {}
-    if POD_USER in labels or POD_ADMISSION in labels:
-        return False
-    ann = meta.get("annotations") or {}
-    if POD_USER in ann or KUBESPAWNER_USER in ann:
+    if labels.get(POD_ADMISSION) or user_of(labels, meta.get("annotations") or {}):
         return False
     return pod_gpus(obj.get("spec") or {}) == 0
 
