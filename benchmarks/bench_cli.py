@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import os
 import re
@@ -48,10 +47,8 @@ from bigcluster import (  # noqa: E402
     ADMIN_TOKEN,
     SYNC_TIMEOUT,
     add_size_arguments,
-    cluster_spec,
+    build,
     hub_models,
-    populate,
-    start,
     write_pools,
 )
 from service_process import (  # noqa: E402
@@ -60,8 +57,6 @@ from service_process import (  # noqa: E402
     start_service,
     wait_answering,
 )
-
-from jupyter_gpupool.sim import SimCluster  # noqa: E402
 
 RECOUNT = HERE / "recount_pools.py"
 #: The figures the three tables must agree on.
@@ -186,16 +181,13 @@ def summary(times: list[float]) -> dict[str, float]:
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     load_before = os.getloadavg()
     hub_api = start_hub_stub(hub_models())
-    cluster = SimCluster(cluster_spec(args.nodes, args.pools, args.gpus))
-    t0 = time.perf_counter()
-    servers, gpu_jobs, cpu_pods = populate(cluster, args.nodes, args.pools, args.pods, args.groups)
-    log(f"{args.pods} pods created in {time.perf_counter() - t0:.1f} s")
-    await start(cluster)  # and every pod running
-    gc.collect()
-    gc.freeze()
+    built = await build(args)
+    cluster = built.cluster
+    log(
+        f"{args.pods} pods created in {built.populate_s:.1f} s, running {built.settle_s:.1f} s later"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         pools_dir = Path(tmp) / "pools"
-        pools_dir.mkdir()
         write_pools(pools_dir, args.pools, args.groups)
         proc, base = start_service(cluster.kubeconfig, pools_dir, hub_api, SYNC_TIMEOUT)
         try:
@@ -240,9 +232,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "pools": args.pools,
         "gpus_per_node": args.gpus,
         "pods": args.pods,
-        "servers": servers,
-        "gpu_jobs": gpu_jobs,
-        "cpu_pods": cpu_pods,
+        "servers": built.servers,
+        "gpu_jobs": built.gpu_jobs,
+        "cpu_pods": built.cpu_pods,
         "runs": args.runs,
         "tables_agree": True,  # check_agree raised otherwise
         "pools_compared": len(tables["get_pools"]),

@@ -23,8 +23,8 @@ Builds the simulated cluster of ``bigcluster.py`` (default 5,000 nodes x 8 GPUs 
    the service and the baseline. Target: p99 <= 3 ms.
 
 Both services are measured once quiet after their start (the ledger writes a session for every
-running server in a thread then). The service's RSS is read after the start and after the load (target: <= 200 MB) with its peak.
-The simulator lives in this process and the services in theirs, so on a 2-core machine the
+running server in a thread then). The service's RSS is read after the start and after the load
+(target: <= 200 MB) with its peak. The simulator lives in this process and the services in theirs, so on a 2-core machine the
 service has a core while it is measured. Prints one JSON line. Run::
 
     python benchmarks/bench_service.py                                  # full size
@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import random
 import statistics
@@ -57,12 +56,10 @@ from bigcluster import (
     USER_TOKEN,
     USERS,
     add_size_arguments,
-    cluster_spec,
+    build,
     hub_models,
     percentile,
-    populate,
     rss_mb,
-    start,
     write_pools,
 )
 from service_process import (
@@ -222,20 +219,12 @@ def ratio(baseline: float, measured: float) -> float:
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     hub_api = start_hub_stub(hub_models())
-    t0 = time.perf_counter()
-    cluster = SimCluster(cluster_spec(args.nodes, args.pools, args.gpus))
-    servers, gpu_jobs, cpu_pods = populate(cluster, args.nodes, args.pools, args.pods, args.groups)
-    populate_s = time.perf_counter() - t0
-    settle_s = await start(cluster)
-    # The simulator's objects live in this process too: keep its garbage collector from walking
-    # them during the measurement, which would show up as the *client's* latency.
-    gc.collect()
-    gc.freeze()
+    built = await build(args)
+    cluster = built.cluster
     list_s, list_bytes = await api_list_seconds(cluster)
     procs: list[subprocess.Popen[bytes]] = []
     with tempfile.TemporaryDirectory() as tmp:
         pools_dir = Path(tmp) / "pools"
-        pools_dir.mkdir()
         write_pools(pools_dir, args.pools, args.groups)
         try:
             t0 = time.perf_counter()
@@ -287,9 +276,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "nodes": args.nodes,
         "pods": args.pods,
-        "servers": servers,
-        "gpu_jobs": gpu_jobs,
-        "cpu_pods": cpu_pods,
+        "servers": built.servers,
+        "gpu_jobs": built.gpu_jobs,
+        "cpu_pods": built.cpu_pods,
         "pools": args.pools,
         "clients": args.clients,
         "requests_per_phase": args.requests,
@@ -311,8 +300,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "service_rss_ready_mb": round(rss_ready, 1),
         "service_rss_mb": round(rss_loaded, 1),
         "service_peak_rss_mb": round(rss_peak, 1),
-        "populate_s": round(populate_s, 2),
-        "sim_settle_s": round(settle_s, 2),
+        "populate_s": round(built.populate_s, 2),
+        "sim_settle_s": round(built.settle_s, 2),
         # after the start, until each service was quiet (its first database writes done)
         "quiet_after_start_s": {k: round(v, 1) for k, v in quiet_s.items()},
         "targets": {
