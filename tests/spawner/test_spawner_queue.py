@@ -165,6 +165,15 @@ def pod_of(cluster: SimCluster, spawner: GPUPoolSpawner) -> dict[str, Any] | Non
 # --- waiting, then running -------------------------------------------------------------------------
 
 
+async def cancel(*starts: asyncio.Future[Any]) -> None:
+    """Cancel spawns' starts (as the hub does when a pending spawn is stopped) and wait for each
+    to end."""
+    for start in starts:
+        start.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await start
+
+
 async def test_a_queued_start_shows_its_place_then_runs_when_gpus_come_free(
     user_spawner, admin, sim_cluster, fast_polls
 ):
@@ -252,9 +261,7 @@ async def test_stopping_a_queued_start_leaves_the_line_and_those_behind_move_up(
     # what JupyterHub does on DELETE .../server while the start is pending (apihandlers/users.py,
     # user.py): cancel the start, then stop the server, where Spawner.stop() is called only if
     # poll() says it runs; with no pod it does not, so the cancel alone must leave the line
-    dave_start.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await dave_start
+    await cancel(dave_start)
     assert await line(admin) == [("carol", 1)]  # gone the moment the start was cancelled
     assert (await admin.admission(dave_row["id"]))["state"] == "cancelled"
     assert await dave.poll() is not None  # not running: JupyterHub won't call stop()
@@ -265,9 +272,7 @@ async def test_stopping_a_queued_start_leaves_the_line_and_those_behind_move_up(
         lambda: moved in carol._progress.messages, what="carol's progress to say position 1"
     )
     assert carol._progress.messages == ["waiting for 1 GPU: position 2 in line for dev-pool", moved]
-    carol_start.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await carol_start
+    await cancel(carol_start)
     await wait_line(admin, [])
 
 
@@ -289,10 +294,7 @@ async def test_the_place_is_the_services_fair_order_not_the_arrival(
         lambda: len(bob._progress.messages) == 2, what="bob's progress to say his new place"
     )
     assert bob._progress.messages == [QUEUED_BOB, QUEUED_BOB.replace("position 1", "position 2")]
-    for start in starts:
-        start.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await start
+    await cancel(*starts)
     await wait_line(admin, [])
 
 
@@ -454,9 +456,7 @@ async def test_a_place_the_service_no_longer_knows_is_asked_for_again(
         "the GPU pool service lost this server's place in line; asking again",
         QUEUED_BOB,
     ]
-    start.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await start
+    await cancel(start)
     await wait_line(admin, [])
 
 
