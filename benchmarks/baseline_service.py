@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jupyter_gpupool.service import handlers
 from jupyter_gpupool.service.app import main
+from jupyter_gpupool.service.web import api as handlers
 
 
 class BaselineAdmissions(handlers.AdmissionsHandler):

@@ -41,9 +41,9 @@ from bench_admission import Synthetic, percentile
 
 from jupyter_gpupool.core import labels as L
 from jupyter_gpupool.core.admission import AdmissionRequest, Decision
-from jupyter_gpupool.service.admissions import AdmissionDesk, Outcome
-from jupyter_gpupool.service.metrics import Metrics
-from jupyter_gpupool.service.queue import Line
+from jupyter_gpupool.service.admission.desk import AdmissionDesk, Outcome
+from jupyter_gpupool.service.admission.line import Line
+from jupyter_gpupool.service.monitoring.metrics import Metrics
 from jupyter_gpupool.service.state import ServiceState
 
 

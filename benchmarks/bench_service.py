@@ -73,7 +73,7 @@ from service_process import (
 )
 
 from jupyter_gpupool.client import AdmissionRejected, GPUPoolClient, GPUPoolError
-from jupyter_gpupool.service.clusterview import ACTIVE_PODS
+from jupyter_gpupool.service.cluster.watch import ACTIVE_PODS
 from jupyter_gpupool.sim import SimCluster
 
 BASELINE = (sys.executable, str(Path(__file__).resolve().parent / "baseline_service.py"))

@@ -2,7 +2,7 @@
 
 :class:`~jupyter_gpupool.client.GPUPoolClient` (the service's API),
 :class:`~jupyter_gpupool.hubclient.HubClient` (the hub's, from a notebook) and
-:class:`~jupyter_gpupool.service.hubapi.HubAPI` (the hub's, from the service) all send a token,
+:class:`~jupyter_gpupool.service.cluster.hubapi.HubAPI` (the hub's, from the service) all send a token,
 JSON bodies and a timeout, and tell "no answer at all" apart from "an answer that is an error";
 each turns those into its own exceptions (:class:`GPUPoolError`, :class:`HubError`,
 :class:`ApiError`), through the two callables given to :class:`HTTPSession`.

@@ -31,7 +31,7 @@ from jupyter_gpupool.client import GPUPoolClient, GPUPoolError
 from jupyter_gpupool.core.usage import UsageIndex
 from jupyter_gpupool.demo.run import free_port
 from jupyter_gpupool.service import GPUPoolService
-from jupyter_gpupool.service.auth import ADMIN_SCOPE, USE_SCOPE
+from jupyter_gpupool.service.web.auth import ADMIN_SCOPE, USE_SCOPE
 from jupyter_gpupool.sim import SimCluster, sim_auth_headers, sim_ssl_context
 
 

@@ -20,8 +20,8 @@ from jupyter_gpupool.client import GPUPoolClient, GPUPoolError
 from jupyter_gpupool.demo.run import free_port
 from jupyter_gpupool.http import HTTPSession, NoAnswer
 from jupyter_gpupool.hubclient import HubClient, HubError
+from jupyter_gpupool.service.cluster.hubapi import HubAPI
 from jupyter_gpupool.service.errors import ApiError
-from jupyter_gpupool.service.hubapi import HubAPI
 
 
 class CountingServer(tornado.httpserver.HTTPServer):

@@ -105,7 +105,7 @@ def hours_text(hours: float) -> str:
 
 class BudgetSessions(Protocol):
     """What budgets read: the sessions that may count against a budget (the service's
-    :class:`~jupyter_gpupool.service.budgets.BudgetBook`). It may return more than match."""
+    :class:`~jupyter_gpupool.service.records.budgetbook.BudgetBook`). It may return more than match."""
 
     def sessions_for(self, budget: Budget) -> Iterable[Mapping[str, Any]]: ...
 

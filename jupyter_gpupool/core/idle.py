@@ -15,7 +15,7 @@ stops a server. ``warn`` before ``after`` is reached the server is warned; at ``
 stopped (``action: stop``) or listed (``action: report``). Servers without GPUs, and the servers
 of exempt users and groups, are never touched.
 
-Pure: the service feeds measurements in (``jupyter_gpupool.service.idlewatch``).
+Pure: the service feeds measurements in (``jupyter_gpupool.service.monitoring.idlewatch``).
 """
 
 from __future__ import annotations

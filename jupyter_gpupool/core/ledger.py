@@ -3,7 +3,7 @@
 A session begins when a server's pod runs (at the pod's ``status.startTime``) and ends when the
 pod is gone or finished (at its containers' ``finishedAt`` when the pod says, else when the
 service saw it go). Pure: the service feeds pods and the usage index's rows in and writes what
-these functions return (``jupyter_gpupool.service.ledger``).
+these functions return (``jupyter_gpupool.service.records.ledger``).
 
 GPU-hours are counted from sessions: :func:`gpu_hours` splits each session's overlap with a
 window by subject, within and over quota.

@@ -1,7 +1,7 @@
 """The fair queue's rules (issue 18): who may wait, in what order, and what a pass may admit.
 
 A request that asks to wait (``"queue": true``) and that no pool can take now waits in line.
-Pure: the service (:mod:`jupyter_gpupool.service.queue`) keeps the entries, runs a pass whenever
+Pure: the service (:mod:`jupyter_gpupool.service.admission.line`) keeps the entries, runs a pass whenever
 GPUs may have come free, and carries the admissions out under the admission lock.
 
 **Order** (*decided*; also in ``docs/pools.md``). Each pass ranks the waiting requests by

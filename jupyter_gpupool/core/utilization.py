@@ -7,7 +7,7 @@ The exporter writes one series per GPU in Prometheus' text format: ``DCGM_FI_DEV
 ``container``. :func:`parse_exporter` reads that text (those three metrics only), :func:`from_prometheus` the answers of
 Prometheus' query API, and both give :class:`PodUtilization` per ``(namespace, pod)``.
 
-Pure: text and JSON in, values out; the service polls (``jupyter_gpupool.service.utilization``).
+Pure: text and JSON in, values out; the service polls (``jupyter_gpupool.service.monitoring.polling``).
 """
 
 from __future__ import annotations

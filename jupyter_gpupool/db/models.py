@@ -80,7 +80,7 @@ class ChangeRecord(Base):
 
 class QueueEntry(Base):
     """A request that waits (or waited) in the fair queue: kept so that the line survives a
-    restart of the service (:mod:`jupyter_gpupool.service.queue`)."""
+    restart of the service (:mod:`jupyter_gpupool.service.admission.line`)."""
 
     __tablename__ = "queue_entries"
 

@@ -37,24 +37,28 @@ from .. import __version__
 from ..core.labels import is_label_value
 from ..core.yamldoc import DocumentError
 from ..db.store import Database
-from . import adminpages, clock, handlers, pages, viewpages
-from .admissions import AdmissionDesk
-from .clusterview import ClusterView
+from . import clock
+from .admission.desk import AdmissionDesk
+from .admission.line import Line
+from .cluster.hubapi import HubAPI
+from .cluster.kube import Kube, default_namespace, make_api_client
+from .cluster.watch import ClusterView
 from .context import ServiceContext
 from .errors import ApiError
-from .history import UsageHistory
-from .hubapi import HubAPI
-from .idlewatch import IdleWatch, no_groups
-from .kube import Kube, default_namespace, make_api_client
-from .metrics import Metrics
-from .poolchanges import PoolManager
-from .queue import Line
-from .records import Records, StartupRefused
-from .registrystore import ConfigMapStore, FileStore, RegistryStore
+from .monitoring.idlewatch import IdleWatch, no_groups
+from .monitoring.metrics import Metrics
+from .monitoring.polling import DCGMSource, PrometheusSource, Utilization
+from .records.memory import Records, StartupRefused
+from .records.samples import UsageHistory
+from .registry.changes import PoolManager
+from .registry.store import ConfigMapStore, FileStore, RegistryStore
 from .settings import GPUPoolSettings, idle_policy_of
 from .state import ServiceState
-from .templating import STATIC, make_environment
-from .utilization import DCGMSource, PrometheusSource, Utilization
+from .web import api as handlers
+from .web.pages import admin as adminpages
+from .web.pages import base as pages
+from .web.pages import views as viewpages
+from .web.pages.templating import STATIC, make_environment
 
 
 class StartupError(Exception):

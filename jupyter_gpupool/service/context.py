@@ -12,20 +12,20 @@ from typing import Any
 from jinja2 import Environment
 from jupyterhub.services.auth import HubOAuth
 
-from .admissions import AdmissionDesk
-from .changelog import ChangeLog
-from .clusterview import ClusterView
+from .admission.desk import AdmissionDesk
+from .cluster.hubapi import HubAPI
+from .cluster.kube import Kube, KubeError
+from .cluster.watch import ClusterView
 from .errors import ApiError
-from .history import UsageHistory
-from .hubapi import HubAPI
-from .idlewatch import IdleWatch
-from .kube import Kube, KubeError
-from .metrics import Metrics
-from .poolchanges import PoolManager
-from .records import Records
+from .monitoring.idlewatch import IdleWatch
+from .monitoring.metrics import Metrics
+from .monitoring.polling import Utilization
+from .records.changelog import ChangeLog
+from .records.memory import Records
+from .records.samples import UsageHistory
+from .registry.changes import PoolManager
 from .state import ServiceState
-from .templating import make_environment
-from .utilization import Utilization
+from .web.pages.templating import make_environment
 
 
 @dataclass

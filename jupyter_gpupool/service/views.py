@@ -19,7 +19,7 @@ from ..core.pools import DEFAULT_POOL, Pool, QuotaEntry, Registry
 from ..core.poolwrite import pool_quota_to_dict, pool_to_document, quota_to_document
 from ..core.reservations import Reservation, Reservations
 from ..core.usage import NodeUsage, PoolUsage, ServerUsage, UsageIndex
-from .utilization import Utilization
+from .monitoring.polling import Utilization
 
 JSON = dict[str, Any]
 

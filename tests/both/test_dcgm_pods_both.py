@@ -26,8 +26,8 @@ from kubernetes_asyncio import client, config
 from service_kit import exporter_pod, pod_for
 from waiting import WaitTimeout, async_wait_for
 
-from jupyter_gpupool.service.kube import Kube
-from jupyter_gpupool.service.utilization import DCGMSource, SourceError
+from jupyter_gpupool.service.cluster.kube import Kube
+from jupyter_gpupool.service.monitoring.polling import DCGMSource, SourceError
 
 OPERATOR_NS = "gpu-operator"
 
@@ -133,7 +133,7 @@ def documented_dcgm_rbac() -> list[dict[str, Any]]:
 
 
 async def service_account_kube(cluster: Cluster) -> tuple[Kube, client.ApiClient]:
-    """The service's own Kubernetes client (service/kube.py) with a token of the hub's
+    """The service's own Kubernetes client (service/cluster/kube.py) with a token of the hub's
     service account (TokenRequest API), nothing else granted."""
     v1 = cluster.v1
     for ns in (HUB_NS, OPERATOR_NS):

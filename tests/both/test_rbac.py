@@ -8,7 +8,7 @@ the test creates it when the docs have no ServiceAccount document. The service t
 token of that service account (TokenRequest API) and does everything it does against Kubernetes:
 list and watch nodes and pods, read and label nodes, keep its registry ConfigMap (create, read,
 replace) and delete a borrower's pod when it reclaims GPUs the hub cannot stop. No call may be
-refused. The service reads no events (it calls nothing else: service/kube.py, clusterview.py).
+refused. The service reads no events (it calls nothing else: service/cluster/kube.py, cluster/watch.py).
 
 Real cluster only: the simulated cluster has no authorization (every call is allowed), so this is
 one of the known differences between the two clusters.

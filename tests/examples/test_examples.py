@@ -6,7 +6,7 @@ import yaml
 from traitlets.config.loader import PyFileConfigLoader
 
 from jupyter_gpupool.poolfiles import load_paths
-from jupyter_gpupool.service.auth import CUSTOM_SCOPES, METRICS_SCOPE
+from jupyter_gpupool.service.web.auth import CUSTOM_SCOPES, METRICS_SCOPE
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -8,7 +8,7 @@ from jupyter_gpupool.core.placement import (
     placement_env,
     service_url_from,
 )
-from jupyter_gpupool.service.auth import USE_SCOPE
+from jupyter_gpupool.service.web.auth import USE_SCOPE
 
 ADMISSION = {
     "id": "adm7",

@@ -460,7 +460,7 @@ async def test_files_changed_on_disk_are_picked_up_and_bad_ones_ignored(
     service = await start_service(reload_interval=0.1)
     (pools_dir / "t4.yaml").write_text(NEW_POOL)
     await service.cluster.wait_for(lambda: "t4-pool" in service.ctx.state.registry.pools, 5)
-    with Records("jupyter_gpupool.service.poolchanges") as reported:
+    with Records("jupyter_gpupool.service.registry.changes") as reported:
         (pools_dir / "broken.yaml").write_text("kind: pool\npool: {}\n")
         # the reloader has read the broken file once it says so: only from then on does it
         # prove anything that the pools in force stayed

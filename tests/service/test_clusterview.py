@@ -13,7 +13,7 @@ import pytest_asyncio
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from jupyter_gpupool.core.usage import UsageIndex
-from jupyter_gpupool.service.clusterview import ClusterView, continue_token
+from jupyter_gpupool.service.cluster.watch import ClusterView, continue_token
 from jupyter_gpupool.sim import SimCluster
 
 CLUSTER = Path(__file__).resolve().parents[2] / "examples" / "cluster.yaml"

@@ -23,7 +23,7 @@ from waiting import async_wait_for
 from jupyter_gpupool.client import GPUPoolClient
 from jupyter_gpupool.core.ledger import parse_time
 from jupyter_gpupool.db.models import ChangeRecord, ServerSession, UsageSample
-from jupyter_gpupool.service.auth import ADMIN_SCOPE
+from jupyter_gpupool.service.web.auth import ADMIN_SCOPE
 from jupyter_gpupool.sim import SimCluster, parse_cluster
 
 POOL = "restart-pool"

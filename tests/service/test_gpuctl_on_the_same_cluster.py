@@ -21,7 +21,7 @@ import tornado.httpclient
 import yaml
 from waiting import async_wait_for
 
-from jupyter_gpupool.service.auth import ADMIN_SCOPE
+from jupyter_gpupool.service.web.auth import ADMIN_SCOPE
 
 POOL_LABEL = "runwhere.ai/pool"
 GPU_TYPE_LABEL = "runwhere.ai/gpu-type"

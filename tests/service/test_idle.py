@@ -18,7 +18,7 @@ from test_records import until
 from waiting import async_wait_for
 
 from jupyter_gpupool.service import clock
-from jupyter_gpupool.service.auth import ADMIN_SCOPE
+from jupyter_gpupool.service.web.auth import ADMIN_SCOPE
 
 T0 = 1_800_000_000.0
 DCGM = {

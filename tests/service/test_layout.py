@@ -5,7 +5,7 @@ import yaml
 
 from jupyter_gpupool.core.yamldoc import DocumentError
 from jupyter_gpupool.service.errors import ApiError
-from jupyter_gpupool.service.layout import (
+from jupyter_gpupool.service.registry.documents import (
     REQUEST,
     delete_pool,
     empty_layout,

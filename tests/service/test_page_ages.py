@@ -19,12 +19,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 from test_formatting import KUBECTL
 
 from jupyter_gpupool.core.formatting import age
-from jupyter_gpupool.service.templating import make_environment
+from jupyter_gpupool.service.web.pages.templating import make_environment
 
 NODE = shutil.which("node")
 need(NODE, "node (runs the pages' script)")
 
-SCRIPT = Path(__file__).resolve().parents[2] / "jupyter_gpupool/service/static/gpupool.js"
+SCRIPT = Path(__file__).resolve().parents[2] / "jupyter_gpupool/service/web/pages/static/gpupool.js"
 
 # Pull age() out of the page script and call it with a clock moved to each case.
 RUNNER = r"""

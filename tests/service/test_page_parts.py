@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 
 from jupyter_gpupool.core.usage import UsageIndex
-from jupyter_gpupool.service import changelog, templating
-from jupyter_gpupool.service.adminpages import sentence
-from jupyter_gpupool.service.charts import usage_chart
 from jupyter_gpupool.service.errors import ApiError
-from jupyter_gpupool.service.history import Sample, UsageHistory
-from jupyter_gpupool.service.nodetable import NodeQuery, page_of, parse_query, select
-from jupyter_gpupool.service.viewpages import quota_text
+from jupyter_gpupool.service.records import changelog
+from jupyter_gpupool.service.records.samples import Sample, UsageHistory
+from jupyter_gpupool.service.web.nodetable import NodeQuery, page_of, parse_query, select
+from jupyter_gpupool.service.web.pages import templating
+from jupyter_gpupool.service.web.pages.admin import sentence
+from jupyter_gpupool.service.web.pages.charts import usage_chart
+from jupyter_gpupool.service.web.pages.views import quota_text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 from k8s_factories import node

@@ -11,8 +11,8 @@ import pytest
 import tornado.httpclient
 from service_kit import start_pod
 
-from jupyter_gpupool.service.auth import ADMIN_SCOPE, USE_SCOPE
-from jupyter_gpupool.service.pages import local_target
+from jupyter_gpupool.service.web.auth import ADMIN_SCOPE, USE_SCOPE
+from jupyter_gpupool.service.web.pages.base import local_target
 
 NEW_POOL = """kind: pool
 version: v0.1

@@ -8,7 +8,7 @@ import pytest
 from k8s_factories import node, pod
 
 from jupyter_gpupool.core.usage import UsageIndex
-from jupyter_gpupool.service.podlist import decode_pods
+from jupyter_gpupool.service.cluster.podlist import decode_pods
 
 
 def pods() -> list[dict]:

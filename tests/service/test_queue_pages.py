@@ -21,9 +21,9 @@ from needs import need, need_module
 from service_kit import start_pod
 from test_pages import Browser, text
 
-from jupyter_gpupool.service.auth import ADMIN_SCOPE, USE_SCOPE
-from jupyter_gpupool.service.viewpages import standing_text
 from jupyter_gpupool.service.views import iso
+from jupyter_gpupool.service.web.auth import ADMIN_SCOPE, USE_SCOPE
+from jupyter_gpupool.service.web.pages.views import standing_text
 
 PREFIX = "/services/gpupool/"
 
@@ -226,7 +226,7 @@ async def test_an_admin_cancels_a_request_waiting_in_line_from_the_pool_page(ser
 
 
 NODE = shutil.which("node")
-SCRIPT = Path(__file__).resolve().parents[2] / "jupyter_gpupool/service/static/gpupool.js"
+SCRIPT = Path(__file__).resolve().parents[2] / "jupyter_gpupool/service/web/pages/static/gpupool.js"
 # The line's helpers of the page script, called on the cases given.
 RUNNER = r"""
 const src = require("fs").readFileSync(process.argv[1], "utf8");

@@ -3,8 +3,8 @@ restarts of the service, the fair queue never over-admits, never admits a reques
 a pool where a request within quota waits, leaves no request waiting that fits now, and gives
 each waiting request its place in the stated order (issue 18).
 
-The service's own admission desk and line run (:class:`~jupyter_gpupool.service.admissions.
-AdmissionDesk`, :class:`~jupyter_gpupool.service.queue.Line`) on a usage index the test feeds
+The service's own admission desk and line run (:class:`~jupyter_gpupool.service.admission.desk.
+AdmissionDesk`, :class:`~jupyter_gpupool.service.admission.line.Line`) on a usage index the test feeds
 with nodes and pods. An admitted request's pod appears on its node at once, as its spawner
 would create it. The checks read the test's OWN LEDGER (what runs where, charged to whom, from
 the pods it created) and its own copy of the quotas it wrote, and judge from those alone:
@@ -41,9 +41,9 @@ from k8s_factories import node, pod
 from jupyter_gpupool.core.admission import AdmissionRequest
 from jupyter_gpupool.core.poolfile import load_string
 from jupyter_gpupool.core.queue import ADMITTED
-from jupyter_gpupool.service.admissions import AdmissionDesk
-from jupyter_gpupool.service.metrics import Metrics
-from jupyter_gpupool.service.queue import Line, entry_of, waiting_from_row
+from jupyter_gpupool.service.admission.desk import AdmissionDesk
+from jupyter_gpupool.service.admission.line import Line, entry_of, waiting_from_row
+from jupyter_gpupool.service.monitoring.metrics import Metrics
 from jupyter_gpupool.service.state import ServiceState
 
 POOLS = ("p", "q")

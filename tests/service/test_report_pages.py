@@ -24,9 +24,10 @@ from service_kit import Running, delete_pod, start_pod
 from test_pages import Browser, text
 from test_records import until
 
-from jupyter_gpupool.service import clock, viewpages
-from jupyter_gpupool.service.auth import ADMIN_SCOPE
-from jupyter_gpupool.service.charts import Usage, downsample, hour_bars, usage_chart
+from jupyter_gpupool.service import clock
+from jupyter_gpupool.service.web.auth import ADMIN_SCOPE
+from jupyter_gpupool.service.web.pages import views as viewpages
+from jupyter_gpupool.service.web.pages.charts import Usage, downsample, hour_bars, usage_chart
 from jupyter_gpupool.sim import SimCluster
 from jupyter_gpupool.sim.spec import example_cluster_spec
 

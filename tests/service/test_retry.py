@@ -1,4 +1,4 @@
-"""The one backoff policy (``service/retry.py``) and the two loops that use it.
+"""The one backoff policy (``service/cluster/retry.py``) and the two loops that use it.
 
 The reference is AWS's "Exponential Backoff And Jitter" (Marc Brooker, 2015), "Full Jitter":
 ``sleep = random_between(0, min(cap, base * 2 ** attempt))``. The watches' loop is checked in
@@ -16,8 +16,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from jupyter_gpupool.service.kube import Kube, KubeError
-from jupyter_gpupool.service.retry import Backoff, backoff_delay
+from jupyter_gpupool.service.cluster.kube import Kube, KubeError
+from jupyter_gpupool.service.cluster.retry import Backoff, backoff_delay
 
 
 def full_jitter(attempt: int, base: float, cap: float, r: float) -> float:

@@ -108,7 +108,7 @@ def test_module_loggers_take_the_log_level_asked_for(arg: str, debug: bool, info
         app = GPUPoolService()
         app.initialize([arg] if arg else [])
         app._route_logs()
-        for name in ("gpupool.access", "jupyter_gpupool.service.handlers", "tornado.application"):
+        for name in ("gpupool.access", "jupyter_gpupool.service.web.api", "tornado.application"):
             logger = logging.getLogger(name)
             assert logger.isEnabledFor(logging.DEBUG) is debug, name
             assert logger.isEnabledFor(logging.INFO) is info, name

@@ -37,9 +37,9 @@ from jupyter_gpupool.core.utilization import (
     measured_gpus,
 )
 from jupyter_gpupool.service import clock
-from jupyter_gpupool.service.auth import ADMIN_SCOPE, USE_SCOPE
-from jupyter_gpupool.service.templating import make_environment
-from jupyter_gpupool.service.viewpages import (
+from jupyter_gpupool.service.web.auth import ADMIN_SCOPE, USE_SCOPE
+from jupyter_gpupool.service.web.pages.templating import make_environment
+from jupyter_gpupool.service.web.pages.views import (
     idle_text,
     memory_text,
     sparkline,
@@ -334,7 +334,7 @@ def test_an_idle_server_says_since_when_and_until_when():
 
 
 NODE = shutil.which("node")
-SCRIPT = Path(__file__).resolve().parents[2] / "jupyter_gpupool/service/static/gpupool.js"
+SCRIPT = Path(__file__).resolve().parents[2] / "jupyter_gpupool/service/web/pages/static/gpupool.js"
 # The utilization cell's helpers of the page script, called on the cases given.
 RUNNER = r"""
 const src = require("fs").readFileSync(process.argv[1], "utf8");

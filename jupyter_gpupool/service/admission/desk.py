@@ -22,19 +22,19 @@ import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from ..core.admission import AdmissionRequest, Decision, ReclaimPlan, decide, user_subject
-from ..core.budgets import over_budget, paid_by
-from ..core.queue import Waiting
-from ..core.reservations import Reservation
-from ..core.usage import ServerUsage
-from . import clock
-from .errors import ApiError
-from .hubapi import HubAPI
-from .kube import Kube, KubeError
-from .metrics import Metrics
-from .queue import Line
-from .state import ServiceState
-from .views import pool_exists, pool_or_bare
+from ...core.admission import AdmissionRequest, Decision, ReclaimPlan, decide, user_subject
+from ...core.budgets import over_budget, paid_by
+from ...core.queue import Waiting
+from ...core.reservations import Reservation
+from ...core.usage import ServerUsage
+from .. import clock
+from ..cluster.hubapi import HubAPI
+from ..cluster.kube import Kube, KubeError
+from ..errors import ApiError
+from ..monitoring.metrics import Metrics
+from ..state import ServiceState
+from ..views import pool_exists, pool_or_bare
+from .line import Line
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 One policy for the two places that retry: the list+watch loops (:mod:`.clusterview`, which retry
 forever and start again from the shortest wait once they make progress) and the single calls of
-:class:`~jupyter_gpupool.service.kube.Kube` that read and write the registry's ConfigMap and node
+:class:`~jupyter_gpupool.service.cluster.kube.Kube` that read and write the registry's ConfigMap and node
 labels (a few tries, then the error). Full jitter, a uniform wait in ``[0, min(cap, base * 2**n)]``
 (the "Full Jitter" of AWS's "Exponential Backoff And Jitter"), spreads the retries of many
 clients after an outage instead of having them come back in step.

@@ -25,13 +25,13 @@ from typing import Any
 
 import yaml
 
-from ..core.labels import safe_label_value
-from ..core.poolfile import load_texts
-from ..core.pools import Registry
-from ..core.poolshapes import POOL_KINDS, QUOTA_KIND
-from ..core.poolwrite import pool_to_document, quota_to_document
-from ..core.yamldoc import DocumentError, load_documents
-from .errors import ApiError, bad_request
+from ...core.labels import safe_label_value
+from ...core.poolfile import load_texts
+from ...core.pools import Registry
+from ...core.poolshapes import POOL_KINDS, QUOTA_KIND
+from ...core.poolwrite import pool_to_document, quota_to_document
+from ...core.yamldoc import DocumentError, load_documents
+from ..errors import ApiError, bad_request
 
 REQUEST = "<request>"
 

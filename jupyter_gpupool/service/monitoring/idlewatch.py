@@ -11,10 +11,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..core.idle import IdleClock, IdlePolicy, IdleState, duration_words
-from ..core.pools import Registry
-from ..core.usage import ServerUsage, UsageIndex
-from .utilization import Utilization
+from ...core.idle import IdleClock, IdlePolicy, IdleState, duration_words
+from ...core.pools import Registry
+from ...core.usage import ServerUsage, UsageIndex
+from .polling import Utilization
 
 log = logging.getLogger(__name__)
 

@@ -20,20 +20,21 @@ from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from tornado import web
 
-from .. import __version__
-from ..core.admission import AdmissionRequest
-from ..core.budgets import applying, budget_rows
-from ..core.queue import Waiting
-from ..core.reports import quota_rows
-from . import changelog, clock, views
-from .admissions import Outcome
+from ... import __version__
+from ...core.admission import AdmissionRequest
+from ...core.budgets import applying, budget_rows
+from ...core.queue import Waiting
+from ...core.reports import quota_rows
+from .. import clock, views
+from ..admission.desk import Outcome
+from ..bodies import parse_admission, parse_groups, parse_json, parse_label_patch, text_body
+from ..errors import ApiError
+from ..records import changelog
 from .auth import ADMIN_SCOPE, METRICS_SCOPE, USE_SCOPE, Caller, access_scope_text
-from .bodies import parse_admission, parse_groups, parse_json, parse_label_patch, text_body
-from .errors import ApiError
 from .nodetable import page_of, parse_query, select, whole_number
 
 if TYPE_CHECKING:
-    from .context import ServiceContext
+    from ..context import ServiceContext
 
 log = logging.getLogger(__name__)
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 from urllib.parse import quote
 
-from ..http import Answer, HTTPSession
-from ..hubclient import server_path
-from . import clock
-from .errors import ApiError
+from ...http import Answer, HTTPSession
+from ...hubclient import server_path
+from .. import clock
+from ..errors import ApiError
 
 log = logging.getLogger(__name__)
 

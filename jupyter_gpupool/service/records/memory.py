@@ -14,19 +14,19 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ..core import ledger
-from ..core.budgets import Budget
-from ..core.history import parse_range
-from ..core.queue import Waiting
-from ..core.usage import UsageIndex
-from ..core.utilization import PodUtilization, busy_gpus
-from ..db.store import Database, DatabaseError, SchemaTooNew
-from . import clock
-from .budgets import BudgetBook
-from .errors import ApiError
+from ...core import ledger
+from ...core.budgets import Budget
+from ...core.history import parse_range
+from ...core.queue import Waiting
+from ...core.usage import UsageIndex
+from ...core.utilization import PodUtilization, busy_gpus
+from ...db.store import Database, DatabaseError, SchemaTooNew
+from .. import clock
+from ..admission.line import entry_of, waiting_from_row
+from ..errors import ApiError
+from ..monitoring.polling import Utilization
+from .budgetbook import BudgetBook
 from .ledger import Ledger, ReadPod
-from .queue import entry_of, waiting_from_row
-from .utilization import Utilization
 
 log = logging.getLogger(__name__)
 

@@ -26,22 +26,22 @@ from urllib.parse import quote, urlencode
 
 from tornado import web
 
-from ..core.decision import AdmissionRequest, gpus_text
-from ..core.history import RANGES, parse_range
-from ..core.idle import IdlePolicy
-from ..core.poolwrite import pool_to_document
-from ..core.queue import ADMITTED, CANCELLED, EXPIRED, Waiting
-from ..core.reports import quota_rows
-from ..core.usagerows import ServerUsage
-from ..core.utilization import busy_gpus
-from . import clock, views
-from .adminpages import sentence
+from ....core.decision import AdmissionRequest, gpus_text
+from ....core.history import RANGES, parse_range
+from ....core.idle import IdlePolicy
+from ....core.poolwrite import pool_to_document
+from ....core.queue import ADMITTED, CANCELLED, EXPIRED, Waiting
+from ....core.reports import quota_rows
+from ....core.usagerows import ServerUsage
+from ....core.utilization import busy_gpus
+from ... import clock, views
+from ...admission.line import Ended, Line
+from ...errors import ApiError
+from ...registry.documents import dump_document
+from ..nodetable import STATUSES, NodeQuery, Page, page_of, parse_query, select, whole_number
+from .admin import sentence
+from .base import AdminPageHandler, PageHandler
 from .charts import Chart, Usage, downsample, history_series, hour_bars, tidy, usage_chart
-from .errors import ApiError
-from .layout import dump_document
-from .nodetable import STATUSES, NodeQuery, Page, page_of, parse_query, select, whole_number
-from .pages import AdminPageHandler, PageHandler
-from .queue import Ended, Line
 
 NODES_PER_PAGE = 100
 SERVERS_PER_PAGE = 100

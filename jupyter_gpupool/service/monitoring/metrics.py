@@ -16,13 +16,13 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ..core.admission import group_subject, user_subject
-from ..core.utilization import busy_gpus, measured_gpus
-from . import clock
+from ...core.admission import group_subject, user_subject
+from ...core.utilization import busy_gpus, measured_gpus
+from .. import clock
 
 if TYPE_CHECKING:
-    from .state import ServiceState
-    from .utilization import Utilization
+    from ..state import ServiceState
+    from .polling import Utilization
 
 #: Admission results, the values of the ``result`` label.
 RESULTS = ("admitted", "queued", "rejected", "forbidden", "invalid", "error")

@@ -17,11 +17,11 @@ from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..core.yamldoc import DocumentError, Problem
-from ..poolfiles import FILE_SUFFIXES, expand_paths, read_files
-from .errors import ApiError
-from .kube import Kube, KubeError
-from .layout import Edit, Layout, load_layout
+from ...core.yamldoc import DocumentError, Problem
+from ...poolfiles import FILE_SUFFIXES, expand_paths, read_files
+from ..cluster.kube import Kube, KubeError
+from ..errors import ApiError
+from .documents import Edit, Layout, load_layout
 
 
 class RegistryStore(ABC):

@@ -23,10 +23,10 @@ from jupyterhub.services.auth import HubOAuthCallbackHandler
 from markupsafe import Markup
 from tornado import web
 
-from .. import __version__
-from .auth import ADMIN_SCOPE, USE_SCOPE, Caller
-from .errors import ApiError
-from .handlers import ServiceHandler
+from .... import __version__
+from ...errors import ApiError
+from ..api import ServiceHandler
+from ..auth import ADMIN_SCOPE, USE_SCOPE, Caller
 from .templating import hub_namespace
 
 FLASH_COOKIE = "gpupool-flash"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import clock
+from .. import clock
 
 log = logging.getLogger("gpupool.changes")
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, select_autoescape
 
-from ..core.formatting import age
-from .views import iso
+from ....core.formatting import age
+from ...views import iso
 
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"

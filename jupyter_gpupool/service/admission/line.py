@@ -29,9 +29,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from ..core.admission import AdmissionRequest, Decision, decide
-from ..core.decision import gpus_text
-from ..core.queue import (
+from ...core.admission import AdmissionRequest, Decision, decide
+from ...core.decision import gpus_text
+from ...core.queue import (
     ADMITTED,
     CANCELLED,
     EXPIRED,
@@ -48,10 +48,10 @@ from ..core.queue import (
     subject_words,
     waiting_words,
 )
-from . import clock
+from .. import clock
 
 if TYPE_CHECKING:
-    from .admissions import AdmissionDesk, Outcome
+    from .desk import AdmissionDesk, Outcome
 
 log = logging.getLogger(__name__)
 
@@ -234,7 +234,7 @@ class Line:
         return self._places
 
     def _admit(self, w: Waiting, decision: Decision) -> None:
-        from .admissions import Outcome
+        from .desk import Outcome
 
         reservation = decision.reservation(clock.now() + self.desk.ttl)
         self.state.reservations.add(reservation)

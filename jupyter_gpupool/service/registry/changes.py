@@ -22,15 +22,15 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.labels import GPU_TYPE_LABEL, is_label_value
-from ..core.yamldoc import DocumentError
-from . import layout as layouts
-from . import views
-from .bodies import LabelPatch
-from .errors import ApiError
-from .kube import Kube, KubeError
-from .registrystore import RegistryStore
-from .state import ServiceState
+from ...core.labels import GPU_TYPE_LABEL, is_label_value
+from ...core.yamldoc import DocumentError
+from .. import views
+from ..bodies import LabelPatch
+from ..cluster.kube import Kube, KubeError
+from ..errors import ApiError
+from ..state import ServiceState
+from . import documents as layouts
+from .store import RegistryStore
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.usage import NodeUsage, UsageIndex
-from .errors import bad_request
+from ...core.usage import NodeUsage, UsageIndex
+from ..errors import bad_request
 
 
 def _reason(words: str) -> Callable[[NodeUsage], bool]:

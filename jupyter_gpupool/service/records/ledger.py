@@ -13,9 +13,9 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from ..core import ledger
-from ..core.usage import UsageIndex
-from ..db.store import Database
+from ...core import ledger
+from ...core.usage import UsageIndex
+from ...db.store import Database
 
 log = logging.getLogger(__name__)
 

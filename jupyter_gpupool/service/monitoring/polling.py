@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from ..core.utilization import (
+from ...core.utilization import (
     DEFAULT_QUERIES,
     GPUReading,
     PodKey,
@@ -33,9 +33,9 @@ from ..core.utilization import (
     from_prometheus,
     parse_exporter,
 )
-from ..http import HTTPSession, NoAnswer, describe
-from . import clock
-from .kube import KubeError
+from ...http import HTTPSession, NoAnswer, describe
+from .. import clock
+from ..cluster.kube import KubeError
 
 log = logging.getLogger(__name__)
 

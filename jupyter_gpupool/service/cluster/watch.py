@@ -34,7 +34,7 @@ from typing import Any
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ..core.usage import UsageIndex
+from ...core.usage import UsageIndex
 from .podlist import decode_pods
 from .retry import Backoff
 

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ..core.budgets import Budget
+from ...core.budgets import Budget
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 stop a server.
 
 Every action is a POST with JupyterHub's XSRF token, goes through the same
-:class:`~jupyter_gpupool.service.poolchanges.PoolManager` as the JSON API, is recorded in the
+:class:`~jupyter_gpupool.service.registry.changes.PoolManager` as the JSON API, is recorded in the
 change log with who made it, and answers with a redirect and a one-line flash message, or the
 admin page again with the refusal next to the form (see :mod:`.pages` for what pages share).
 """
@@ -14,14 +14,15 @@ from urllib.parse import quote, urlencode
 
 from tornado import web
 
-from ..core.pools import DEFAULT_POOL
-from ..core.poolwrite import pool_to_document, quota_to_document
-from . import changelog, views
-from .bodies import LabelPatch
-from .errors import ApiError
-from .kube import KubeError
-from .layout import REQUEST, dump_document
-from .pages import AdminPageHandler
+from ....core.pools import DEFAULT_POOL
+from ....core.poolwrite import pool_to_document, quota_to_document
+from ... import views
+from ...bodies import LabelPatch
+from ...cluster.kube import KubeError
+from ...errors import ApiError
+from ...records import changelog
+from ...registry.documents import REQUEST, dump_document
+from .base import AdminPageHandler
 
 EXAMPLE_POOL = """\
 kind: pool
