@@ -22,10 +22,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jupyter_gpupool.service.app import main
-from jupyter_gpupool.service.web import api as handlers
+from jupyter_gpupool.service.web import admissionapi, api
 
 
-class BaselineAdmissions(handlers.AdmissionsHandler):
+class BaselineAdmissions(admissionapi.AdmissionsHandler):
     async def post(self) -> None:
         request, _queue = await self._request()
         self.write_json(
@@ -52,7 +52,7 @@ class BaselineAdmissions(handlers.AdmissionsHandler):
         )
 
 
-class BaselinePools(handlers.PoolsHandler):
+class BaselinePools(api.PoolsHandler):
     answered: str | None = None
 
     async def get(self) -> None:
@@ -63,8 +63,8 @@ class BaselinePools(handlers.PoolsHandler):
         self.finish(BaselinePools.answered)
 
 
-handlers.AdmissionsHandler = BaselineAdmissions  # type: ignore[misc]
-handlers.PoolsHandler = BaselinePools  # type: ignore[misc]
+admissionapi.AdmissionsHandler = BaselineAdmissions  # type: ignore[misc]
+api.PoolsHandler = BaselinePools  # type: ignore[misc]
 
 if __name__ == "__main__":
     main()

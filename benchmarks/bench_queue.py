@@ -41,8 +41,9 @@ from bench_admission import Synthetic, percentile
 
 from jupyter_gpupool.core import labels as L
 from jupyter_gpupool.core.admission import AdmissionRequest, Decision
-from jupyter_gpupool.service.admission.desk import AdmissionDesk, Outcome
+from jupyter_gpupool.service.admission.desk import AdmissionDesk
 from jupyter_gpupool.service.admission.line import Line
+from jupyter_gpupool.service.admission.outcome import Outcome
 from jupyter_gpupool.service.monitoring.metrics import Metrics
 from jupyter_gpupool.service.state import ServiceState
 

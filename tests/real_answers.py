@@ -17,13 +17,14 @@ from typing import Any
 from jupyter_gpupool.core.admission import AdmissionRequest, Decision, Skip, decide
 from jupyter_gpupool.core.poolfile import load_string
 from jupyter_gpupool.service import views
-from jupyter_gpupool.service.admission.desk import AdmissionDesk, Outcome
+from jupyter_gpupool.service.admission.desk import AdmissionDesk
+from jupyter_gpupool.service.admission.outcome import Outcome
 from jupyter_gpupool.service.bodies import parse_admission
 from jupyter_gpupool.service.errors import ApiError
 from jupyter_gpupool.service.monitoring.metrics import Metrics
 from jupyter_gpupool.service.monitoring.polling import Utilization
 from jupyter_gpupool.service.state import ServiceState
-from jupyter_gpupool.service.web.api import admitted_body
+from jupyter_gpupool.service.web.admissionapi import admitted_body
 from jupyter_gpupool.sim.cluster import node_object
 from jupyter_gpupool.sim.spec import example_cluster_spec
 

@@ -7,7 +7,7 @@ It is meant to run as a JupyterHub-managed service named ``gpupool``: the hub st
 file (``c.GPUPoolService.x = ...``, ``--config FILE``).
 
 This module puts the service together from its settings (:meth:`GPUPoolService.make_app`,
-:func:`route_table`) and runs it: start (registry, cluster sync, listen), the periodic tasks,
+:func:`.web.routes.route_table`) and runs it: start (registry, cluster sync, listen), the periodic tasks,
 stop on SIGINT/SIGTERM.
 """
 
@@ -36,7 +36,6 @@ from traitlets.config import Application, catch_config_error
 from .. import __version__
 from ..core.labels import is_label_value
 from ..core.yamldoc import DocumentError
-from ..db.store import Database
 from . import clock
 from .admission.desk import AdmissionDesk
 from .admission.line import Line
@@ -54,11 +53,8 @@ from .registry.changes import PoolManager
 from .registry.store import ConfigMapStore, FileStore, RegistryStore
 from .settings import GPUPoolSettings, idle_policy_of
 from .state import ServiceState
-from .web import api as handlers
-from .web.pages import admin as adminpages
-from .web.pages import base as pages
-from .web.pages import views as viewpages
-from .web.pages.templating import STATIC, make_environment
+from .web.pages.templating import make_environment
+from .web.routes import log_request, route_table
 
 
 class StartupError(Exception):
@@ -155,7 +151,7 @@ class GPUPoolService(Application, GPUPoolSettings):
             routes,
             cookie_secret=secrets.token_bytes(32),
             login_url=ctx.hub_auth.login_url,
-            log_function=_log_request,
+            log_function=log_request,
         )
 
     async def start_service(self) -> ServiceContext:
@@ -258,8 +254,8 @@ class GPUPoolService(Application, GPUPoolSettings):
             max_body_size=int(self.max_body_size),
             max_gpus=self.max_gpus,
             history=UsageHistory(self.history_interval, self.history_hours),
-            records=Records(
-                Database(self.db_url) if self.db_url else None,
+            records=Records.at(
+                self.db_url,
                 raw_days=self.history_raw_days,
                 keep_days=self.history_days,
             ),
@@ -494,83 +490,6 @@ def _file_store(directory: str) -> FileStore:
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise StartupError(f"--pools={directory} is not a directory")
     return FileStore(directory)
-
-
-access_log = logging.getLogger("gpupool.access")
-
-
-def route_table(prefix: str) -> list[tuple[str, type[tornado.web.RequestHandler], dict[str, Any]]]:
-    """The service's routes under ``prefix``: ``(pattern, handler, arguments)``.
-
-    Handlers given no arguments here get the service context (``{"ctx": ctx}``) in
-    :meth:`GPUPoolService.make_app`; the authentication tests walk this list, so a route added
-    here without a row in their table fails them.
-    """
-    api = prefix + "api/v1/"
-    h = handlers
-    routes: list[Any] = [
-        (api, h.InfoHandler),
-        (api + "pools", h.PoolsHandler),
-        (api + "pools.csv", h.PoolsCSVHandler),
-        (api + "pools/([^/]+)", h.PoolHandler),
-        (api + "nodes", h.NodesHandler),
-        (api + "nodes.csv", h.NodesCSVHandler),
-        (api + "nodes/([^/]+)/labels", h.NodeLabelsHandler),
-        (api + "servers", h.ServersHandler),
-        (api + "idle", h.IdleHandler),
-        (api + "quotas", h.QuotasHandler),
-        (api + "usage", h.UsageHandler),
-        (api + "usage/history", h.UsageHistoryHandler),
-        (api + "reports/gpu-hours", h.GPUHoursHandler),
-        (api + "reports/gpu-hours.csv", h.GPUHoursCSVHandler),
-        (api + "launch-options", h.LaunchOptionsHandler),
-        (api + "admissions", h.AdmissionsHandler),
-        (api + "admissions/([^/]+)", h.AdmissionHandler),
-        (api + "queue", h.QueueHandler),
-        (prefix + "metrics", h.MetricsHandler),
-        (prefix + "api/(.*)", h.NotFoundHandler),
-        (prefix + "oauth_callback", pages.OAuthCallbackHandler),
-        (prefix + "static/(.*)", tornado.web.StaticFileHandler, {"path": str(STATIC)}),
-        (prefix + "pools", viewpages.PoolsPage),
-        (prefix + "pools/usage.svg", viewpages.UsageChart),
-        (prefix + "pools/([^/]+)", viewpages.PoolPage),
-        (prefix + "nodes", viewpages.NodesPage),
-        (prefix + "quotas", viewpages.QuotasPage),
-        (prefix + "reports", viewpages.ReportsPage),
-        (prefix + "idle", viewpages.IdlePage),
-        (prefix + "admin", adminpages.AdminPage),
-        (prefix + "admin/pools", adminpages.ApplyPoolsAction),
-        (prefix + "admin/pools/([^/]+)/delete", adminpages.DeletePoolPage),
-        (prefix + "admin/nodes", adminpages.MoveNodeAction),
-        (prefix + "admin/quotas", adminpages.QuotasAction),
-        (prefix + "admin/servers/stop", adminpages.StopServerAction),
-        (prefix, viewpages.UserPage),
-        (prefix.rstrip("/"), tornado.web.RedirectHandler, {"url": prefix}),
-    ]
-    return [(r[0], r[1], r[2] if len(r) > 2 else {}) for r in routes]
-
-
-def _log_request(handler: tornado.web.RequestHandler) -> None:
-    """Access log: errors loud, the many successful API calls at debug level."""
-    status = handler.get_status()
-    if status < 400:
-        level = logging.DEBUG
-    elif status < 500:
-        level = logging.INFO
-    else:
-        level = logging.ERROR
-    if not access_log.isEnabledFor(level):
-        return
-    request = handler.request
-    # the path, not the URI: a query string may carry a token (``?token=...``)
-    access_log.log(
-        level,
-        "%d %s %s %.2fms",
-        status,
-        request.method,
-        request.path,
-        1000 * request.request_time(),
-    )
 
 
 main = GPUPoolService.launch_instance

@@ -14,10 +14,11 @@ from typing import Any
 from ..core.admission import AdmissionState
 from ..core.budgets import BudgetSessions
 from ..core.labels import POOL_LABEL
+from ..core.poolrows import pool_names, pool_or_bare, pool_summary
 from ..core.pools import Pool, Registry
 from ..core.reservations import Reservation, Reservations
 from ..core.usage import PoolUsage, UsageIndex
-from . import clock, views
+from . import clock
 
 #: At most this many stale pool rows are recomputed per request (see ``pool_usages``).
 REFRESH_PER_CALL = 4
@@ -117,7 +118,7 @@ class ServiceState:
         """
         now = clock.now()
         ttl = self.summary_ttl
-        names = views.pool_names(self.registry, self.index)
+        names = pool_names(self.registry, self.index)
         cache = self._usages
         stale = [n for n in names if n not in cache or now - cache[n][0] >= ttl]
         if stale:
@@ -163,8 +164,8 @@ class ServiceState:
             version = versions.get(name, 0)
             hit = self._summaries.get(name)
             if hit is None or hit[0] is not usage or hit[1] != version or hit[2] is not registry:
-                pool = views.pool_or_bare(registry, name)
-                row = views.pool_summary(pool, usage, self.index, self.reservations)
+                pool = pool_or_bare(registry, name)
+                row = pool_summary(pool, usage, self.index, self.reservations)
                 hit = (usage, version, registry, pool, row, json.dumps(row))
                 self._summaries[name] = hit
             if user is not None and not hit[3].allows(user, groups):
@@ -173,5 +174,5 @@ class ServiceState:
         return out
 
     def pool_summary(self, name: str) -> dict[str, Any]:
-        pool = views.pool_or_bare(self.registry, name)
-        return views.pool_summary(pool, self.index.pool_usage(name), self.index, self.reservations)
+        pool = pool_or_bare(self.registry, name)
+        return pool_summary(pool, self.index.pool_usage(name), self.index, self.reservations)

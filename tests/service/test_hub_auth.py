@@ -1,7 +1,7 @@
 """Authentication and scopes against a real JupyterHub.
 
 The permission table is checked against the application's own route list
-(:func:`jupyter_gpupool.service.app.route_table`): a route or method without a row fails.
+(:func:`jupyter_gpupool.service.web.routes.route_table`): a route or method without a row fails.
 
 One JupyterHub (the demo's configuration, which wires the service, its scopes and roles) runs in
 a subprocess for the module, with the simulated cluster in another. Fixed tokens: the demo's
@@ -31,7 +31,7 @@ from waiting import wait_for
 
 from jupyter_gpupool.demo.run import DemoOptions, free_port, service_command
 from jupyter_gpupool.demo.testing import SimProcess
-from jupyter_gpupool.service.app import route_table
+from jupyter_gpupool.service.web.routes import route_table
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_CONFIG = REPO / "jupyter_gpupool" / "demo" / "jupyterhub_config.py"

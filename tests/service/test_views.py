@@ -1,10 +1,11 @@
-"""Pure views: the largest free block with reservations, CSV, and pool rows."""
+"""Pure views: the largest free block with reservations (a pool row's, :mod:`core.poolrows`), CSV."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jupyter_gpupool.core.poolrows import largest_free_block
 from jupyter_gpupool.core.reservations import Reservation, Reservations
 from jupyter_gpupool.core.usage import UsageIndex
 from jupyter_gpupool.service import views
@@ -69,7 +70,7 @@ def test_largest_free_block_counts_reservations_as_used(spec):
         if ready:
             expected = max(expected, free - held)
     raw = index.pool_usage("p").largest_free_block
-    assert views.largest_free_block(index, reservations, "p", raw) == expected
+    assert largest_free_block(index, reservations, "p", raw) == expected
 
 
 def test_csv_quotes_and_joins():

@@ -20,11 +20,11 @@ import asyncio
 import logging
 import secrets
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ...core.admission import AdmissionRequest, Decision, ReclaimPlan, decide, user_subject
 from ...core.budgets import over_budget, paid_by
-from ...core.queue import Waiting
+from ...core.poolrows import pool_exists, pool_or_bare
 from ...core.reservations import Reservation
 from ...core.usage import ServerUsage
 from .. import clock
@@ -33,29 +33,12 @@ from ..cluster.kube import Kube, KubeError
 from ..errors import ApiError
 from ..monitoring.metrics import Metrics
 from ..state import ServiceState
-from ..views import pool_exists, pool_or_bare
 from .line import Line
+from .outcome import Outcome
 
 log = logging.getLogger(__name__)
 
 NO_ACCESS = "you don't have access to this pool"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """How an admission request ended: 201 admitted, 202 waiting in line (``waiting``), 409
-    not now, 403 no pool allowed."""
-
-    status: int
-    decision: Decision
-    reservation: Reservation | None = None
-    reclaimed: tuple[ServerUsage, ...] = ()
-    note: str = ""
-    waiting: Waiting | None = None
-
-    @property
-    def message(self) -> str:
-        return "\n".join(x for x in (self.decision.message, self.note) if x)
 
 
 class _RandomIds:
@@ -165,7 +148,7 @@ class AdmissionDesk:
             plan = decision.reclaim
             if plan is None:
                 return self._refused_or_queued(decision, queue)
-            hold = self._hold_for(request, plan)
+            hold = self.hold_for(request, plan)
         outcome = await self._reclaim(request, decision, plan, hold)
         if outcome.status == 409 and queue:
             async with self.lock:
@@ -196,7 +179,7 @@ class AdmissionDesk:
 
     # --- reclaim ---------------------------------------------------------------------------------
 
-    def _hold_for(self, request: AdmissionRequest, plan: ReclaimPlan) -> Reservation:
+    def hold_for(self, request: AdmissionRequest, plan: ReclaimPlan) -> Reservation:
         """Keep the node's GPUs for the requester while the victims stop."""
         hold = Reservation(
             admission_id=f"{request.admission_id}-reclaim",

@@ -27,7 +27,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...core.admission import AdmissionRequest, Decision, decide
 from ...core.decision import gpus_text
@@ -49,9 +49,7 @@ from ...core.queue import (
     waiting_words,
 )
 from .. import clock
-
-if TYPE_CHECKING:
-    from .desk import AdmissionDesk, Outcome
+from .outcome import Desk, Outcome
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +68,7 @@ class Ended:
 
 
 class Line:
-    def __init__(self, desk: AdmissionDesk, *, heartbeat: float = 60.0, keep: float = 900.0):
+    def __init__(self, desk: Desk, *, heartbeat: float = 60.0, keep: float = 900.0):
         self.desk = desk
         self.state = desk.state
         self.heartbeat = heartbeat
@@ -234,8 +232,6 @@ class Line:
         return self._places
 
     def _admit(self, w: Waiting, decision: Decision) -> None:
-        from .desk import Outcome
-
         reservation = decision.reservation(clock.now() + self.desk.ttl)
         self.state.reservations.add(reservation)
         self.dirty = True  # usage changed: the next decision passes again first
@@ -253,7 +249,7 @@ class Line:
     def _reclaim(self, w: Waiting, decision: Decision) -> None:
         assert decision.reclaim is not None
         self.reclaiming.add(w.id)
-        hold = self.desk._hold_for(w.request, decision.reclaim)
+        hold = self.desk.hold_for(w.request, decision.reclaim)
 
         async def reclaim() -> None:
             try:

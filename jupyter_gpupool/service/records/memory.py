@@ -51,6 +51,12 @@ class Records:
         self.problem = "" if db is not None else "no database is configured"
         self._last_prune = float("-inf")
 
+    @classmethod
+    def at(cls, db_url: str, raw_days: float = 7, keep_days: float = 90) -> Records:
+        """The records kept in the database at ``db_url`` (``c.GPUPoolService.db_url``); an empty
+        URL keeps none. Nothing is opened until :meth:`open`."""
+        return cls(Database(db_url) if db_url else None, raw_days, keep_days)
+
     @property
     def available(self) -> bool:
         return self.db is not None and self.db.engine is not None and not self.problem

@@ -10,146 +10,24 @@ before it is read.
 
 from __future__ import annotations
 
-import json
-import logging
-import time
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from tornado import web
 
 from ... import __version__
-from ...core.admission import AdmissionRequest
 from ...core.budgets import applying, budget_rows
-from ...core.queue import Waiting
+from ...core.poolrows import pool_exists, pool_or_bare
 from ...core.reports import quota_rows
 from .. import clock, views
-from ..admission.desk import Outcome
-from ..bodies import parse_admission, parse_groups, parse_json, parse_label_patch, text_body
+from ..bodies import parse_groups, parse_json, parse_label_patch, text_body
 from ..errors import ApiError
 from ..records import changelog
-from .auth import ADMIN_SCOPE, METRICS_SCOPE, USE_SCOPE, Caller, access_scope_text
+from .auth import ADMIN_SCOPE, METRICS_SCOPE, USE_SCOPE
+from .base import APIHandler
 from .nodetable import page_of, parse_query, select, whole_number
 
 if TYPE_CHECKING:
-    from ..context import ServiceContext
-
-log = logging.getLogger(__name__)
-
-
-class ServiceHandler(HubOAuthenticated, web.RequestHandler):
-    """Base of every handler: the service context and its HubOAuth."""
-
-    ctx: ServiceContext
-
-    def initialize(self, ctx: ServiceContext) -> None:
-        self.ctx = ctx
-        self.hub_auth = ctx.hub_auth
-
-    def access_refusal(self, model: dict[str, Any]) -> str | None:
-        """Why the hub's answer about the caller does not let them into this service, or None.
-
-        JupyterHub's own check (``check_hub_user``): the caller's scopes must include one of the
-        service's access scopes (``$JUPYTERHUB_OAUTH_ACCESS_SCOPES``, which the hub sets for a
-        managed service to ``access:services`` and ``access:services!service=NAME``). The pages
-        and the API both ask it, so a token that may not open the pages may not use the API.
-        """
-        try:
-            self.check_hub_user(model)
-        except UserNotAllowed:
-            scope = access_scope_text(self.hub_scopes or ())
-            return (
-                f"{model.get('kind', 'user')} {model.get('name')} may not use the gpupool "
-                f"service: it needs the scope {scope}"
-            )
-        return None
-
-    def _request_summary(self) -> str:
-        # tornado logs refused requests (HTTPError) with this; the query may hold ?token=...
-        return f"{self.request.method} {self.request.path} ({self.request.remote_ip})"
-
-
-@web.stream_request_body
-class APIHandler(ServiceHandler):
-    """JSON API handler: authentication, scopes, bounded bodies, JSON errors."""
-
-    #: Scope each HTTP method needs; methods not listed need the admin scope.
-    scopes: Mapping[str, str] = {"GET": USE_SCOPE}
-    caller: Caller
-
-    async def prepare(self) -> None:
-        self.set_header("Cache-Control", "no-store")
-        self._chunks: list[bytes] = []
-        self._size = 0
-        try:
-            model = await self.hub_auth.get_user(self, sync=False)
-        except web.HTTPError as e:
-            raise ApiError(503, f"cannot check the token with JupyterHub: {e.log_message}") from e
-        if not model:
-            raise ApiError(
-                401,
-                "authentication required: send a JupyterHub API token (Authorization: token ...)",
-            )
-        refusal = self.access_refusal(model)
-        if refusal is not None:
-            raise ApiError(403, refusal)
-        self.caller = Caller.from_model(model)
-        scope = self.scopes.get(self.request.method or "", ADMIN_SCOPE)
-        if not self.caller.allows(scope):
-            raise ApiError(403, f"{self.caller.kind} {self.caller.name} lacks the scope {scope}")
-        length = self.request.headers.get("Content-Length")
-        limit = self.ctx.max_body_size
-        if length and length.isdigit() and int(length) > limit:
-            raise ApiError(400, f"the request body is {length} bytes; at most {limit} are accepted")
-
-    def data_received(self, chunk: bytes) -> None:
-        self._size += len(chunk)
-        if self._size <= self.ctx.max_body_size:
-            self._chunks.append(chunk)
-
-    @property
-    def body(self) -> bytes:
-        limit = self.ctx.max_body_size
-        if self._size > limit:
-            raise ApiError(400, f"the request body is over {limit} bytes")
-        return b"".join(self._chunks)
-
-    def write_json(self, value: Any, status: int = 200) -> None:
-        self.set_status(status)
-        self.set_header("Content-Type", "application/json; charset=UTF-8")
-        self.finish(json.dumps(value))
-
-    def write_error(self, status_code: int, **kwargs: Any) -> None:
-        exc = kwargs.get("exc_info", (None, None, None))[1]
-        if isinstance(exc, ApiError):
-            body = exc.body()
-        elif isinstance(exc, web.HTTPError):
-            body = {"status": status_code, "message": exc.log_message or exc.reason or ""}
-        else:
-            body = {"status": status_code, "message": self._reason}
-            if status_code >= 500:
-                body["message"] = "internal error in the gpupool service; see its log"
-        self.set_header("Content-Type", "application/json; charset=UTF-8")
-        self.finish(json.dumps(body))
-
-    # --- who is asking ---------------------------------------------------------------------------
-
-    async def caller_groups(self) -> tuple[str, ...]:
-        if self.caller.groups is not None:
-            return self.caller.groups
-        return await self.ctx.user_groups(self.caller.name)
-
-    def record(self, what: str) -> None:
-        """Log a change with who made it (:mod:`.changelog`)."""
-        self.ctx.changes.record(self.caller.kind, self.caller.name, what)
-
-    async def view_of(self) -> tuple[str | None, tuple[str, ...]]:
-        """``(None, ())`` for an admin (everything), else the caller's name and groups."""
-        if self.caller.is_admin:
-            return None, ()
-        return self.caller.name, await self.caller_groups()
+    pass
 
 
 # --- pools ---------------------------------------------------------------------------------------
@@ -201,10 +79,10 @@ class PoolHandler(APIHandler):
 
     async def get(self, name: str) -> None:
         state = self.ctx.state
-        if not views.pool_exists(state.registry, state.index, name):
+        if not pool_exists(state.registry, state.index, name):
             raise ApiError(404, f"no pool named {name!r}")
         user, groups = await self.view_of()
-        pool = views.pool_or_bare(state.registry, name)
+        pool = pool_or_bare(state.registry, name)
         if user is not None and not pool.allows(user, groups):
             raise ApiError(403, f"you don't have access to pool {name}")
         summary = state.pool_summary(name)
@@ -277,7 +155,7 @@ class ServersHandler(APIHandler):
         user, _ = await self.view_of()
         pool = self.get_argument("pool", None)
         state = self.ctx.state
-        if pool is not None and not views.pool_exists(state.registry, state.index, pool):
+        if pool is not None and not pool_exists(state.registry, state.index, pool):
             raise ApiError(404, f"no pool named {pool!r}")
         wanted_user = self.get_argument("user", None) if user is None else user
         # ?offset=&limit=: a page of them (the pool page's live refresh)
@@ -439,183 +317,6 @@ class LaunchOptionsHandler(APIHandler):
                 self.ctx.max_gpus,
             )
         )
-
-
-# --- admissions ----------------------------------------------------------------------------------
-
-
-def admitted_body(outcome: Outcome) -> dict[str, Any]:
-    d, res = outcome.decision, outcome.reservation
-    assert res is not None
-    return {
-        "id": res.admission_id,
-        "pool": d.pool,
-        "platform": d.platform,
-        "gpu_type": d.gpu_type,
-        "node": d.node,
-        "over_quota": d.over_quota,
-        "charged": d.charged,
-        "skipped": views.skipped(d),
-        "expires_at": views.iso(res.expires_at),
-        "user": d.request.user,
-        "groups": list(d.request.groups),
-        "server": d.request.server,
-        "gpus": d.request.gpus,
-        "nodes_fit": d.nodes_fit,
-        "overrides": d.overrides,
-        "reclaimed": [views.victim_row(v) for v in outcome.reclaimed],
-        "message": outcome.message,
-    }
-
-
-class AdmissionsHandler(APIHandler):
-    scopes = {"GET": USE_SCOPE, "POST": USE_SCOPE}
-
-    async def get(self) -> None:
-        user = None if self.caller.is_admin else self.caller.name
-        held = [r for r in self.ctx.state.reservations if user is None or r.user == user]
-        self.write_json({"admissions": [views.reservation_row(r) for r in held]})
-
-    async def post(self) -> None:
-        metrics = self.ctx.metrics
-        started = time.perf_counter()
-        try:
-            request, queue = await self._request()
-            outcome = await self.ctx.desk.admit(request, queue=queue)
-        except ApiError as e:
-            result = {400: "invalid", 403: "forbidden"}.get(e.status, "error")
-            metrics.admissions.labels(result).inc()
-            raise
-        finally:
-            metrics.latency.observe(time.perf_counter() - started)
-        if outcome.status == 201:
-            metrics.admissions.labels("admitted").inc()
-            self.write_json(admitted_body(outcome), status=201)
-            return
-        line = self.ctx.desk.line
-        if outcome.status == 202 and outcome.waiting is not None and line is not None:
-            metrics.admissions.labels("queued").inc()
-            self.write_json(line.row(outcome.waiting), status=202)
-            return
-        metrics.admissions.labels("rejected").inc()
-        # A refusal is an answer, not a failure of the service: written as one, without the
-        # warning and traceback handling tornado gives a raised error (a spawn storm against a
-        # full cluster refuses thousands).
-        refusal = ApiError(
-            outcome.status,
-            outcome.message,
-            skipped=views.skipped(outcome.decision),
-            reclaimed=[views.victim_row(v) for v in outcome.reclaimed],
-        )
-        log.info("admission refused (%d): %s", outcome.status, outcome.message)
-        self.write_json(refusal.body(), status=outcome.status)
-
-    async def _request(self) -> tuple[AdmissionRequest, bool]:
-        """The request, and whether it may wait in line."""
-        body = parse_admission(parse_json(self.body), max_gpus=self.ctx.max_gpus)
-        caller = self.caller
-        user = body.user
-        if user is None:
-            if not caller.is_user:
-                raise ApiError(400, "say which user the admission is for (user)")
-            user = caller.name
-        elif not (caller.is_user and user == caller.name) and not caller.is_admin:
-            raise ApiError(
-                403, f"only callers with {ADMIN_SCOPE} may ask admissions for other users"
-            )
-        if body.groups is not None:
-            if not caller.is_admin:
-                raise ApiError(403, f"only callers with {ADMIN_SCOPE} may give a user's groups")
-            groups = body.groups
-        elif caller.is_user and user == caller.name:
-            groups = await self.caller_groups()
-        else:
-            groups = await self.ctx.user_groups(user)
-        request = AdmissionRequest(
-            user=user,
-            groups=groups,
-            pools=body.pools,
-            gpus=body.gpus,
-            gpu_type=body.gpu_type,
-            server=body.server,
-            reclaim=body.reclaim,
-        )
-        return request, body.queue
-
-
-class AdmissionHandler(APIHandler):
-    """``GET``: a request waiting in line (its place; asking keeps it in line), how it left the
-    line (admitted, with the placement; cancelled; expired), or a held admission. ``DELETE``:
-    leave the line, or release the held GPUs."""
-
-    scopes = {"GET": USE_SCOPE, "DELETE": USE_SCOPE}
-
-    def _in_line(self, admission_id: str) -> dict[str, Any] | None:
-        line = self.ctx.desk.line
-        found = line.lookup(admission_id) if line is not None else None
-        if line is None or found is None:
-            return None
-        if isinstance(found, Waiting):
-            self._check_owner(found.request.user, admission_id)
-            line.seen(admission_id)
-            return line.row(found)
-        outcome = found.outcome
-        if outcome is not None and outcome.reservation is not None:
-            self._check_owner(outcome.reservation.user, admission_id)
-            return {**admitted_body(outcome), "state": found.state, "queued": False}
-        if not self.caller.is_admin:  # whose it was is not kept: admins only
-            raise ApiError(403, f"admission {admission_id} is not yours")
-        return {"id": admission_id, "state": found.state, "queued": False, "message": found.message}
-
-    def _check_owner(self, user: str, admission_id: str) -> None:
-        if not self.caller.is_admin and user != self.caller.name:
-            raise ApiError(403, f"admission {admission_id} is not yours")
-
-    def _own(self, admission_id: str) -> Any:
-        res = self.ctx.state.reservations.get(admission_id)
-        if res is None:
-            raise ApiError(
-                404, f"no admission {admission_id!r} is held (released, expired or started)"
-            )
-        if not self.caller.is_admin and res.user != self.caller.name:
-            raise ApiError(403, f"admission {admission_id} is not yours")
-        return res
-
-    async def get(self, admission_id: str) -> None:
-        async with self.ctx.desk.lock:
-            in_line = self._in_line(admission_id)
-        if in_line is not None:
-            self.write_json(in_line)
-            return
-        self.write_json(views.reservation_row(self._own(admission_id)))
-
-    async def delete(self, admission_id: str) -> None:
-        line = self.ctx.desk.line
-        found = line.lookup(admission_id) if line is not None else None
-        if line is not None and isinstance(found, Waiting):
-            self._check_owner(found.request.user, admission_id)
-            async with self.ctx.desk.lock:
-                line.cancel(admission_id)
-            self.write_json({"cancelled": admission_id, "id": admission_id, "state": "cancelled"})
-            return
-        res = self._own(admission_id)
-        self.ctx.desk.release(res.admission_id)
-        self.write_json({"released": res.admission_id, **views.reservation_row(res)})
-
-
-class QueueHandler(APIHandler):
-    """``GET api/v1/queue``: the requests waiting in line, first in line first, with their
-    place per pool (admins: all; users: their own), and per pool how many wait."""
-
-    scopes = {"GET": USE_SCOPE}
-
-    async def get(self) -> None:
-        line = self.ctx.desk.line
-        if line is None:
-            self.write_json({"queue": [], "pools": {}})
-            return
-        user = None if self.caller.is_admin else self.caller.name
-        self.write_json({"queue": line.rows(user), "pools": line.lengths()})
 
 
 # --- metrics -------------------------------------------------------------------------------------

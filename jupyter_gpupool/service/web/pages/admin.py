@@ -14,6 +14,7 @@ from urllib.parse import quote, urlencode
 
 from tornado import web
 
+from ....core.poolrows import pool_names
 from ....core.pools import DEFAULT_POOL
 from ....core.poolwrite import pool_to_document, quota_to_document
 from ... import views
@@ -103,7 +104,7 @@ class AdminPage(AdminPageHandler):
             quota_yaml=quota_yaml,
             node=node if node is not None else self.arg("node") or "",
             pool_label=state.pool_label,
-            pool_choices=views.pool_names(reg, state.index),
+            pool_choices=pool_names(reg, state.index),
             pools_defined=list(reg.pools),
             deletable=[summaries[n] for n in reg.pools if n in summaries],
             changes=self.ctx.changes.latest(30),
@@ -172,7 +173,7 @@ class MoveNodeAction(AdminPage):
         try:
             if not node:
                 raise ApiError(400, "Say which node to move.")
-            if pool not in views.pool_names(state.registry, state.index):
+            if pool not in pool_names(state.registry, state.index):
                 raise ApiError(400, f"There is no pool named {pool!r}.")
             value = None if pool == DEFAULT_POOL else pool
             result = await self.ctx.pools.label_node(

@@ -25,8 +25,8 @@ from tornado import web
 
 from .... import __version__
 from ...errors import ApiError
-from ..api import ServiceHandler
 from ..auth import ADMIN_SCOPE, USE_SCOPE, Caller
+from ..base import ServiceHandler
 from .templating import hub_namespace
 
 FLASH_COOKIE = "gpupool-flash"

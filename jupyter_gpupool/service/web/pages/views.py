@@ -29,6 +29,7 @@ from tornado import web
 from ....core.decision import AdmissionRequest, gpus_text
 from ....core.history import RANGES, parse_range
 from ....core.idle import IdlePolicy
+from ....core.poolrows import pool_exists, pool_names, pool_or_bare
 from ....core.poolwrite import pool_to_document
 from ....core.queue import ADMITTED, CANCELLED, EXPIRED, Waiting
 from ....core.reports import quota_rows
@@ -497,10 +498,10 @@ class PoolPage(AdminPageHandler):
 
     async def get(self, name: str) -> None:
         state = self.ctx.state
-        if not views.pool_exists(state.registry, state.index, name):
+        if not pool_exists(state.registry, state.index, name):
             raise web.HTTPError(404, f"There is no pool named {name}.")
         self.title = f"Pool {name}"
-        pool = views.pool_or_bare(state.registry, name)
+        pool = pool_or_bare(state.registry, name)
         query = replace(parse_query(self.arg, NODES_PER_PAGE), pool=name)
         page = select(state.index, query)
         quota = views.pool_quota(state.registry, state.index, state.reservations, name)
@@ -594,7 +595,7 @@ class NodesPage(AdminPageHandler):
         self.render_page(
             "nodes.html",
             labels={n.name: state.index.node_labels(n.name) for n in page.rows},
-            pool_choices=views.pool_names(state.registry, state.index),
+            pool_choices=pool_names(state.registry, state.index),
             **values,
         )
 
@@ -716,7 +717,7 @@ def idle_policies(ctx: Any) -> list[tuple[str, str, str]]:
     words, and who is exempt (``alice, group admins``)."""
     state, idle = ctx.state, ctx.idle
     rows = []
-    for name in views.pool_names(state.registry, state.index):
+    for name in pool_names(state.registry, state.index):
         policy: IdlePolicy | None = idle.policy_for(state.registry, name)
         if policy is None:
             rows.append((name, "none", ""))

@@ -1,0 +1,52 @@
+"""What the desk answers an admission request, and what the line asks of the desk.
+
+Both :mod:`.desk` and :mod:`.line` use these; neither imports the other's module for them, so the
+desk (which owns its line) and the line (which admits through the desk) stay free of a circle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Protocol
+
+from ...core.admission import AdmissionRequest, Decision, ReclaimPlan
+from ...core.queue import Waiting
+from ...core.reservations import Reservation
+from ...core.usage import ServerUsage
+from ..monitoring.metrics import Metrics
+from ..state import ServiceState
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How an admission request ended: 201 admitted, 202 waiting in line (``waiting``), 409
+    not now, 403 no pool allowed."""
+
+    status: int
+    decision: Decision
+    reservation: Reservation | None = None
+    reclaimed: tuple[ServerUsage, ...] = ()
+    note: str = ""
+    waiting: Waiting | None = None
+
+    @property
+    def message(self) -> str:
+        return "\n".join(x for x in (self.decision.message, self.note) if x)
+
+
+class Desk(Protocol):
+    """The admission desk as its line sees it (:class:`.desk.AdmissionDesk`)."""
+
+    state: ServiceState
+    metrics: Metrics
+    ttl: float
+    lock: asyncio.Lock
+
+    def sweep(self) -> list[Reservation]: ...
+
+    def hold_for(self, request: AdmissionRequest, plan: ReclaimPlan) -> Reservation: ...
+
+    async def reclaim_for(
+        self, request: AdmissionRequest, plan: ReclaimPlan, hold: Reservation
+    ) -> bool: ...

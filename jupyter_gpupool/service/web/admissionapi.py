@@ -1,0 +1,201 @@
+"""The admission API: ``api/v1/admissions`` (admit, or wait in line), one admission or place in
+line (``api/v1/admissions/ID``), and the line itself (``api/v1/queue``). Thin handlers over the
+admission desk and the line (:mod:`jupyter_gpupool.service.admission`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from ...core.admission import AdmissionRequest
+from ...core.queue import Waiting
+from .. import views
+from ..admission.outcome import Outcome
+from ..bodies import parse_admission, parse_json
+from ..errors import ApiError
+from .auth import ADMIN_SCOPE, USE_SCOPE
+from .base import APIHandler
+
+log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    pass
+
+
+# --- admissions ----------------------------------------------------------------------------------
+
+
+def admitted_body(outcome: Outcome) -> dict[str, Any]:
+    d, res = outcome.decision, outcome.reservation
+    assert res is not None
+    return {
+        "id": res.admission_id,
+        "pool": d.pool,
+        "platform": d.platform,
+        "gpu_type": d.gpu_type,
+        "node": d.node,
+        "over_quota": d.over_quota,
+        "charged": d.charged,
+        "skipped": views.skipped(d),
+        "expires_at": views.iso(res.expires_at),
+        "user": d.request.user,
+        "groups": list(d.request.groups),
+        "server": d.request.server,
+        "gpus": d.request.gpus,
+        "nodes_fit": d.nodes_fit,
+        "overrides": d.overrides,
+        "reclaimed": [views.victim_row(v) for v in outcome.reclaimed],
+        "message": outcome.message,
+    }
+
+
+class AdmissionsHandler(APIHandler):
+    scopes = {"GET": USE_SCOPE, "POST": USE_SCOPE}
+
+    async def get(self) -> None:
+        user = None if self.caller.is_admin else self.caller.name
+        held = [r for r in self.ctx.state.reservations if user is None or r.user == user]
+        self.write_json({"admissions": [views.reservation_row(r) for r in held]})
+
+    async def post(self) -> None:
+        metrics = self.ctx.metrics
+        started = time.perf_counter()
+        try:
+            request, queue = await self._request()
+            outcome = await self.ctx.desk.admit(request, queue=queue)
+        except ApiError as e:
+            result = {400: "invalid", 403: "forbidden"}.get(e.status, "error")
+            metrics.admissions.labels(result).inc()
+            raise
+        finally:
+            metrics.latency.observe(time.perf_counter() - started)
+        if outcome.status == 201:
+            metrics.admissions.labels("admitted").inc()
+            self.write_json(admitted_body(outcome), status=201)
+            return
+        line = self.ctx.desk.line
+        if outcome.status == 202 and outcome.waiting is not None and line is not None:
+            metrics.admissions.labels("queued").inc()
+            self.write_json(line.row(outcome.waiting), status=202)
+            return
+        metrics.admissions.labels("rejected").inc()
+        # A refusal is an answer, not a failure of the service: written as one, without the
+        # warning and traceback handling tornado gives a raised error (a spawn storm against a
+        # full cluster refuses thousands).
+        refusal = ApiError(
+            outcome.status,
+            outcome.message,
+            skipped=views.skipped(outcome.decision),
+            reclaimed=[views.victim_row(v) for v in outcome.reclaimed],
+        )
+        log.info("admission refused (%d): %s", outcome.status, outcome.message)
+        self.write_json(refusal.body(), status=outcome.status)
+
+    async def _request(self) -> tuple[AdmissionRequest, bool]:
+        """The request, and whether it may wait in line."""
+        body = parse_admission(parse_json(self.body), max_gpus=self.ctx.max_gpus)
+        caller = self.caller
+        user = body.user
+        if user is None:
+            if not caller.is_user:
+                raise ApiError(400, "say which user the admission is for (user)")
+            user = caller.name
+        elif not (caller.is_user and user == caller.name) and not caller.is_admin:
+            raise ApiError(
+                403, f"only callers with {ADMIN_SCOPE} may ask admissions for other users"
+            )
+        if body.groups is not None:
+            if not caller.is_admin:
+                raise ApiError(403, f"only callers with {ADMIN_SCOPE} may give a user's groups")
+            groups = body.groups
+        elif caller.is_user and user == caller.name:
+            groups = await self.caller_groups()
+        else:
+            groups = await self.ctx.user_groups(user)
+        request = AdmissionRequest(
+            user=user,
+            groups=groups,
+            pools=body.pools,
+            gpus=body.gpus,
+            gpu_type=body.gpu_type,
+            server=body.server,
+            reclaim=body.reclaim,
+        )
+        return request, body.queue
+
+
+class AdmissionHandler(APIHandler):
+    """``GET``: a request waiting in line (its place; asking keeps it in line), how it left the
+    line (admitted, with the placement; cancelled; expired), or a held admission. ``DELETE``:
+    leave the line, or release the held GPUs."""
+
+    scopes = {"GET": USE_SCOPE, "DELETE": USE_SCOPE}
+
+    def _in_line(self, admission_id: str) -> dict[str, Any] | None:
+        line = self.ctx.desk.line
+        found = line.lookup(admission_id) if line is not None else None
+        if line is None or found is None:
+            return None
+        if isinstance(found, Waiting):
+            self._check_owner(found.request.user, admission_id)
+            line.seen(admission_id)
+            return line.row(found)
+        outcome = found.outcome
+        if outcome is not None and outcome.reservation is not None:
+            self._check_owner(outcome.reservation.user, admission_id)
+            return {**admitted_body(outcome), "state": found.state, "queued": False}
+        if not self.caller.is_admin:  # whose it was is not kept: admins only
+            raise ApiError(403, f"admission {admission_id} is not yours")
+        return {"id": admission_id, "state": found.state, "queued": False, "message": found.message}
+
+    def _check_owner(self, user: str, admission_id: str) -> None:
+        if not self.caller.is_admin and user != self.caller.name:
+            raise ApiError(403, f"admission {admission_id} is not yours")
+
+    def _own(self, admission_id: str) -> Any:
+        res = self.ctx.state.reservations.get(admission_id)
+        if res is None:
+            raise ApiError(
+                404, f"no admission {admission_id!r} is held (released, expired or started)"
+            )
+        if not self.caller.is_admin and res.user != self.caller.name:
+            raise ApiError(403, f"admission {admission_id} is not yours")
+        return res
+
+    async def get(self, admission_id: str) -> None:
+        async with self.ctx.desk.lock:
+            in_line = self._in_line(admission_id)
+        if in_line is not None:
+            self.write_json(in_line)
+            return
+        self.write_json(views.reservation_row(self._own(admission_id)))
+
+    async def delete(self, admission_id: str) -> None:
+        line = self.ctx.desk.line
+        found = line.lookup(admission_id) if line is not None else None
+        if line is not None and isinstance(found, Waiting):
+            self._check_owner(found.request.user, admission_id)
+            async with self.ctx.desk.lock:
+                line.cancel(admission_id)
+            self.write_json({"cancelled": admission_id, "id": admission_id, "state": "cancelled"})
+            return
+        res = self._own(admission_id)
+        self.ctx.desk.release(res.admission_id)
+        self.write_json({"released": res.admission_id, **views.reservation_row(res)})
+
+
+class QueueHandler(APIHandler):
+    """``GET api/v1/queue``: the requests waiting in line, first in line first, with their
+    place per pool (admins: all; users: their own), and per pool how many wait."""
+
+    scopes = {"GET": USE_SCOPE}
+
+    async def get(self) -> None:
+        line = self.ctx.desk.line
+        if line is None:
+            self.write_json({"queue": [], "pools": {}})
+            return
+        user = None if self.caller.is_admin else self.caller.name
+        self.write_json({"queue": line.rows(user), "pools": line.lengths()})
