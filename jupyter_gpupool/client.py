@@ -219,6 +219,10 @@ class GPUPoolClient:
         """Who the service thinks the caller is (``name``, ``admin``, ``groups``) and its version."""
         return await self._json("GET", "api/v1/")
 
+    async def health(self) -> dict[str, Any]:
+        """``GET api/v1/health`` (admins): the service's loops, watch, database and problems."""
+        return await self._json("GET", "api/v1/health")
+
     async def pools(self) -> list[PoolSummary]:
         """Pools the caller may use (all, for an admin), with free GPUs."""
         return list((await self._json("GET", "api/v1/pools"))["pools"])

@@ -227,3 +227,87 @@ def test_the_checker_sees_relative_and_late_imports(tmp_path: Path):
     names = {name for _, name in imported(probe, "jupyter_gpupool.core.probe")}
     assert {"jupyter_gpupool.service", "jupyter_gpupool.sim", "socket"} <= names
     assert [what for _, what in file_reading_calls(probe)] == ["open("]
+
+
+# --- the service's rooms (docs/architecture.md) ---------------------------------------------------
+
+SERVICE = PACKAGE / "service"
+SVC = "jupyter_gpupool.service"
+#: The service's rooms: folders named for their role. The modules beside them (app, context,
+#: state, views, bodies, errors, clock, loops, health, settings) are shared by every room.
+ROOMS = ("admission", "cluster", "monitoring", "records", "registry", "web")
+
+
+def room_of(name: str) -> str | None:
+    """The room of a module of the service, or None for a shared one (or outside the service)."""
+    if not name.startswith(SVC + "."):
+        return None
+    first = name[len(SVC) + 1 :].split(".", 1)[0]
+    return first if first in ROOMS else None
+
+
+def service_imports() -> Iterator[tuple[str, int, str]]:
+    """``(importing module, line, imported module)`` for every import in the service."""
+    for path in files_under(SERVICE):
+        for line, name in imported(path):
+            yield module_name(path), line, name
+
+
+def test_the_rooms_are_the_folders():
+    """A new folder of the service gets its rules here (and a line in docs/architecture.md)."""
+    folders = {p.name for p in SERVICE.iterdir() if (p / "__init__.py").exists()}
+    assert set(ROOMS) <= folders <= set(ROOMS) | {"settings"}
+
+
+def test_only_the_app_the_context_and_the_web_room_import_the_web_room():
+    allowed = {f"{SVC}.app", f"{SVC}.context"}
+    bad = [
+        f"{mod}:{line}: imports {name}"
+        for mod, line, name in service_imports()
+        if room_of(name) == "web" and room_of(mod) != "web" and mod not in allowed
+    ]
+    assert not bad, "web/ is the outermost room: only app, context and web/ use it:\n" + "\n".join(
+        bad
+    )
+
+
+def test_the_cluster_room_imports_no_other_room():
+    bad = [
+        f"{mod}:{line}: imports {name}"
+        for mod, line, name in service_imports()
+        if room_of(mod) == "cluster" and room_of(name) not in (None, "cluster")
+    ]
+    assert not bad, "cluster/ talks to Kubernetes and the hub, for every other room:\n" + "\n".join(
+        bad
+    )
+
+
+def test_only_the_records_room_imports_the_database():
+    bad = [
+        f"{path.relative_to(PACKAGE)}:{line}: imports {name}"
+        for path in files_under(PACKAGE)
+        if not (path.is_relative_to(SERVICE / "records") or path.is_relative_to(PACKAGE / "db"))
+        for line, name in imported(path)
+        if name == "jupyter_gpupool.db" or name.startswith("jupyter_gpupool.db.")
+    ]
+    assert not bad, "records/ is the only writer of the database:\n" + "\n".join(bad)
+
+
+def test_the_live_state_does_not_import_the_json_views():
+    bad = [
+        f"{mod}:{line}: imports {name}"
+        for mod, line, name in service_imports()
+        if mod == f"{SVC}.state" and name == f"{SVC}.views"
+    ]
+    assert not bad, (
+        "what the state needs of a pool's rows lives in core/poolrows.py:\n" + "\n".join(bad)
+    )
+
+
+def test_the_room_rules_see_a_break(tmp_path: Path):
+    """The rules above, on a probe: a module of cluster/ that imports the web room is seen."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("from ..web import api\nfrom ...db import store\nfrom .. import clock\n")
+    names = [name for _, name in imported(probe, f"{SVC}.cluster.probe")]
+    assert [room_of(n) for n in names] == ["web", None, None, None]
+    assert names[1] == "jupyter_gpupool.db"

@@ -1,5 +1,5 @@
-"""``gpupool get pools|jobs|nodes|labels|quotas|queue|gpu-hours``: gpuctl's listings, from the
-service.
+"""``gpupool get pools|jobs|nodes|labels|quotas|queue|gpu-hours|health``: gpuctl's listings,
+from the service.
 
 ::
 
@@ -10,6 +10,7 @@ service.
     gpupool get quotas -o csv
     gpupool get queue --pool dev-pool          # the requests waiting in line, first in line first
     gpupool get gpu-hours --by group --since 30d    # from the service's ledger
+    gpupool get health                         # admins: which part of the service is stuck
 
 Every ``get`` takes ``-o table|wide|json|yaml|csv``.
 """
@@ -160,6 +161,67 @@ GPU_HOURS_COLUMNS = (
 )
 
 
+HEALTH_COLUMNS = (
+    Column("PART", "part"),
+    Column("STATE", "state"),
+    Column("LAST", "last"),
+    Column("EVERY", "every"),
+    Column("RUNS", "runs"),
+    Column("FAILURES", "failures"),
+    Column("PROBLEM", "problem"),
+)
+
+
+def _seconds_ago(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "-"
+    return f"{human_duration(value)} ago"
+
+
+def health_rows(answer: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``get health``'s table: a row per loop, per kind of the watch, and the database."""
+    rows = []
+    for loop in answer.get("loops") or ():
+        state = "late" if loop.get("late") else "running" if loop.get("running") else "stopped"
+        rows.append(
+            {
+                "part": f"loop {loop['name']}",
+                "state": state,
+                "last": _seconds_ago(loop.get("last_run_seconds_ago")),
+                "every": human_duration(loop["interval_seconds"]),
+                "runs": loop.get("runs"),
+                "failures": loop.get("failures"),
+                "problem": loop.get("last_error") or "",
+            }
+        )
+    for kind, w in (answer.get("watch") or {}).items():
+        rows.append(
+            {
+                "part": f"watch {kind}",
+                "state": w.get("phase"),
+                "last": _seconds_ago(w.get("age_seconds")),
+                "every": "-",
+                "runs": "-",
+                "failures": "-",
+                "problem": w.get("error") or "",
+            }
+        )
+    db = answer.get("database") or {}
+    if db.get("configured"):
+        rows.append(
+            {
+                "part": "database",
+                "state": "writing" if db.get("writing") else "not writing",
+                "last": f"backlog {db.get('backlog', 0)}",
+                "every": "-",
+                "runs": db.get("written"),
+                "failures": db.get("dropped"),
+                "problem": db.get("problem") or "",
+            }
+        )
+    return rows
+
+
 def add_output_option(parser: argparse.ArgumentParser, choices: tuple[str, ...] = OUTPUTS) -> None:
     parser.add_argument(
         "-o",
@@ -218,6 +280,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--since", default="7d", help="7d, 30d, 24h or a date YYYY-MM-DD")
     p.add_argument("--until", help="a date YYYY-MM-DD (its start), or now (the default)")
     p.set_defaults(func=lambda args: run(args, get_gpu_hours))
+
+    p = resources.add_parser(
+        "health", help="the service's loops, watch and database, and what is stuck (admins)"
+    )
+    p.set_defaults(func=lambda args: run(args, get_health))
 
     for sub in {id(p): p for p in resources.choices.values()}.values():  # aliases share one
         add_output_option(sub)
@@ -283,3 +350,15 @@ async def get_gpu_hours(client: GPUPoolClient, args: argparse.Namespace) -> int:
     report = await client.gpu_hours(by=args.by, since=args.since, until=args.until)
     write(render(args.output, report["rows"], GPU_HOURS_COLUMNS, raw=report))
     return 0
+
+
+async def get_health(client: GPUPoolClient, args: argparse.Namespace) -> int:
+    """The table, then the status and each problem on a line; exit status 1 when degraded, so
+    that a script can tell."""
+    answer = await client.health()
+    write(render(args.output, health_rows(answer), HEALTH_COLUMNS, raw=answer))
+    if args.output in ("table", "wide"):
+        lines = [f"status: {answer.get('status')}"]
+        lines += [f"- {problem}" for problem in answer.get("problems") or ()]
+        write("\n".join(lines) + "\n")
+    return 0 if answer.get("status") == "ok" else 1

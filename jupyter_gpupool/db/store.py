@@ -153,8 +153,15 @@ class Database:
         self._queue: deque[tuple[str, Write]] = deque()
         self._cond = threading.Condition()
         self._busy = False
+        self._in_flight = 0  # writes of the batch being committed
         self._stopping = False
         self._thread: threading.Thread | None = None
+
+    @property
+    def backlog(self) -> int:
+        """Writes queued or being committed: what a crash now would lose."""
+        with self._cond:
+            return len(self._queue) + (self._in_flight if self._busy else 0)
 
     @property
     def description(self) -> str:
@@ -233,6 +240,7 @@ class Database:
                 batch = list(self._queue)
                 self._queue.clear()
                 self._busy = True
+                self._in_flight = len(batch)
             try:
                 assert self.engine is not None
                 with Session(self.engine) as session, session.begin():

@@ -23,7 +23,6 @@ import secrets
 import signal
 import socket
 import sys
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import tornado.httpserver
@@ -44,6 +43,7 @@ from .cluster.kube import Kube, default_namespace, make_api_client
 from .cluster.watch import ClusterView
 from .context import ServiceContext
 from .errors import ApiError
+from .loops import Loop
 from .monitoring.idlewatch import IdleWatch, no_groups
 from .monitoring.metrics import Metrics
 from .monitoring.polling import DCGMSource, PrometheusSource, Utilization
@@ -109,7 +109,6 @@ class GPUPoolService(Application, GPUPoolSettings):
             self.update_config(self.cli_config)  # the command line wins
         self._ctx: ServiceContext | None = None
         self._server: tornado.httpserver.HTTPServer | None = None
-        self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
 
     @property
@@ -181,28 +180,7 @@ class GPUPoolService(Application, GPUPoolSettings):
             self._ctx = None
             await self._close_clients(kube)
             raise
-        # the first sample just after, so that the service answers before it (a sample of
-        # 20,000 servers is a quarter of a second)
-        asyncio.get_running_loop().call_soon(self._sample)
-        self._tasks = [
-            asyncio.create_task(self._every(1.0, self._sweep)),
-            asyncio.create_task(self._every(ctx.history.interval, self._sample_soon)),
-        ]
-        if ctx.desk.line is not None:
-            ctx.view.on_change = ctx.desk.line.kick  # GPUs may have come free
-            self._tasks.append(asyncio.create_task(ctx.desk.line.run()))
-        if ctx.utilization.source is not None:
-            self.log.info(
-                "GPU utilization from %s every %gs",
-                ctx.utilization.name,
-                ctx.utilization.interval,
-            )
-            self._tasks.append(
-                asyncio.create_task(self._every(ctx.utilization.interval, self._poll_utilization))
-            )
-        if self.reload_interval > 0:
-            reload = ctx.pools.reload_if_changed
-            self._tasks.append(asyncio.create_task(self._every(self.reload_interval, reload)))
+        self._start_loops(ctx)
         self.log.info(
             "gpupool service %s listening on http://%s:%d%s",
             __version__,
@@ -295,17 +273,34 @@ class GPUPoolService(Application, GPUPoolSettings):
             return PrometheusSource(self.prometheus_url, self.prometheus_query)
         return None
 
-    async def _poll_utilization(self) -> None:
-        ctx = self.ctx
-        index, polls = ctx.state.index, ctx.utilization.polls
-        await ctx.utilization.poll(
-            lambda: {(s.namespace, s.name) for s in index.servers() if s.state == "running"}
-        )
-        # judged as of the poll: a poll that took long has not made its own readings stale
-        # (after a failed poll, as of now: what is old is stale, and no data is not idle)
-        last = ctx.utilization.last_poll
-        now = last if ctx.utilization.polls > polls and last is not None else clock.now()
-        await ctx.idle.after_poll(ctx.state.registry, index, ctx.utilization, now)
+    def _start_loops(self, ctx: ServiceContext) -> None:
+        """Start the background loops, each owned by the component whose state it reads (the
+        desk's sweep, the line's passes, the poller's polls, the registry's reload); the
+        samples' loop is the service's own. ``GET api/v1/health`` lists them."""
+        # the first sample at once, so that the service answers before it (a sample of 20,000
+        # servers is a quarter of a second)
+        sampler = Loop("usage.samples", ctx.history.interval, self._sample_round, first=0)
+        ctx.loops = [ctx.desk.sweeper, sampler]
+        if ctx.desk.line is not None:
+            ctx.view.on_change = ctx.desk.line.kick  # GPUs may have come free
+            ctx.loops.append(ctx.desk.line.loop)
+        utilization = ctx.utilization
+        if utilization.source is not None:
+            self.log.info(
+                "GPU utilization from %s every %gs", utilization.name, utilization.interval
+            )
+            index = ctx.state.index
+            utilization.running = lambda: {
+                (s.namespace, s.name) for s in index.servers() if s.state == "running"
+            }
+            utilization.after_poll = lambda now: ctx.idle.after_poll(
+                ctx.state.registry, index, utilization, now
+            )
+            ctx.loops.append(utilization.loop)
+        if self.reload_interval > 0:
+            ctx.loops.append(ctx.pools.reloader(self.reload_interval))
+        for loop in ctx.loops:
+            loop.start()
 
     async def _sync(self, ctx: ServiceContext) -> None:
         ctx.view.start()
@@ -363,42 +358,26 @@ class GPUPoolService(Application, GPUPoolSettings):
         )
         self._server.add_sockets(sockets)
 
-    async def _sweep(self) -> None:
-        self.ctx.desk.sweep()
-
     def _sample(self) -> None:
         """One sample of the GPUs per pool, for the chart and the database."""
         now, summaries = clock.now(), self.ctx.state.pool_summaries()
         self.ctx.history.sample(now, summaries)
         self.ctx.records.sample(now, summaries, self.ctx.state.index, self.ctx.utilization)
 
-    async def _sample_soon(self) -> None:
+    async def _sample_round(self) -> None:
         self._sample()
         ledger = self.ctx.records.ledger
         if self.stop_over_budget and ledger is not None:
             await self.ctx.desk.stop_over_budget(ledger.over_budget)
-
-    async def _every(self, interval: float, fn: Callable[[], Awaitable[Any]]) -> None:
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await fn()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                self.log.exception("Periodic task %s failed", getattr(fn, "__name__", fn))
 
     async def _close_clients(self, kube: Kube) -> None:
         with contextlib.suppress(Exception):
             await kube.close()
 
     async def stop_service(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        self._tasks = []
+        if self._ctx is not None:
+            for loop in self._ctx.loops:
+                await loop.stop()
         if self._server is not None:
             self._server.stop()
             with contextlib.suppress(asyncio.TimeoutError):

@@ -17,6 +17,7 @@ from .cluster.hubapi import HubAPI
 from .cluster.kube import Kube, KubeError
 from .cluster.watch import ClusterView
 from .errors import ApiError
+from .loops import Loop
 from .monitoring.idlewatch import IdleWatch
 from .monitoring.metrics import Metrics
 from .monitoring.polling import Utilization
@@ -50,6 +51,8 @@ class ServiceContext:
     utilization: Utilization = field(default_factory=lambda: Utilization(None, 30.0))
     idle: IdleWatch = field(default_factory=IdleWatch)
     templates: Environment = field(default_factory=make_environment)
+    #: The background loops, by name in ``GET api/v1/health`` (:mod:`.loops`)
+    loops: list[Loop] = field(default_factory=list)
 
     async def user_groups(self, user: str) -> tuple[str, ...]:
         if self.hub is None:

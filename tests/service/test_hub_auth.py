@@ -205,6 +205,7 @@ TABLE: dict[tuple[str, str], Row] = {
     ),
     ("api/v1/servers", "GET"): Row("api/v1/servers?pool=dev-pool", "use"),
     ("api/v1/idle", "GET"): Row("api/v1/idle", "admin"),
+    ("api/v1/health", "GET"): Row("api/v1/health", "admin"),
     ("api/v1/quotas", "GET"): Row("api/v1/quotas", "use"),
     ("api/v1/quotas", "PUT"): Row("api/v1/quotas", "admin", body=QUOTAS.encode()),
     ("api/v1/usage", "GET"): Row("api/v1/usage", "use"),

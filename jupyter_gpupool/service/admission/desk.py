@@ -31,6 +31,7 @@ from .. import clock
 from ..cluster.hubapi import HubAPI
 from ..cluster.kube import Kube, KubeError
 from ..errors import ApiError
+from ..loops import Loop
 from ..monitoring.metrics import Metrics
 from ..state import ServiceState
 from .line import Line
@@ -78,6 +79,8 @@ class AdmissionDesk:
         self.kube = kube
         self.reclaim_wait = reclaim_wait
         self.lock = asyncio.Lock()
+        #: Expired reservations dropped every second
+        self.sweeper = Loop("admission.sweep", 1.0, self._sweep_round)
         #: Told of each server stopped to reclaim GPUs (the ledger notes how it ended).
         self.on_reclaim: Callable[[ServerUsage], None] | None = None
         #: (namespace, name) -> when the service asked it to stop over budget
@@ -109,6 +112,9 @@ class AdmissionDesk:
             )
 
     # --- deciding --------------------------------------------------------------------------------
+
+    async def _sweep_round(self) -> None:
+        self.sweep()
 
     def sweep(self) -> list[Reservation]:
         """Drop reservations whose pod never came."""

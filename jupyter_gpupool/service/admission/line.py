@@ -21,7 +21,6 @@ passes that admit them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import time
@@ -49,6 +48,7 @@ from ...core.queue import (
     waiting_words,
 )
 from .. import clock
+from ..loops import Loop
 from .outcome import Desk, Outcome
 
 log = logging.getLogger(__name__)
@@ -91,6 +91,8 @@ class Line:
         self.seq = 0
         self.dirty = True
         self._kick = asyncio.Event()
+        #: Its passes: on each kick, and every PASS_EVERY seconds
+        self.loop = Loop("admission.line", PASS_EVERY, self._round, wake=self._kick)
         #: Told of each request put in line, and of each that left it (the database's copy)
         self.on_enqueue: Callable[[Waiting], None] | None = None
         self.on_end: Callable[[str, str], None] | None = None
@@ -347,21 +349,17 @@ class Line:
     # --- the loop --------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """The service's task: a pass on each kick, and every :data:`PASS_EVERY` seconds."""
-        while True:
-            # asyncio.timeout, not wait_for: a cancel that meets a kick is never swallowed
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(PASS_EVERY):
-                    await self._kick.wait()
-            if not self.waiting and not self.ended:
-                self._kick.clear()
-                self.dirty = False
-                continue
-            try:
-                async with self.desk.lock:
-                    self.run_pass()
-            except Exception:  # a pass that fails must not end the line
-                log.exception("A pass of the queue failed")
+        """The service's task (:attr:`loop`): a pass on each kick, and every
+        :data:`PASS_EVERY` seconds."""
+        await self.loop.run()
+
+    async def _round(self) -> None:
+        if not self.waiting and not self.ended:
+            self._kick.clear()
+            self.dirty = False
+            return
+        async with self.desk.lock:
+            self.run_pass()
 
 
 def entry_of(w: Waiting) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ...core.usage import UsageIndex
+from .. import clock
 from .podlist import decode_pods
 from .retry import Backoff
 
@@ -117,6 +118,12 @@ class ClusterView:
         self.on_change: Callable[[], None] | None = None
         self.last_error: str | None = None
         self.resource_versions: dict[str, str | None] = dict.fromkeys(KINDS)
+        #: Per kind: what its task does now (``listing``, ``watching``, ``retrying``), when the
+        #: API server was last heard from (a list, an event, a bookmark, a watch it ended), and
+        #: the last error (None once it is heard from again): ``GET api/v1/health``
+        self.phase: dict[str, str] = dict.fromkeys(KINDS, "starting")
+        self.heard: dict[str, float | None] = dict.fromkeys(KINDS)
+        self.kind_errors: dict[str, str | None] = dict.fromkeys(KINDS)
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -162,11 +169,14 @@ class ClusterView:
         while True:
             try:
                 if rv is None:
+                    self.phase[kind] = "listing"
                     rv = await self._list(kind)
                     self.resource_versions[kind] = rv
                     self._synced[kind].set()
                     backoff.reset()
+                self.phase[kind] = "watching"
                 rv, progressed = await self._watch(kind, rv)
+                self._heard(kind)  # the server ended the watch: it is there
                 if progressed:
                     backoff.reset()
                     continue
@@ -186,14 +196,21 @@ class ClusterView:
 
     async def _backoff(self, kind: str, backoff: Backoff, error: BaseException | None) -> None:
         delay = backoff.next_delay()
+        self.phase[kind] = "retrying"
         if error is not None:
             self.stats["errors"] += 1
             self.last_error = f"{kind}: {type(error).__name__}: {error}"
+            self.kind_errors[kind] = f"{type(error).__name__}: {error}"
             log.warning("watching %s failed (%s); retrying in %.1fs", kind, error, delay)
         await backoff.sleep(delay)
 
+    def _heard(self, kind: str) -> None:
+        self.heard[kind] = clock.now()
+        self.kind_errors[kind] = None
+
     def _listed(self, kind: str) -> None:
         """A full list of ``kind`` is in the index."""
+        self._heard(kind)
         if kind == "pods" and self.on_pods_reset is not None:
             self.on_pods_reset()
         if self.on_change is not None:
@@ -208,6 +225,21 @@ class ClusterView:
                 self.on_pod(event_type, obj)
         if self.on_change is not None:
             self.on_change()
+
+    def health(self, now: float) -> dict[str, dict[str, Any]]:
+        """Per kind: synced, what it does now, seconds since the API server was last heard
+        from (None: never), and its last error since then."""
+        out = {}
+        for kind in KINDS:
+            heard = self.heard[kind]
+            out[kind] = {
+                "synced": self._synced[kind].is_set(),
+                "phase": self.phase[kind],
+                "age_seconds": None if heard is None else round(now - heard, 3),
+                "resource_version": self.resource_versions[kind],
+                "error": self.kind_errors[kind],
+            }
+        return out
 
     # --- API calls -------------------------------------------------------------------------------
 
@@ -240,6 +272,8 @@ class ClusterView:
                 with contextlib.suppress(ValueError, AttributeError):
                     reason = json.loads(reason).get("message", reason)
                 raise ApiException(status=resp.status, reason=reason)
+            if kwargs.get("watch"):
+                self._heard(kind)  # the API server took the watch: it is there again
             return resp
 
         return call
@@ -325,6 +359,7 @@ class ClusterView:
                 if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
                     raise ValueError(f"unexpected watch data: {str(event)[:200]!r}")
                 progressed = True
+                self.heard[kind] = clock.now()
                 etype = event.get("type", "")
                 if etype != "BOOKMARK":
                     self._apply(kind, etype, event["object"])

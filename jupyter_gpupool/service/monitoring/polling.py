@@ -36,6 +36,7 @@ from ...core.utilization import (
 from ...http import HTTPSession, NoAnswer, describe
 from .. import clock
 from ..cluster.kube import KubeError
+from ..loops import Loop
 
 log = logging.getLogger(__name__)
 
@@ -248,6 +249,12 @@ class Utilization:
         self.problem = "" if source is not None else "no GPU utilization source is configured"
         self.last_poll: float | None = None
         self.polls = 0
+        #: The server pods that run now, and who judges each poll (the idle watch): set by the
+        #: service when it starts
+        self.running: Callable[[], set[PodKey]] = set
+        self.after_poll: Callable[[float], Awaitable[Any]] | None = None
+        #: Its polls, every ``interval`` seconds (started only with a source)
+        self.loop = Loop("monitoring.utilization", interval, self._round)
 
     @property
     def name(self) -> str:
@@ -262,6 +269,16 @@ class Utilization:
             return None
         now = clock.now() if now is None else now
         return got if now - got.at <= STALE_AFTER * self.interval else None
+
+    async def _round(self) -> None:
+        polls = self.polls
+        await self.poll(self.running)
+        if self.after_poll is None:
+            return
+        # judged as of the poll: a poll that took long has not made its own readings stale
+        # (after a failed poll, as of now: what is old is stale, and no data is not idle)
+        last = self.last_poll
+        await self.after_poll(last if self.polls > polls and last is not None else clock.now())
 
     async def poll(self, running: Callable[[], set[PodKey]]) -> None:
         """One measurement of every pod the source reports; ``running()``: the server pods

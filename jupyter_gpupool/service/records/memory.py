@@ -195,6 +195,19 @@ class Records:
             return f"the database {self.db.description} is not answering: {self.db.last_error}"
         return ""
 
+    def health(self) -> dict[str, Any]:
+        """The database writer, for ``GET api/v1/health``: whether it writes, and its backlog."""
+        db = self.db
+        return {
+            "configured": db is not None,
+            "url": db.description if db is not None else None,
+            "writing": db is not None and db.healthy and not self.problem,
+            "backlog": db.backlog if db is not None else 0,
+            "written": db.written if db is not None else 0,
+            "dropped": db.dropped if db is not None else 0,
+            "problem": self.status() or None,
+        }
+
     async def idle_warnings(self, since: float) -> list[dict[str, Any]]:
         """The ledger's sessions the idle policy warned since ``since``, latest first, with
         how they ended (``culled``, ``stopped``...; None while they run)."""

@@ -28,6 +28,7 @@ from .. import views
 from ..bodies import LabelPatch
 from ..cluster.kube import Kube, KubeError
 from ..errors import ApiError
+from ..loops import Loop
 from ..state import ServiceState
 from . import documents as layouts
 from .store import RegistryStore
@@ -59,6 +60,14 @@ class PoolManager:
         self.lock = asyncio.Lock()
         self._fingerprint: Hashable = None
         self._bad_fingerprint: Hashable = None
+
+    def reloader(self, interval: float) -> Loop:
+        """The loop that picks up changes made outside the service every ``interval`` s."""
+
+        async def reload() -> None:
+            await self.reload_if_changed()
+
+        return Loop("registry.reload", interval, reload)
 
     @property
     def pool_label(self) -> str:

@@ -21,6 +21,7 @@ from ...core.reports import quota_rows
 from .. import clock, views
 from ..bodies import parse_groups, parse_json, parse_label_patch, text_body
 from ..errors import ApiError
+from ..health import health_report
 from ..records import changelog
 from .auth import ADMIN_SCOPE, METRICS_SCOPE, USE_SCOPE
 from .base import APIHandler
@@ -48,6 +49,29 @@ class InfoHandler(APIHandler):
                 "pool_label": self.ctx.state.pool_label,
                 "registry": self.ctx.pools.store.description,
             }
+        )
+
+
+class HealthHandler(APIHandler):
+    """``GET api/v1/health`` (admins): every background loop (interval, last run, last error),
+    the watch per kind (its age), the database writer (its backlog) and the utilization source,
+    with the problems in words (:mod:`..health`)."""
+
+    scopes = {}  # admins only
+
+    async def get(self) -> None:
+        ctx, now = self.ctx, clock.now()
+        last_poll = ctx.utilization.last_poll
+        utilization = {
+            "source": ctx.utilization.name,
+            "interval_seconds": ctx.utilization.interval,
+            "last_poll": views.iso(last_poll) if last_poll is not None else None,
+            "problem": ctx.utilization.problem or None,
+        }
+        self.write_json(
+            health_report(
+                ctx.loops, ctx.view.health(now), ctx.records.health(), utilization, now, views.iso
+            )
         )
 
 

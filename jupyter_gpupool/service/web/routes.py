@@ -28,6 +28,7 @@ def route_table(prefix: str) -> list[tuple[str, type[tornado.web.RequestHandler]
     v1 = prefix + "api/v1/"
     routes: list[Any] = [
         (v1, api.InfoHandler),
+        (v1 + "health", api.HealthHandler),
         (v1 + "pools", api.PoolsHandler),
         (v1 + "pools.csv", api.PoolsCSVHandler),
         (v1 + "pools/([^/]+)", api.PoolHandler),
