@@ -1,4 +1,4 @@
-"""The layers the folders promise (``DESIGN.md``, "Layers"), checked on the source by AST.
+"""The layers the folders promise (``docs/architecture.md``), checked on the source by AST.
 
 - ``jupyter_gpupool/core/`` is pure: it imports only the standard library's pure modules, PyYAML
   and itself, and reads no files. So the service, the spawner, the CLI and the simulator can feed

@@ -1,6 +1,6 @@
 """Label, annotation and resource names shared by every part of gpupool.
 
-Kubernetes is the only store of usage (see DESIGN.md), so the labels and annotations written on
+Kubernetes is the only store of usage (see docs/architecture.md), so the labels and annotations written on
 server pods are the record that usage is rebuilt from after a restart. Keeping their names in one
 module means the spawner that writes them and the usage index that reads them cannot drift apart.
 

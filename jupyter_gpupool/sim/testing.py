@@ -1,8 +1,8 @@
 """Pointing in-process Kubernetes clients at a simulated cluster, and resetting them after.
 
-Two traps make this necessary (see DESIGN.md): ``kubernetes_asyncio`` reads ``KUBECONFIG`` once,
-when it is imported, and KubeSpawner caches its client configuration (``load_config`` is
-``lru_cache``-d) and its clients per event loop, and keeps its pod/event reflectors in a class-level
+Two traps make this necessary (docs/architecture.md, "Decisions"): ``kubernetes_asyncio`` reads
+``KUBECONFIG`` once, when it is imported, and KubeSpawner caches its client configuration
+(``load_config`` is ``lru_cache``-d) and its clients per event loop, and keeps its pod/event reflectors in a class-level
 dict. A test that starts a new cluster on a new port must undo all of that.
 """
 

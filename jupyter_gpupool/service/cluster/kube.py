@@ -4,7 +4,7 @@ Responses are read as plain JSON dicts (``_preload_content=False``), which is al
 needs and much cheaper than kubernetes_asyncio's model objects. Calls that are safe to repeat are
 retried with backoff (:mod:`.retry`) on 5xx, 429 and connection errors, so a flaky API server
 costs time, not a failed admin request. The client configuration is loaded when the service
-starts, never at import (see DESIGN.md: kubernetes_asyncio reads ``KUBECONFIG`` at import time).
+starts, never at import (docs/architecture.md: kubernetes_asyncio reads ``KUBECONFIG`` at import time).
 """
 
 from __future__ import annotations
