@@ -90,9 +90,16 @@ def test_bad_values_are_refused_with_a_message(name: str, value: object, words: 
 
 
 def test_every_setting_is_a_config_trait_of_the_service():
-    own = GPUPoolSettings.class_own_traits(config=True)
-    assert own.keys() <= GPUPoolService.class_traits(config=True).keys()
-    assert {"ip", "port", "pools_dir", "registry", "reclaim_wait", "template_paths"} <= own.keys()
+    settings = GPUPoolSettings.class_traits(config=True)
+    assert settings.keys() <= GPUPoolService.class_traits(config=True).keys()
+    assert {
+        "ip",
+        "port",
+        "pools_dir",
+        "registry",
+        "reclaim_wait",
+        "template_paths",
+    } <= settings.keys()
 
 
 @pytest.mark.parametrize(
