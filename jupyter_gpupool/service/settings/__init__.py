@@ -30,12 +30,12 @@ from traitlets import (
     validate,
 )
 
-from ..core.idle import IdlePolicy
-from ..core.kube.labelselectors import SelectorError, parse_label_selector
-from ..core.kube.names import is_dns1123_label
-from ..core.labels import POOL_LABEL, is_label_key
-from ..core.poolfile import load_texts
-from ..core.yamldoc import DocumentError
+from ...core.idle import IdlePolicy
+from ...core.kube.labelselectors import SelectorError, parse_label_selector
+from ...core.kube.names import is_dns1123_label
+from ...core.labels import POOL_LABEL, is_label_key
+from ...core.poolfile import load_texts
+from ...core.yamldoc import DocumentError
 
 SERVICE_NAME = "gpupool"
 
