@@ -2,9 +2,9 @@
 
 The reference is the text between the two marker lines below; everything else in the file is
 written by hand. Each setting of :class:`jupyter_gpupool.service.GPUPoolService` that is
-configurable (defined in ``jupyter_gpupool/service/settings.py``) becomes one section: its config
-name, type, default, command-line alias, and its ``help`` (reStructuredText ``Example::`` blocks
-become Python code blocks). ::
+configurable (defined in ``jupyter_gpupool/service/settings/``) becomes one section, in the order
+of :data:`ORDER`: its config name, type, default, command-line alias, and its ``help``
+(reStructuredText ``Example::`` blocks become Python code blocks). ::
 
     python docs/gen_service_config.py           # rewrite the section in place
     python docs/gen_service_config.py --check   # exit 1 if the committed section is stale
@@ -73,19 +73,78 @@ def _type(trait: traitlets.TraitType) -> str:
     }.get(name, name)
 
 
-def service_traits(cls: type) -> list[tuple[str, traitlets.TraitType]]:
-    """The configurable traits gpupool's own classes define, base classes first.
+#: The order of the reference's sections. The settings are defined by concern, in several classes
+#: (``jupyter_gpupool/service/settings/``); the reference keeps the order it had before they were
+#: split, so the order is written here, not taken from the classes. A new setting goes here too.
+ORDER = (
+    "config_file",
+    "ip",
+    "port",
+    "base_url",
+    "hub_api_url",
+    "api_token",
+    "service_name",
+    "auth_cache_seconds",
+    "groups_cache_seconds",
+    "registry",
+    "pools_dir",
+    "configmap_namespace",
+    "configmap_name",
+    "reload_interval",
+    "kubeconfig",
+    "pool_label",
+    "sync_timeout",
+    "reservation_ttl",
+    "reclaim_wait",
+    "max_gpus",
+    "max_body_size",
+    "summary_cache_seconds",
+    "history_interval",
+    "history_hours",
+    "db_url",
+    "history_raw_days",
+    "history_days",
+    "queue_heartbeat",
+    "utilization_source",
+    "utilization_interval",
+    "dcgm_urls",
+    "dcgm_pod_selector",
+    "dcgm_namespace",
+    "dcgm_port",
+    "prometheus_url",
+    "prometheus_query",
+    "idle_policy",
+    "stop_over_budget",
+    "template_paths",
+)
 
-    The traits live in :class:`~jupyter_gpupool.service.settings.GPUPoolSettings`, a base class of
-    the service, and are configured as the service's (``c.GPUPoolService.NAME``); traitlets'
-    own (``log_level``...) are left out.
+
+def service_traits(cls: type) -> list[tuple[str, traitlets.TraitType]]:
+    """The configurable traits gpupool's own classes define, in the order of :data:`ORDER`.
+
+    The traits live in :class:`~jupyter_gpupool.service.settings.GPUPoolSettings` and the classes
+    it combines, base classes of the service, and are configured as the service's
+    (``c.GPUPoolService.NAME``); traitlets' own (``log_level``...) are left out. Every class in
+    the MRO is read, not only the class's own traits, so no setting is missed; a setting missing
+    from :data:`ORDER`, or named there but not defined, stops the generator.
     """
-    return [
-        item
+    traits = {
+        name: trait
         for klass in reversed(cls.__mro__)
         if klass.__module__.startswith("jupyter_gpupool.")
-        for item in configurable_traits(klass)
-    ]
+        for name, trait in configurable_traits(klass)
+    }
+    unplaced = sorted(traits.keys() - set(ORDER))
+    unknown = sorted(set(ORDER) - traits.keys())
+    repeated = sorted({name for name in ORDER if ORDER.count(name) > 1})
+    if unplaced or unknown or repeated:
+        raise SystemExit(
+            f"docs/gen_service_config.py: ORDER must name every setting of {cls.__name__} once "
+            f"(not placed: {', '.join(unplaced) or 'none'}; "
+            f"not settings: {', '.join(unknown) or 'none'}; "
+            f"repeated: {', '.join(repeated) or 'none'})"
+        )
+    return [(name, traits[name]) for name in ORDER]
 
 
 def reference(cls: type[GPUPoolService] = GPUPoolService) -> str:

@@ -1,4 +1,4 @@
-"""The service's settings (``service/settings.py``) are configured as ``GPUPoolService``'s.
+"""The service's settings (``service/settings/``) are configured as ``GPUPoolService``'s.
 
 The traits live in a base class; what users write did not change: ``c.GPUPoolService.x`` in a
 config file, ``--GPUPoolService.x=`` and the short options on the command line, the hub's
@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from traitlets import TraitError
+from traitlets import BaseDescriptor, TraitError
 from traitlets.config import Config
 
 from jupyter_gpupool.service import GPUPoolService
@@ -90,9 +90,50 @@ def test_bad_values_are_refused_with_a_message(name: str, value: object, words: 
 
 
 def test_every_setting_is_a_config_trait_of_the_service():
-    own = GPUPoolSettings.class_own_traits(config=True)
-    assert own.keys() <= GPUPoolService.class_traits(config=True).keys()
-    assert {"ip", "port", "pools_dir", "registry", "reclaim_wait", "template_paths"} <= own.keys()
+    settings = GPUPoolSettings.class_traits(config=True)
+    assert settings.keys() <= GPUPoolService.class_traits(config=True).keys()
+    assert {
+        "ip",
+        "port",
+        "pools_dir",
+        "registry",
+        "reclaim_wait",
+        "template_paths",
+    } <= settings.keys()
+
+
+def test_the_settings_classes_do_not_hide_each_others_names():
+    """The settings are split by concern into classes that GPUPoolSettings combines. traitlets
+    finds ``@default``/``@validate`` methods by attribute name, so a name two of them define
+    would leave one check or default silently unused."""
+    parts = [
+        k for k in GPUPoolSettings.__mro__ if k.__module__.startswith(GPUPoolSettings.__module__)
+    ]
+    assert len(parts) > 5
+    seen: dict[str, str] = {}
+    for klass in parts:
+        for name, value in vars(klass).items():
+            if isinstance(value, BaseDescriptor):  # the traits and their handlers
+                assert name not in seen, f"{name} in {klass.__name__} and {seen[name]}"
+                seen[name] = klass.__name__
+
+
+def test_each_settings_check_still_refuses():
+    """The checks that were shared across concerns (more than 0) each live with their settings."""
+    app = GPUPoolService()
+    for name in (
+        "sync_timeout",
+        "reservation_ttl",
+        "reclaim_wait",
+        "queue_heartbeat",
+        "utilization_interval",
+        "history_interval",
+        "history_hours",
+        "history_raw_days",
+        "history_days",
+    ):
+        with pytest.raises(TraitError, match=f"^{name} must be more than 0"):
+            setattr(app, name, 0)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,84 @@
+"""How admissions hold and take back GPUs, and how requests wait in line: their settings.
+
+How long an admission holds its GPUs, how long a reclaim waits, the largest request, and how long
+a request stays in line without its spawner asking for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from traitlets import Float, HasTraits, Integer, validate
+
+from .checks import more_than_zero
+
+
+class AdmissionSettings(HasTraits):
+    """How admissions hold GPUs, reclaim them and wait in line."""
+
+    reservation_ttl = Float(
+        120.0,
+        help="""How long, in seconds, an admission holds its GPUs while its pod has not appeared.
+
+        The spawner creates the pod right after the admission, so its pod normally shows up
+        within a second; the reservation is then dropped and the pod itself counts. A spawn
+        that dies before creating its pod gives the GPUs back after this long (or at once if
+        it releases the admission).
+
+        Example::
+
+            c.GPUPoolService.reservation_ttl = 60
+        """,
+    ).tag(config=True)
+
+    reclaim_wait = Float(
+        30.0,
+        help="""How long, in seconds, an admission that reclaims GPUs waits for the stopped
+        servers to free them before it answers.
+
+        Reclaim happens when a user asks for GPUs within their guaranteed quota and only
+        over-quota (borrowing) servers stand in the way: the service stops those servers
+        through the hub API and, once their pods are gone, admits the request. If they are
+        not gone in time the answer is 409 and says to try again.
+
+        Example::
+
+            c.GPUPoolService.reclaim_wait = 60
+        """,
+    ).tag(config=True)
+
+    max_gpus = Integer(
+        1024,
+        help="""The largest GPU count one admission request may ask for; more is refused as
+        invalid (400) before any pool is looked at.
+
+        Pools can set tighter limits (``limits.max-gpus``); this only guards against nonsense.
+
+        Example::
+
+            c.GPUPoolService.max_gpus = 64
+        """,
+    ).tag(config=True)
+
+    queue_heartbeat = Float(
+        60.0,
+        help="""Seconds a request waiting in line (``"queue": true``) stays in line without its
+        spawner asking for it (``GET api/v1/admissions/{id}``). The spawner asks every few
+        seconds while it waits; a request nobody asks for has lost its spawn (JupyterHub
+        restarted, the user went away) and is dropped, never admitted. After a restart of the
+        service, the entries kept in its database wait this long for their spawners to ask
+        again, and are not admitted before they do.
+
+        Example::
+
+            c.GPUPoolService.queue_heartbeat = 120
+        """,
+    ).tag(config=True)
+
+    @validate("reservation_ttl", "reclaim_wait")
+    def _positive_seconds(self, proposal: Any) -> float:
+        return more_than_zero(proposal, " seconds")
+
+    @validate("queue_heartbeat")
+    def _positive_heartbeat(self, proposal: Any) -> float:
+        return more_than_zero(proposal)

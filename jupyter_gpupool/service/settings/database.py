@@ -1,0 +1,89 @@
+"""What the service keeps over time: the database's settings and the usage history's.
+
+The database's URL, and how often, how finely and how long usage history is kept (in the database
+and in memory).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from traitlets import Float, HasTraits, Unicode, validate
+
+from .checks import more_than_zero
+
+
+class DatabaseSettings(HasTraits):
+    """What the service keeps over time, and where."""
+
+    history_interval = Float(
+        60.0,
+        help="""How often, in seconds, the GPUs per pool (total, in use, over quota, pending)
+        are sampled into the database (``db_url``) for the usage history, and the running
+        servers' sessions are marked as seen.
+
+        The pools page's chart also keeps the last ``history_hours`` in memory, for when the
+        database is down.
+
+        Example::
+
+            c.GPUPoolService.history_interval = 30
+        """,
+    ).tag(config=True)
+
+    history_hours = Float(
+        6.0,
+        help="""How many hours of usage samples the service also keeps in memory, for the
+        pools page's chart when the database (``db_url``) is missing or down.
+
+        With a database the chart reads its ranges (6h to 30d) from it. Memory grows with
+        pools x hours / interval: 50 pools over 6 hours sampled every minute is 18,000
+        samples, a few MB.
+
+        Example::
+
+            c.GPUPoolService.history_hours = 24
+        """,
+    ).tag(config=True)
+
+    db_url = Unicode(
+        "sqlite:///gpupool.sqlite",
+        help="""The database that keeps usage history, the ledger of server sessions (GPU-hours)
+        and the change log: an SQLAlchemy URL.
+
+        The default is an SQLite file in the service's working directory; on a cluster use
+        PostgreSQL (``pip install jupyter_gpupool[postgresql]``), e.g.
+        ``postgresql+psycopg://gpupool:PASSWORD@postgres:5432/gpupool``. The schema is
+        upgraded when the service starts (and logged); a database written by a newer gpupool
+        is refused. A database that cannot be reached is logged and left out: admissions go on,
+        the pages say what is missing. An empty value keeps nothing.
+
+        Example::
+
+            c.GPUPoolService.db_url = "postgresql+psycopg://gpupool@db:5432/gpupool"
+        """,
+    ).tag(config=True)
+
+    history_raw_days = Float(
+        7.0,
+        help="""Usage samples older than this many days are averaged by the hour.
+
+        Example::
+
+            c.GPUPoolService.history_raw_days = 14
+        """,
+    ).tag(config=True)
+
+    history_days = Float(
+        90.0,
+        help="""How many days of usage samples, server sessions and changes the database keeps.
+
+        Example::
+
+            c.GPUPoolService.history_days = 365
+        """,
+    ).tag(config=True)
+
+    @validate("history_interval", "history_hours", "history_raw_days", "history_days")
+    def _positive_history(self, proposal: Any) -> float:
+        return more_than_zero(proposal)
