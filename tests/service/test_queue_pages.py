@@ -23,7 +23,7 @@ from test_pages import Browser, text
 
 from jupyter_gpupool.service.views import iso
 from jupyter_gpupool.service.web.auth import ADMIN_SCOPE, USE_SCOPE
-from jupyter_gpupool.service.web.pages.views import standing_text
+from jupyter_gpupool.service.web.pages.parts import standing_text
 
 PREFIX = "/services/gpupool/"
 

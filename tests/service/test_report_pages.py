@@ -26,7 +26,7 @@ from test_records import until
 
 from jupyter_gpupool.service import clock
 from jupyter_gpupool.service.web.auth import ADMIN_SCOPE
-from jupyter_gpupool.service.web.pages import views as viewpages
+from jupyter_gpupool.service.web.pages import reports as reportpages
 from jupyter_gpupool.service.web.pages.charts import Usage, downsample, hour_bars, usage_chart
 from jupyter_gpupool.sim import SimCluster
 from jupyter_gpupool.sim.spec import example_cluster_spec
@@ -272,8 +272,8 @@ async def test_the_reports_page_shows_the_ledgers_gpu_hours_with_bars_and_its_cs
                 }
                 assert got == rounded(want, 4), (by, query)
         # a long report shows its largest rows; the total is of all, the CSV has every row
-        shown = viewpages.REPORT_ROWS
-        monkeypatch.setattr(viewpages, "REPORT_ROWS", 2)
+        shown = reportpages.REPORT_ROWS
+        monkeypatch.setattr(reportpages, "REPORT_ROWS", 2)
         status, html, _ = await admin.get("reports?by=user&since=7d")
         want = s.expected(now[0] - 7 * DAY, now[0], "user")
         largest = sorted(want, key=lambda k: (-want[k][2], k))
@@ -281,7 +281,7 @@ async def test_the_reports_page_shows_the_ledgers_gpu_hours_with_bars_and_its_cs
         assert "The 2 largest of 4; the CSV has every one." in text(html)
         total = text(re.search(r'<tr[^>]*id="report-total">.*?</tr>', html, re.S)[0])
         assert total.split()[3] == f"{sum(w[2] for w in want.values()):.1f}"
-        monkeypatch.setattr(viewpages, "REPORT_ROWS", shown)
+        monkeypatch.setattr(reportpages, "REPORT_ROWS", shown)
         # the window is said in words, and the admin navigation leads here
         status, html, _ = await admin.get("reports?by=pool&since=30d")
         assert "Per pool, from 2026-12-17T02:00:00Z to 2027-01-16T02:00:00Z (now)" in text(html)

@@ -38,13 +38,13 @@ from jupyter_gpupool.core.utilization import (
 )
 from jupyter_gpupool.service import clock
 from jupyter_gpupool.service.web.auth import ADMIN_SCOPE, USE_SCOPE
-from jupyter_gpupool.service.web.pages.templating import make_environment
-from jupyter_gpupool.service.web.pages.views import (
+from jupyter_gpupool.service.web.pages.parts import (
     idle_text,
     memory_text,
     sparkline,
     utilization_text,
 )
+from jupyter_gpupool.service.web.pages.templating import make_environment
 
 POOL = "training-pool"
 DCGM = {"utilization_source": "dcgm", "dcgm_urls": ["/sim/v1/dcgm/metrics"]}

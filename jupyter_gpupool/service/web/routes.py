@@ -12,7 +12,7 @@ from typing import Any
 import tornado.web
 
 from . import admissionapi, api
-from .pages import admin, base, views
+from .pages import admin, base, idle, nodes, pools, reports, user
 from .pages.templating import STATIC
 
 access_log = logging.getLogger("gpupool.access")
@@ -50,20 +50,20 @@ def route_table(prefix: str) -> list[tuple[str, type[tornado.web.RequestHandler]
         (prefix + "api/(.*)", api.NotFoundHandler),
         (prefix + "oauth_callback", base.OAuthCallbackHandler),
         (prefix + "static/(.*)", tornado.web.StaticFileHandler, {"path": str(STATIC)}),
-        (prefix + "pools", views.PoolsPage),
-        (prefix + "pools/usage.svg", views.UsageChart),
-        (prefix + "pools/([^/]+)", views.PoolPage),
-        (prefix + "nodes", views.NodesPage),
-        (prefix + "quotas", views.QuotasPage),
-        (prefix + "reports", views.ReportsPage),
-        (prefix + "idle", views.IdlePage),
+        (prefix + "pools", pools.PoolsPage),
+        (prefix + "pools/usage.svg", pools.UsageChart),
+        (prefix + "pools/([^/]+)", pools.PoolPage),
+        (prefix + "nodes", nodes.NodesPage),
+        (prefix + "quotas", nodes.QuotasPage),
+        (prefix + "reports", reports.ReportsPage),
+        (prefix + "idle", idle.IdlePage),
         (prefix + "admin", admin.AdminPage),
         (prefix + "admin/pools", admin.ApplyPoolsAction),
         (prefix + "admin/pools/([^/]+)/delete", admin.DeletePoolPage),
         (prefix + "admin/nodes", admin.MoveNodeAction),
         (prefix + "admin/quotas", admin.QuotasAction),
         (prefix + "admin/servers/stop", admin.StopServerAction),
-        (prefix, views.UserPage),
+        (prefix, user.UserPage),
         (prefix.rstrip("/"), tornado.web.RedirectHandler, {"url": prefix}),
     ]
     return [(r[0], r[1], r[2] if len(r) > 2 else {}) for r in routes]

@@ -4,7 +4,7 @@ stop a server.
 Every action is a POST with JupyterHub's XSRF token, goes through the same
 :class:`~jupyter_gpupool.service.registry.changes.PoolManager` as the JSON API, is recorded in the
 change log with who made it, and answers with a redirect and a one-line flash message, or the
-admin page again with the refusal next to the form (see :mod:`.pages` for what pages share).
+admin page again with the refusal next to the form (see :mod:`.base` for what pages share).
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ are POSTed with JupyterHub's XSRF token, and every change is logged with who mad
 (:mod:`.changelog`).
 
 This module holds what every page shares (:class:`PageHandler`); the pages that show are in
-:mod:`.viewpages`, the admin page and its form actions in :mod:`.adminpages`.
+:mod:`.user`, :mod:`.pools`, :mod:`.nodes`, :mod:`.reports` and :mod:`.idle` (with the parts
+they share in :mod:`.parts`), the admin page and its form actions in :mod:`.admin`.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@
 //       filled from the answer, one item of its list (by name), or the sums of a list's numbers.
 //   data-live-svg="URL" data-every="SECONDS": replaced by the SVG the URL answers.
 // Inside them: data-field="a.b" (text), data-format="age|quota|labels|util|memory|idle|spark"
-// (the last four: a server's GPU utilization cell, as viewpages.py writes it), data-format=
+// (the last four: a server's GPU utilization cell, as parts.py writes it), data-format=
 // "since|standing|waiting|if" (a request in line: its age from epoch seconds, its standing in
 // words, "N waiting" hidden at 0, an element shown only when the field is true), data-badge (status
 // colour), data-bar="PART/WHOLE[|WHOLE2]" (bar width), data-href="...{}..." data-href-field,
@@ -74,7 +74,7 @@
     if (typeof v === "boolean") return v ? "yes" : "no";
     return String(v);
   }
-  // A server's GPU utilization cell, made as viewpages.py makes it (the same rounding).
+  // A server's GPU utilization cell, made as parts.py makes it (the same rounding).
   function oneDecimal(x) {
     return (Math.floor(x * 10 + 0.5) / 10).toFixed(1);
   }
@@ -106,7 +106,8 @@
       .map(([t, p]) => oneDecimal(((t - t0) / span) * 60) + "," + oneDecimal(16 - (Math.max(0, Math.min(100, p)) / 100) * 16))
       .join(" ");
   }
-  // A request waiting in line, as viewpages.py writes it: its standing and the count per pool.
+  // A request waiting in line, as parts.py (its standing) and pools.py (the count per pool)
+  // write it.
   function standing(within, subject) {
     const words = within ? "within quota" : "over quota";
     return subject ? words + " (" + subject + ")" : words;
