@@ -30,9 +30,9 @@ from kubernetes_asyncio import client, config
 
 from .cluster import NodeLifecycle, node_object
 from .kubelet import Kubelet
+from .podevents import pod_event
 from .podhost import PodListener
 from .spec import ClusterSpec
-from .store import pod_event
 
 log = logging.getLogger(__name__)
 
