@@ -40,7 +40,8 @@ from jupyter_gpupool.core.admission import AdmissionRequest, AdmissionState, dec
 from jupyter_gpupool.core.poolfile import load_string
 from jupyter_gpupool.core.pools import Registry
 from jupyter_gpupool.core.reservations import Reservations
-from jupyter_gpupool.core.usage import UsageIndex, pod_gpus
+from jupyter_gpupool.core.usage import UsageIndex
+from jupyter_gpupool.core.usagerecords import pod_gpus
 
 GPU_TYPES = ("A100-80G", "H100-80G", "L40S-48G", "A10-24G")
 CREATED = "2025-01-01T00:00:00Z"

@@ -7,6 +7,9 @@
   ``commands/`` do not import ``notebook/``, and ``notebook/`` imports neither ``service/`` nor
   ``commands/`` (both sides talk through the shared clients and the core).
 - ``db/`` (the service's database) uses the core and SQLAlchemy, never its users.
+- No import circle anywhere in the package: each module can be read (and loaded) after the ones
+  it imports, none of which needs it back.
+- No module over 600 lines: past that a file holds more than one job (``STYLE.md``).
 
 Imports are resolved to absolute module names (relative ones included, and those inside
 functions or under ``TYPE_CHECKING``), so a late import cannot slip past.
@@ -15,7 +18,9 @@ functions or under ``TYPE_CHECKING``), so a late import cannot slip past.
 from __future__ import annotations
 
 import ast
+from collections import deque
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -132,9 +137,17 @@ def imported(path: Path, module: str | None = None) -> Iterator[tuple[int, str]]
             else:
                 prefix = node.module or ""
             yield node.lineno, prefix
-            if node.module is None:  # `from . import x`: x may be a module
-                for alias in node.names:
+            for alias in node.names:  # `from . import x`, `from ..core import yamldoc`: modules
+                if node.module is None or is_module(f"{prefix}.{alias.name}"):
                     yield node.lineno, f"{prefix}.{alias.name}"
+
+
+def is_module(name: str) -> bool:
+    """Whether ``name`` is a module or package of ours (a file or folder under the package)."""
+    if top(name) != PACKAGE.name:
+        return False
+    path = PACKAGE.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
 def files_under(folder: Path) -> list[Path]:
@@ -218,14 +231,16 @@ def test_hub_side_and_notebook_side_stay_apart(folder: str, forbidden: tuple[str
 
 
 def test_the_checker_sees_relative_and_late_imports(tmp_path: Path):
-    """The checker itself: a relative import two levels up and one inside a function count."""
+    """The checker itself: a relative import two levels up and one inside a function count, and
+    a module imported by name from its package is seen as that module."""
     probe = tmp_path / "probe.py"
     probe.write_text(
-        "from ..service import app\nfrom .. import sim\n\n"
+        "from ..service import app\nfrom .. import sim\nfrom ..sim import store\n\n"
         "def f():\n    import socket\n    open('x')\n"
     )
     names = {name for _, name in imported(probe, "jupyter_gpupool.core.probe")}
     assert {"jupyter_gpupool.service", "jupyter_gpupool.sim", "socket"} <= names
+    assert "jupyter_gpupool.sim.store" in names
     assert [what for _, what in file_reading_calls(probe)] == ["open("]
 
 
@@ -309,5 +324,139 @@ def test_the_room_rules_see_a_break(tmp_path: Path):
     probe = tmp_path / "probe.py"
     probe.write_text("from ..web import api\nfrom ...db import store\nfrom .. import clock\n")
     names = [name for _, name in imported(probe, f"{SVC}.cluster.probe")]
-    assert [room_of(n) for n in names] == ["web", None, None, None]
-    assert names[1] == "jupyter_gpupool.db"
+    assert {n for n in names if room_of(n) == "web"} >= {f"{SVC}.web"}
+    assert "jupyter_gpupool.db" in names
+    assert {room_of(n) for n in names if n.startswith(f"{SVC}.clock")} == {None}
+
+
+#: Past this a module holds more than one job; split it by concern (``STYLE.md``).
+MAX_MODULE_LINES = 600
+
+
+def module_graph(paths: list[Path]) -> dict[str, dict[str, tuple[Path, int]]]:
+    """Each module -> the modules of the package it imports, each with where (file, line).
+
+    Importing ``a.b.c`` runs ``a/__init__.py`` and ``a/b/__init__.py`` first, so the packages
+    on the way count as imported too; but not the importer's own packages, which Python has
+    begun loading before it (a package's ``__init__`` importing its modules is no circle).
+    """
+    modules = {module_name(path): path for path in paths}
+    graph: dict[str, dict[str, tuple[Path, int]]] = {}
+    for name, path in modules.items():
+        edges = graph[name] = {}
+        for line, target in imported(path):
+            while target and target not in modules:  # `from .x import name`: the module is x
+                target = target.rpartition(".")[0]
+            while target and target != name and not name.startswith(target + "."):
+                edges.setdefault(target, (path, line))
+                target = target.rpartition(".")[0]
+    return graph
+
+
+def circles(graph: dict[str, dict[str, tuple[Path, int]]]) -> list[list[str]]:
+    """The groups of modules that import one another, around (strongly connected, by
+    Tarjan's algorithm, iteratively), each sorted; modules in no circle are left out."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, targets = work[-1]
+            w = next(targets, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                group = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    group.append(w)
+                    if w == v:
+                        break
+                if len(group) > 1:
+                    found.append(sorted(group))
+    return sorted(found)
+
+
+def one_way_round(graph: dict[str, dict[str, tuple[Path, int]]], group: list[str]) -> str:
+    """A shortest circle through the group's first module, ``a (a.py:3) -> b (b.py:7) -> a``:
+    each module with the line of its import that leads on."""
+    start, members = group[0], set(group)
+    came_from: dict[str, str] = {}
+    queue = deque([start])
+    while start not in came_from:  # breadth first, until the start is reached again
+        v = queue.popleft()
+        for w in sorted(graph[v]):
+            if w in members and w not in came_from:
+                came_from[w] = v
+                queue.append(w)
+    way = [start]
+    while (before := came_from[way[-1]]) != start:
+        way.append(before)
+    way = [start, *reversed(way[1:]), start]
+    steps = [
+        f"{v} ({graph[v][w][0].relative_to(PACKAGE)}:{graph[v][w][1]})" for v, w in pairwise(way)
+    ]
+    return " -> ".join([*steps, start])
+
+
+def test_no_import_circle():
+    graph = module_graph(files_under(PACKAGE))
+    found = circles(graph)
+    assert not found, (
+        f"{len(found)} import circle(s); move what both sides need to the module that owns it, "
+        "or to a lower module both import:\n"
+        + "\n".join(
+            f"- {', '.join(group)}\n  e.g. {one_way_round(graph, group)}" for group in found
+        )
+    )
+
+
+def test_the_circle_finder_finds_circles():
+    """The checker itself: two circles (one through three modules), and a module that only
+    imports into one is in none."""
+    here = (PACKAGE / "core" / "usage.py", 1)
+    graph = {
+        "a": {"b": here},
+        "b": {"c": here},
+        "c": {"a": here, "d": here},
+        "d": {"e": here},
+        "e": {"d": here},
+        "f": {"a": here},
+    }
+    assert circles(graph) == [["a", "b", "c"], ["d", "e"]]
+    assert one_way_round(graph, ["a", "b", "c"]) == (
+        "a (core/usage.py:1) -> b (core/usage.py:1) -> c (core/usage.py:1) -> a"
+    )
+
+
+def test_no_module_is_too_long():
+    lines = {
+        path: len(path.read_text(encoding="utf-8").splitlines()) for path in files_under(PACKAGE)
+    }
+    long = [
+        f"{path.relative_to(PACKAGE)}: {n} lines"
+        for path, n in lines.items()
+        if n > MAX_MODULE_LINES
+    ]
+    assert not long, (
+        f"modules over {MAX_MODULE_LINES} lines (split them by concern):\n" + "\n".join(long)
+    )

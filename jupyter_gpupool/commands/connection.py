@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from ..demo import ADMIN_TOKEN_FILE, DEFAULT_STATE_DIR, URL_FILE
+from ..demo import ADMIN_TOKEN_FILE, URL_FILE, state_dirs
 
 if TYPE_CHECKING:  # imported where used: aiohttp is most of a verb's start-up time
     from ..client import GPUPoolClient, GPUPoolError
@@ -142,7 +142,7 @@ def connection(
         raise CommandError(
             "no service URL: give --url URL, set GPUPOOL_URL, or --state-dir DIR of a running "
             f"`gpupool demo` (found no running demo: no url file in "
-            f"{', '.join(shown(d, cwd, home) for d in demo_dirs(cwd, home))})"
+            f"{', '.join(shown(d, cwd, home) for d in state_dirs(cwd, home))})"
         )
     if not token:
         raise CommandError(
@@ -152,24 +152,14 @@ def connection(
     return service_url(url), token
 
 
-def demo_dirs(cwd: Path | None = None, home: Path | None = None) -> list[Path]:
-    """Where a demo keeps its state when started as the README and the tour say: from the
-    clone's root (seen from there or from ``examples/``), or in the home directory (binder)."""
-    from ..demo.connect import HOME_STATE_DIR  # not at the top: demo.connect imports this module
-
-    cwd = (cwd or Path.cwd()).absolute()
-    home = home or Path.home()
-    return [cwd / DEFAULT_STATE_DIR, cwd.parent / DEFAULT_STATE_DIR, home / HOME_STATE_DIR]
-
-
 def running_demo(
     environ: Mapping[str, str], cwd: Path | None = None, home: Path | None = None
 ) -> Path | None:
-    """``$GPUPOOL_DEMO_DIR`` (running or not: it was named), else the first of
-    :func:`demo_dirs` that holds a ``url`` file, i.e. whose demo is running."""
+    """``$GPUPOOL_DEMO_DIR`` (running or not: it was named), else the first of the demo's
+    :func:`~jupyter_gpupool.demo.state_dirs` that holds a ``url`` file, i.e. whose demo runs."""
     if environ.get("GPUPOOL_DEMO_DIR"):
         return Path(environ["GPUPOOL_DEMO_DIR"]).expanduser()
-    for candidate in demo_dirs(cwd, home):
+    for candidate in state_dirs(cwd, home):
         if (candidate / URL_FILE).is_file():
             return candidate
     return None

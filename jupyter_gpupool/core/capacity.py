@@ -20,7 +20,8 @@ from .decision import Context, ReclaimPlan
 from .kube.tolerations import tolerates
 from .overrides import GPU_TOLERATION
 from .pools import Platform, Pool
-from .usage import PlacementGroup, ServerUsage
+from .usagerecords import PlacementGroup
+from .usagerows import ServerUsage
 
 
 @dataclass

@@ -15,7 +15,8 @@ from .budgets import BudgetSessions
 from .labels import POOL_LABEL
 from .pools import Registry
 from .reservations import Reservation
-from .usage import PlacementGroup, ServerUsage
+from .usagerecords import PlacementGroup
+from .usagerows import ServerUsage
 
 
 class UsageView(Protocol):

@@ -13,6 +13,8 @@ of admission and of the service pages without ever rescanning all pods or nodes:
 
 Only what these answers need is stored per pod and per node (slotted records, read from the
 objects in :mod:`.usagerecords`), not the objects; the rows it returns are in :mod:`.usagerows`.
+The index keeps its counts in two layers, nodes and pools (:mod:`.usagenodes`) under pods and the
+watch feed (:mod:`.usagepods`); a relist is fed through :mod:`.usagerelist`. This module answers.
 
 Accounting rules (the ones the issue left open are marked *decided*):
 
@@ -34,76 +36,21 @@ Accounting rules (the ones the issue left open are marked *decided*):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import Any
 
 from .labels import POOL_LABEL
-from .pools import DEFAULT_POOL
-from .usagerecords import (
-    BLOCKING,
-    CORDONED,
-    NOT_READY,
-    GroupKey,
-    NodeRecord,
-    PlacementGroup,
-    PodRecord,
-    intern,
-    is_other,
-    pod_gpus,
-    pod_key,
-    read_node,
-    read_pod,
-    reasons_of,
-    same_pod,
-)
+from .usagepods import AdmissionListener, PodBook
+from .usagerecords import CORDONED, NOT_READY, NodeRecord, PlacementGroup, PodRecord, reasons_of
+from .usagerelist import Relist
+
+# The service imports the rows from here; they live in .usagerows.
 from .usagerows import NodeUsage, PoolUsage, ServerUsage
 
-__all__ = [
-    "AdmissionListener",
-    "NodeUsage",
-    "PlacementGroup",
-    "PoolUsage",
-    "Relist",
-    "ServerUsage",
-    "UsageIndex",
-    "pod_gpus",
-]
-
-#: Called with (admission id, "pending" | "bound" | "gone") when a pod carrying an admission
-#: label appears, is bound, or ends; :meth:`.reservations.Reservations.observe`.
-AdmissionListener = Callable[[str, str], None]
+__all__ = ["NodeUsage", "PoolUsage", "ServerUsage", "UsageIndex"]
 
 
-class _PoolState:
-    __slots__ = (
-        "eligible_free",
-        "eligible_nodes",
-        "gpu_total",
-        "gpu_used",
-        "groups",
-        "name",
-        "nodes",
-        "over_quota",
-        "servers",
-        "subject_used",
-        "user_used",
-    )
-
-    def __init__(self, name: str):
-        self.name = name
-        self.nodes: dict[str, None] = {}
-        self.gpu_total = 0
-        self.gpu_used = 0
-        self.eligible_nodes = 0
-        self.eligible_free = 0
-        self.groups: dict[GroupKey, PlacementGroup] = {}
-        self.servers: dict[str, None] = {}
-        self.over_quota: dict[str, None] = {}
-        self.subject_used: dict[str, int] = {}
-        self.user_used: dict[str, int] = {}
-
-
-class UsageIndex:
+class UsageIndex(PodBook):
     """Incremental usage, fed by :meth:`apply_node` / :meth:`apply_pod` / :meth:`reset`.
 
     ``pool_label`` is the node label that names a node's pool (gpuctl's by default).
@@ -117,86 +64,9 @@ class UsageIndex:
         selectors: Sequence[tuple[str, Mapping[str, str]]] = (),
         on_admission: AdmissionListener | None = None,
     ):
-        self.pool_label = pool_label
-        self._selectors: tuple[tuple[str, Mapping[str, str]], ...] = tuple(selectors)
-        self.on_admission = on_admission
-        self._nodes: dict[str, NodeRecord] = {}
-        self._pods: dict[str, PodRecord] = {}
-        self._pools: dict[str, _PoolState] = {}
-        self._orphans: dict[str, dict[str, None]] = {}  # node name -> pods bound to unknown node
-        self._unpooled: dict[str, None] = {}  # servers with no pool yet (unbound, no label)
-        self._subject_total: dict[str, int] = {}
-        self._user_total: dict[str, int] = {}
-        self._by_admission: dict[str, str] = {}
-        # Pods with no GPUs that are not servers: key -> node (None while unbound), and how
-        # many are bound to each node.
-        self._others: dict[str, str | None] = {}
-        self._others_on: dict[str, int] = {}
+        super().__init__(pool_label, selectors, on_admission)
 
-    # --- feeding ---------------------------------------------------------------------------------
-
-    def set_selectors(self, selectors: Sequence[tuple[str, Mapping[str, str]]]) -> None:
-        """Change the label selectors of pools (registry reload) and re-place every node."""
-        self._selectors = tuple(selectors)
-        for node in list(self._nodes.values()):
-            self._replace_node(node.name, self._pool_of(node.labels), node)
-
-    def apply_node(self, event_type: str, node: Mapping[str, Any]) -> None:
-        """One Node watch event (``ADDED``, ``MODIFIED``, ``DELETED``; others are ignored)."""
-        meta = node.get("metadata") or {}
-        name = meta.get("name")
-        if not name:
-            return
-        if event_type == "DELETED":
-            self._delete_node(name)
-        elif event_type in ("ADDED", "MODIFIED"):
-            self._upsert_node(name, meta, node)
-
-    def apply_pod(self, event_type: str, pod: Mapping[str, Any]) -> None:
-        """One Pod watch event (``ADDED``, ``MODIFIED``, ``DELETED``; others are ignored)."""
-        meta = pod.get("metadata") or {}
-        self._apply_pod(event_type, pod, meta, pod_key(meta))
-
-    def _apply_pod(
-        self, event_type: str, pod: Mapping[str, Any], meta: Mapping[str, Any], key: str
-    ) -> None:
-        if event_type == "DELETED":
-            old = self._pods.pop(key, None)
-            if old is not None:
-                self._unlink(old)
-                self._notify(old, "gone")
-            else:
-                self._forget_other(key)
-            return
-        if event_type not in ("ADDED", "MODIFIED"):
-            return
-        old = self._pods.get(key)
-        if old is None and is_other(meta, pod):
-            phase = (pod.get("status") or {}).get("phase")
-            if phase == "Succeeded" or phase == "Failed":
-                self._forget_other(key)
-            else:
-                node = (pod.get("spec") or {}).get("nodeName")
-                self._count_other(key, intern(node) if node else None)
-            return
-        new = read_pod(key, meta, pod, old)
-        if new is None:  # finished: frees everything
-            if old is not None:
-                del self._pods[key]
-                self._unlink(old)
-                self._notify(old, "gone")
-            else:
-                self._forget_other(key)
-            return
-        if old is None:
-            self._forget_other(key)  # it may have been one, and now counts
-        elif same_pod(old, new):
-            old.phase = new.phase  # phase alone changes nothing that is counted
-            return
-        else:
-            self._unlink(old)
-        self._pods[key] = new
-        self._link(new)
+    # --- lists -----------------------------------------------------------------------------------
 
     def relist(self, kind: str) -> Relist:
         """A fresh list of ``kind`` (``"nodes"`` or ``"pods"``), to feed in page by page as it
@@ -218,209 +88,6 @@ class UsageIndex:
                 relist = self.relist(kind)
                 relist.add(objects)
                 relist.finish()
-
-    # --- pods that count for nothing but their node's number of pods -----------------------------
-
-    def _count_other(self, key: str, node: str | None) -> None:
-        """A pod with no GPUs that is not a server: only its key and node are kept (most pods of
-        a large cluster are such; a full record for each would be most of the service's
-        memory)."""
-        others = self._others
-        if key in others:
-            before = others[key]
-            if before == node:
-                return
-            if before is not None:
-                _add(self._others_on, before, -1)
-        others[key] = node
-        if node is not None:
-            _add(self._others_on, node, 1)
-
-    def _forget_other(self, key: str) -> None:
-        if key in self._others:
-            node = self._others.pop(key)
-            if node is not None:
-                _add(self._others_on, node, -1)
-
-    # --- nodes -----------------------------------------------------------------------------------
-
-    def _pool_of(self, labels: Mapping[str, str]) -> str:
-        pool = labels.get(self.pool_label)
-        if pool:
-            return pool
-        for name, selector in self._selectors:
-            if selector and all(labels.get(k) == v for k, v in selector.items()):
-                return name
-        return DEFAULT_POOL
-
-    def _upsert_node(self, name: str, meta: Mapping[str, Any], obj: Mapping[str, Any]) -> None:
-        labels = meta.get("labels") or {}
-        new = read_node(name, self._pool_of(labels), meta, obj)
-        old = self._nodes.get(name)
-        if old is not None and old.signature() == new.signature():
-            old.labels = new.labels
-            return
-        self._replace_node(name, new.pool, old, new)
-
-    def _replace_node(
-        self, name: str, pool: str, old: NodeRecord | None, new: NodeRecord | None = None
-    ) -> None:
-        """Swap a node record, moving its pods' usage along (pool or capacity may have changed)."""
-        if new is None:  # same node, new pool (selectors changed)
-            assert old is not None
-            if old.pool == pool:
-                return
-            new = NodeRecord(name)
-            for attr in ("labels", "gpu_total", "gpu_type", "type_key", "flags", "taints"):
-                setattr(new, attr, getattr(old, attr))
-            new.hostname = old.hostname
-            new.pool = pool
-        pods: list[PodRecord] = []
-        if old is not None:
-            pods = [self._pods[k] for k in old.pods]
-            for p in pods:
-                self._unlink(p)
-            self._remove_node(old)
-        orphans = self._orphans.pop(name, {})
-        for k in orphans:
-            p = self._pods[k]
-            self._unlink(p)
-            pods.append(p)
-        self._add_node(new)
-        for p in pods:
-            self._link(p)
-
-    def _delete_node(self, name: str) -> None:
-        old = self._nodes.get(name)
-        if old is None:
-            return
-        pods = [self._pods[k] for k in old.pods]
-        for p in pods:
-            self._unlink(p)
-        self._remove_node(old)
-        for p in pods:
-            self._link(p)  # bound to a node we no longer know: kept as orphans
-
-    def _pool_state(self, name: str) -> _PoolState:
-        ps = self._pools.get(name)
-        if ps is None:
-            ps = self._pools[name] = _PoolState(name)
-        return ps
-
-    def _add_node(self, node: NodeRecord) -> None:
-        self._nodes[node.name] = node
-        ps = self._pool_state(node.pool)
-        ps.nodes[node.name] = None
-        ps.gpu_total += node.gpu_total
-        ps.gpu_used += node.gpu_used
-        if not node.flags & BLOCKING:
-            key: GroupKey = (node.gpu_type, node.type_key, node.taints)
-            group = ps.groups.get(key)
-            if group is None:
-                group = ps.groups[key] = PlacementGroup(node.gpu_type, node.type_key, node.taints)
-            node.group = group
-            group._add(node.name, node.free)
-            ps.eligible_nodes += 1
-            ps.eligible_free += node.free
-
-    def _remove_node(self, node: NodeRecord) -> None:
-        del self._nodes[node.name]
-        ps = self._pools[node.pool]
-        del ps.nodes[node.name]
-        ps.gpu_total -= node.gpu_total
-        ps.gpu_used -= node.gpu_used
-        if node.group is not None:
-            node.group._remove(node.name, node.free)
-            ps.eligible_nodes -= 1
-            ps.eligible_free -= node.free
-            if not len(node.group):
-                del ps.groups[(node.group.gpu_type, node.group.type_key, node.group.taints)]
-            node.group = None
-        self._drop_if_empty(ps)
-
-    def _drop_if_empty(self, ps: _PoolState) -> None:
-        if not ps.nodes and not ps.servers and not ps.subject_used and not ps.user_used:
-            del self._pools[ps.name]
-
-    def _node_used(self, node: NodeRecord, delta: int) -> None:
-        ps = self._pools[node.pool]
-        if node.group is not None:
-            before = node.free
-            node.group._remove(node.name, before)
-            node.gpu_used += delta
-            node.group._add(node.name, node.free)
-            ps.eligible_free += node.free - before
-        else:
-            node.gpu_used += delta
-        ps.gpu_used += delta
-
-    # --- pods ------------------------------------------------------------------------------------
-    def _link(self, p: PodRecord) -> None:
-        node = self._nodes.get(p.node) if p.node else None
-        if p.node and node is None:
-            self._orphans.setdefault(p.node, {})[p.key] = None
-        if node is not None:
-            node.pods[p.key] = None
-            if p.gpus:
-                self._node_used(node, p.gpus)
-        pool = node.pool if node is not None else p.pool_label
-        p.linked_pool = pool
-        if p.user is not None:
-            if pool is None:
-                self._unpooled[p.key] = None
-            else:
-                ps = self._pool_state(pool)
-                ps.servers[p.key] = None
-                if p.over_quota and node is not None:
-                    ps.over_quota[p.key] = None
-                if p.gpus:
-                    _add(ps.user_used, p.user, p.gpus)
-                    if p.charged:
-                        _add(ps.subject_used, p.charged, p.gpus)
-            if p.gpus:
-                _add(self._user_total, p.user, p.gpus)
-                if p.charged:
-                    _add(self._subject_total, p.charged, p.gpus)
-        if p.admission:
-            self._by_admission[p.admission] = p.key
-            self._notify(p, "bound" if p.node else "pending")
-
-    def _unlink(self, p: PodRecord) -> None:
-        node = self._nodes.get(p.node) if p.node else None
-        if p.node and node is None:
-            orphans = self._orphans.get(p.node)
-            if orphans is not None:
-                orphans.pop(p.key, None)
-                if not orphans:
-                    del self._orphans[p.node]
-        if node is not None:
-            node.pods.pop(p.key, None)
-            if p.gpus:
-                self._node_used(node, -p.gpus)
-        pool = p.linked_pool
-        if p.user is not None:
-            if pool is None:
-                self._unpooled.pop(p.key, None)
-            else:
-                ps = self._pools[pool]
-                ps.servers.pop(p.key, None)
-                ps.over_quota.pop(p.key, None)
-                if p.gpus:
-                    _add(ps.user_used, p.user, -p.gpus)
-                    if p.charged:
-                        _add(ps.subject_used, p.charged, -p.gpus)
-                self._drop_if_empty(ps)
-            if p.gpus:
-                _add(self._user_total, p.user, -p.gpus)
-                if p.charged:
-                    _add(self._subject_total, p.charged, -p.gpus)
-        if p.admission and self._by_admission.get(p.admission) == p.key:
-            del self._by_admission[p.admission]
-        p.linked_pool = None
-
-    def _notify(self, p: PodRecord, state: str) -> None:
-        if p.admission and self.on_admission is not None:
-            self.on_admission(p.admission, state)
 
     # --- reading: admission ----------------------------------------------------------------------
 
@@ -663,52 +330,3 @@ def _state(p: PodRecord) -> str:
     if p.node is None:
         return "pending"
     return "running" if p.phase == "Running" else "starting"
-
-
-class Relist:
-    """One fresh list of nodes or pods being fed into a :class:`UsageIndex`
-    (:meth:`UsageIndex.relist`)."""
-
-    def __init__(self, index: UsageIndex, kind: str):
-        self.index = index
-        self.kind = kind
-        self.seen: set[str] = set()
-
-    def add(self, objects: Iterable[Mapping[str, Any]]) -> None:
-        """Some of the list's objects (a page), applied as updates."""
-        index, seen = self.index, self.seen
-        if self.kind == "nodes":
-            for n in objects:
-                name = (n.get("metadata") or {}).get("name")
-                if name:
-                    seen.add(name)
-                    index.apply_node("MODIFIED", n)
-            return
-        for p in objects:
-            meta = p.get("metadata") or {}
-            key = pod_key(meta)
-            seen.add(key)
-            index._apply_pod("MODIFIED", p, meta, key)
-
-    def finish(self) -> None:
-        """The list is whole: what it did not have is gone."""
-        index, seen = self.index, self.seen
-        if self.kind == "nodes":
-            for name in [n for n in index._nodes if n not in seen]:
-                index._delete_node(name)
-            return
-        for key in [k for k in index._pods if k not in seen]:
-            old = index._pods.pop(key)
-            index._unlink(old)
-            index._notify(old, "gone")
-        for key in [k for k in index._others if k not in seen]:
-            index._forget_other(key)
-        self.seen = set()
-
-
-def _add(counter: dict[str, int], key: str, delta: int) -> None:
-    value = counter.get(key, 0) + delta
-    if value:
-        counter[key] = value
-    else:
-        del counter[key]

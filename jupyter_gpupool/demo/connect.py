@@ -32,13 +32,11 @@ from urllib.parse import urlsplit
 from ..client import GPUPoolClient, GPUPoolError
 from ..commands.connection import service_url
 from ..hubclient import HubClient
-from . import ADMIN_TOKEN_FILE, DEFAULT_PORT, DEFAULT_STATE_DIR, URL_FILE
+from . import ADMIN_TOKEN_FILE, DEFAULT_PORT, URL_FILE, state_dirs
 
 __all__ = ["DemoConnection", "DemoNotFound", "connect", "find_demo", "find_state_dir"]
 
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
-#: Where binder/start keeps the demo's state (under the home directory).
-HOME_STATE_DIR = ".gpupool-demo"
 
 HOW_TO_START = (
     "Start the demo in a terminal, from the root of a clone of jupyter_gpupool:\n"
@@ -88,16 +86,10 @@ def find_state_dir(
     environ = os.environ if environ is None else environ
     if environ.get("GPUPOOL_DEMO_DIR"):
         return Path(environ["GPUPOOL_DEMO_DIR"]).expanduser().absolute()
-    for candidate in _candidates(cwd, home):
+    for candidate in state_dirs(cwd, home):
         if (candidate / ADMIN_TOKEN_FILE).is_file():
             return candidate
     return None
-
-
-def _candidates(cwd: Path | None, home: Path | None) -> list[Path]:
-    cwd = (cwd or Path.cwd()).absolute()
-    home = home or Path.home()
-    return [cwd / DEFAULT_STATE_DIR, cwd.parent / DEFAULT_STATE_DIR, home / HOME_STATE_DIR]
 
 
 def hub_url(url: str) -> str:
@@ -130,7 +122,7 @@ def find_demo(
     environ = os.environ if environ is None else environ
     state = find_state_dir(environ, cwd, home)
     if state is None:
-        looked = ", ".join(str(c) for c in _candidates(cwd, home))
+        looked = ", ".join(str(c) for c in state_dirs(cwd, home))
         raise DemoNotFound(
             f"No gpupool demo found (looked for {ADMIN_TOKEN_FILE} in {looked}).\n{HOW_TO_START}"
         )

@@ -13,8 +13,8 @@ one series per GPU of
   for a GPU a pod's container holds, ``container``, ``namespace`` and ``pod``. As in the real
   exporter's pod mapper, a free GPU has no such labels at all.
 
-Which container holds which GPU is the kubelet's table (:class:`~.kubelet.GPUDevices`), as the real
-exporter asks the kubelet's pod-resources API; the same table sets the processes'
+Which container holds which GPU is the kubelet's table (:class:`~.gpudevices.GPUDevices`), as
+the real exporter asks the kubelet's pod-resources API; the same table sets the processes'
 ``NVIDIA_VISIBLE_DEVICES``.
 
 A GPU's utilization is its pod's setting: ``PUT /sim/v1/namespaces/NS/pods/NAME/gpu-utilization``
@@ -38,7 +38,7 @@ from typing import Any
 
 from ..core.quantities import parse_quantity
 from .errors import ApiError, not_found
-from .kubelet import GPU_RESOURCE, GPUDevices, GPUHolder, gpu_uuid
+from .gpudevices import GPU_RESOURCE, GPUDevices, GPUHolder, gpu_uuid
 from .resources import RESOURCES
 from .store import Store
 from .watches import WatchEvent

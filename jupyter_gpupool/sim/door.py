@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import hmac
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import tornado.web
 
 from ..core import yamldoc
 from .errors import ApiError
 from .patch import SUPPORTED_PATCH_TYPES
-
-if TYPE_CHECKING:
-    from .cluster import SimCluster
+from .served import ServedCluster
 
 # Request bodies of create, replace and delete: the media types the real API server decodes, less
 # protobuf, which the simulator cannot read. As there, a missing Content-Type means JSON.
@@ -32,9 +30,9 @@ OPEN_PATHS = frozenset({"/healthz", "/readyz", "/livez"})
 
 
 class BaseHandler(tornado.web.RequestHandler):
-    cluster: SimCluster
+    cluster: ServedCluster
 
-    def initialize(self, cluster: SimCluster) -> None:
+    def initialize(self, cluster: ServedCluster) -> None:
         self.cluster = cluster
 
     def check_xsrf_cookie(self) -> None:  # an API server, not a web page: see prepare()

@@ -29,9 +29,10 @@ from typing import Any
 from kubernetes_asyncio import client, config
 
 from .cluster import NodeLifecycle, node_object
-from .kubelet import Kubelet, PodListener
+from .kubelet import Kubelet
+from .podevents import pod_event
+from .podhost import PodListener
 from .spec import ClusterSpec
-from .store import pod_event
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ async def api_json(call: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 class ApiHost:
-    """The kubelet's :class:`~.kubelet.PodHost` on an API server: pods from a list and a watch,
+    """The kubelet's :class:`~.podhost.PodHost` on an API server: pods from a list and a watch,
     writes through the API (status by merge patch, events, the final deletion)."""
 
     def __init__(self, api: client.ApiClient):

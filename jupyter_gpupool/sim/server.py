@@ -13,7 +13,7 @@ import base64
 import json
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import unquote
 
 import tornado.web
@@ -32,11 +32,9 @@ from .resources import (
     openapi_v3_core,
     openapi_v3_root,
 )
+from .served import ServedCluster
 from .tables import to_table
 from .watches import Watcher
-
-if TYPE_CHECKING:
-    from .cluster import SimCluster
 
 log = logging.getLogger(__name__)
 
@@ -364,7 +362,7 @@ class ApiHandler(BaseHandler):
             self.send_error_status(e)
 
 
-def make_app(cluster: SimCluster) -> tornado.web.Application:
+def make_app(cluster: ServedCluster) -> tornado.web.Application:
     args = {"cluster": cluster}
     return tornado.web.Application(
         [

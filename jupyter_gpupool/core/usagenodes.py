@@ -1,0 +1,127 @@
+"""The nodes and pools of the usage index: which pool each node is in, and each pool's counts.
+
+A node's pool is its pool label's value; else the first pool whose ``selector`` matches the
+node's labels; else ``default``. Per pool, the schedulable nodes are grouped by (GPU type,
+taints) in :class:`~.usagerecords.PlacementGroup` s, counted per number of free GPUs, so that
+admission's "does ONE node have n free GPUs" is a scan over a few counters. The pods' side, which
+moves GPUs in and out of these counts, is :class:`.usagepods.PodBook`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from .pools import DEFAULT_POOL
+from .usagerecords import BLOCKING, GroupKey, NodeRecord, PlacementGroup
+
+
+class PoolState:
+    """One pool's nodes, servers and GPU counts in the usage index."""
+
+    __slots__ = (
+        "eligible_free",
+        "eligible_nodes",
+        "gpu_total",
+        "gpu_used",
+        "groups",
+        "name",
+        "nodes",
+        "over_quota",
+        "servers",
+        "subject_used",
+        "user_used",
+    )
+
+    def __init__(self, name: str):
+        self.name = name
+        self.nodes: dict[str, None] = {}
+        self.gpu_total = 0
+        self.gpu_used = 0
+        self.eligible_nodes = 0
+        self.eligible_free = 0
+        self.groups: dict[GroupKey, PlacementGroup] = {}
+        self.servers: dict[str, None] = {}
+        self.over_quota: dict[str, None] = {}
+        self.subject_used: dict[str, int] = {}
+        self.user_used: dict[str, int] = {}
+
+
+class NodeBook:
+    """The usage index's nodes and pools (:class:`~.usage.UsageIndex` is one)."""
+
+    def __init__(self, pool_label: str, selectors: Sequence[tuple[str, Mapping[str, str]]]):
+        self.pool_label = pool_label
+        self._selectors: tuple[tuple[str, Mapping[str, str]], ...] = tuple(selectors)
+        self._nodes: dict[str, NodeRecord] = {}
+        self._pools: dict[str, PoolState] = {}
+
+    def _pool_of(self, labels: Mapping[str, str]) -> str:
+        pool = labels.get(self.pool_label)
+        if pool:
+            return pool
+        for name, selector in self._selectors:
+            if selector and all(labels.get(k) == v for k, v in selector.items()):
+                return name
+        return DEFAULT_POOL
+
+    def _pool_state(self, name: str) -> PoolState:
+        ps = self._pools.get(name)
+        if ps is None:
+            ps = self._pools[name] = PoolState(name)
+        return ps
+
+    def _add_node(self, node: NodeRecord) -> None:
+        self._nodes[node.name] = node
+        ps = self._pool_state(node.pool)
+        ps.nodes[node.name] = None
+        ps.gpu_total += node.gpu_total
+        ps.gpu_used += node.gpu_used
+        if not node.flags & BLOCKING:
+            key: GroupKey = (node.gpu_type, node.type_key, node.taints)
+            group = ps.groups.get(key)
+            if group is None:
+                group = ps.groups[key] = PlacementGroup(node.gpu_type, node.type_key, node.taints)
+            node.group = group
+            group._add(node.name, node.free)
+            ps.eligible_nodes += 1
+            ps.eligible_free += node.free
+
+    def _remove_node(self, node: NodeRecord) -> None:
+        del self._nodes[node.name]
+        ps = self._pools[node.pool]
+        del ps.nodes[node.name]
+        ps.gpu_total -= node.gpu_total
+        ps.gpu_used -= node.gpu_used
+        if node.group is not None:
+            node.group._remove(node.name, node.free)
+            ps.eligible_nodes -= 1
+            ps.eligible_free -= node.free
+            if not len(node.group):
+                del ps.groups[(node.group.gpu_type, node.group.type_key, node.group.taints)]
+            node.group = None
+        self._drop_if_empty(ps)
+
+    def _drop_if_empty(self, ps: PoolState) -> None:
+        if not ps.nodes and not ps.servers and not ps.subject_used and not ps.user_used:
+            del self._pools[ps.name]
+
+    def _node_used(self, node: NodeRecord, delta: int) -> None:
+        ps = self._pools[node.pool]
+        if node.group is not None:
+            before = node.free
+            node.group._remove(node.name, before)
+            node.gpu_used += delta
+            node.group._add(node.name, node.free)
+            ps.eligible_free += node.free - before
+        else:
+            node.gpu_used += delta
+        ps.gpu_used += delta
+
+
+def add_count(counter: dict[str, int], key: str, delta: int) -> None:
+    """Add ``delta`` to ``counter[key]``, dropping the key at zero."""
+    value = counter.get(key, 0) + delta
+    if value:
+        counter[key] = value
+    else:
+        del counter[key]
