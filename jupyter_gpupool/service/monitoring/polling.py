@@ -275,8 +275,9 @@ class Utilization:
         await self.poll(self.running)
         if self.after_poll is None:
             return
-        # judged as of the poll: a poll that took long has not made its own readings stale
-        # (after a failed poll, as of now: what is old is stale, and no data is not idle)
+        # judged as of the poll's readings, taken when it began: a fetch that took long has not
+        # made its own readings stale (after a failed poll, as of now: what is old is stale,
+        # and no data is not idle)
         last = self.last_poll
         await self.after_poll(last if self.polls > polls and last is not None else clock.now())
 
@@ -285,6 +286,7 @@ class Utilization:
         that run now (measurements of others are dropped, history of gone ones too)."""
         if self.source is None:
             return
+        began = clock.now()  # the sources stamp their readings as of the fetch's start
         try:
             measured = await self.source.fetch()
         except (SourceError, NoAnswer) as e:
@@ -294,7 +296,7 @@ class Utilization:
             return
         self.problem = ""
         self.polls += 1
-        self.last_poll = clock.now()
+        self.last_poll = began
         alive = running()
         for key in [k for k in self.latest if k not in alive]:
             del self.latest[key]
