@@ -10,6 +10,7 @@ admission said, per user, charged group or pool), and compared with what the pag
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import itertools
@@ -23,6 +24,7 @@ import pytest
 from service_kit import Running, delete_pod, start_pod
 from test_pages import Browser, text
 from test_records import until
+from waiting import async_wait_for
 
 from jupyter_gpupool.service import clock
 from jupyter_gpupool.service.web.auth import ADMIN_SCOPE
@@ -355,6 +357,14 @@ async def test_my_gpus_shows_my_own_gpu_hours_over_7_and_30_days(
 # --- the pools page's chart ----------------------------------------------------------------------
 
 
+async def sampled(service: Running) -> None:
+    """Until the service's first usage sample is in its database: a page drawn before it was
+    committed has only the current point, one drawn after has both (at the same moved time)."""
+    loop = next(loop for loop in service.ctx.loops if loop.name == "usage.samples")
+    await async_wait_for(lambda: loop.runs >= 1, what="the first usage sample")
+    assert await asyncio.to_thread(service.ctx.records.db.flush), "the sample was not written"
+
+
 async def test_the_pools_chart_goes_on_across_restarts_and_shows_the_range_chosen(
     db_url, start_service, now, browsers
 ):
@@ -369,6 +379,7 @@ async def test_the_pools_chart_goes_on_across_restarts_and_shows_the_range_chose
     now[0] += 60
     service = await start_service(db_url=db_url, history_interval=3600)
     await service.settled()
+    await sampled(service)
     admin = browsers(service, "admin", [], [ADMIN_SCOPE])
     status, html, _ = await admin.get("pools")  # 6 hours unless asked
     assert status == 200
@@ -382,6 +393,7 @@ async def test_the_pools_chart_goes_on_across_restarts_and_shows_the_range_chose
     now[0] += 3 * DAY
     service = await start_service(db_url=db_url, history_interval=3600)
     await service.settled()
+    await sampled(service)
     admin = browsers(service, "admin", [], [ADMIN_SCOPE])
     status, html, _ = await admin.get("pools?range=24h")
     assert status == 200 and "GPUs in use, last 24 hours" in text(html)
