@@ -60,6 +60,8 @@ class HubStub:
         self.users: dict[str, Identity] = {}
         self.stopped: list[tuple[str, str]] = []
         self.on_stop: Callable[[str, str], Awaitable[int]] | None = None
+        #: Users whose groups the hub cannot tell: ``GET /users/NAME`` answers 500
+        self.failing_users: set[str] = set()
         self.user_lookups = 0
         self.url = ""
         self._server: tornado.httpserver.HTTPServer | None = None
@@ -105,6 +107,8 @@ class HubStub:
                 if self.request.headers.get("Authorization") != f"token {stub.SERVICE_TOKEN}":
                     raise tornado.web.HTTPError(403)
                 stub.user_lookups += 1
+                if name in stub.failing_users:
+                    raise tornado.web.HTTPError(500)
                 user = stub.users.get(name)
                 if user is None:
                     raise tornado.web.HTTPError(404)
