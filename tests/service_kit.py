@@ -143,6 +143,10 @@ class HubStub:
             await self._server.close_all_connections()
 
 
+#: Where the service's moved clock starts (the ``now`` fixture): 2027-01-15 08:00 UTC
+T0 = 1_800_000_000.0
+
+
 # --- what the spawner does with an admission (until issue 5's spawner exists) --------------------
 
 

@@ -13,21 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-from service_kit import delete_pod, start_pod
+from service_kit import T0, delete_pod, start_pod
 from waiting import async_wait_for
 
-from jupyter_gpupool.service import clock
-
-T0 = 1_800_000_000.0
 HEARTBEAT = 60.0
-
-
-@pytest.fixture
-def now(monkeypatch):
-    t = [T0]
-    monkeypatch.setattr(clock, "now", lambda: t[0])
-    return t
 
 
 async def dev_pool_full(service) -> None:

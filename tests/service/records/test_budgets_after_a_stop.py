@@ -11,22 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 from service_kit import delete_pod, start_pod
 
-from jupyter_gpupool.service import clock
 from jupyter_gpupool.sim import SimCluster
 from jupyter_gpupool.sim.spec import example_cluster_spec
 
 H = 3600.0
-T0 = 1_800_000_000.0
-
-
-@pytest.fixture
-def now(monkeypatch):
-    t = [T0]
-    monkeypatch.setattr(clock, "now", lambda: t[0])
-    return t
 
 
 def budget(options: dict[str, Any], subject: str) -> tuple[float, float]:
