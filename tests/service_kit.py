@@ -60,6 +60,8 @@ class HubStub:
         self.users: dict[str, Identity] = {}
         self.stopped: list[tuple[str, str]] = []
         self.on_stop: Callable[[str, str], Awaitable[int]] | None = None
+        #: Users whose groups the hub cannot tell: ``GET /users/NAME`` answers 500
+        self.failing_users: set[str] = set()
         self.user_lookups = 0
         self.url = ""
         self._server: tornado.httpserver.HTTPServer | None = None
@@ -105,6 +107,8 @@ class HubStub:
                 if self.request.headers.get("Authorization") != f"token {stub.SERVICE_TOKEN}":
                     raise tornado.web.HTTPError(403)
                 stub.user_lookups += 1
+                if name in stub.failing_users:
+                    raise tornado.web.HTTPError(500)
                 user = stub.users.get(name)
                 if user is None:
                     raise tornado.web.HTTPError(404)
@@ -137,6 +141,10 @@ class HubStub:
         if self._server is not None:
             self._server.stop()
             await self._server.close_all_connections()
+
+
+#: Where the service's moved clock starts (the ``now`` fixture): 2027-01-15 08:00 UTC
+T0 = 1_800_000_000.0
 
 
 # --- what the spawner does with an admission (until issue 5's spawner exists) --------------------

@@ -19,7 +19,7 @@ import os
 import socket
 import ssl
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -430,11 +430,16 @@ class SimCluster:
 
     # ---- GPU telemetry: the simulated DCGM exporter (see .dcgm) ------------------------------
 
-    def set_gpu_utilization(self, namespace: str, name: str, percent: int) -> dict[str, Any]:
-        """Set what the pod's GPUs report as their utilization (whole percent, 0 to 100); the
-        setting, as :meth:`gpu_utilization` answers. ApiError 404 for an unknown pod, 400 for a
-        bad percent."""
-        return self.dcgm.set(namespace, name, percent)
+    def set_gpu_utilization(
+        self, namespace: str, name: str, percent: int | Sequence[int]
+    ) -> dict[str, Any]:
+        """Set what the pod's GPUs report as their utilization (whole percent, 0 to 100): one
+        number for all, or one per GPU in the order the pod sees them (its
+        ``NVIDIA_VISIBLE_DEVICES``); the setting, as :meth:`gpu_utilization` answers. ApiError
+        404 for an unknown pod, 400 for a bad percent."""
+        # the exporter reads JSON: a list sets each GPU, anything else all of them
+        setting = list(percent) if isinstance(percent, (list, tuple)) else percent
+        return self.dcgm.set(namespace, name, setting)
 
     def gpu_utilization(self, namespace: str, name: str) -> dict[str, Any]:
         """The pod's setting: ``percent``, ``source`` (``put``, ``annotation`` or ``default``),

@@ -9,7 +9,7 @@ from .dcgm import CONTENT_TYPE as DCGM_CONTENT_TYPE
 from .door import BaseHandler
 from .errors import ApiError
 
-UTILIZATION_BODY = '{"percent": 0..100}'
+UTILIZATION_BODY = '{"percent": 0..100} (or one per GPU: {"percent": [0..100, ...]})'
 
 
 class ControlHandler(BaseHandler):
@@ -25,8 +25,9 @@ class ControlHandler(BaseHandler):
     - ``GET /sim/v1/dcgm/metrics[?node=NAME]``: the GPUs as NVIDIA's DCGM exporter reports them
       (Prometheus' text format; see :mod:`.dcgm`); ``PUT /sim/v1/dcgm/nodes/NAME``
       ``{"reachable": false}`` makes a node's exporter stop answering
-    - ``PUT /sim/v1/namespaces/NS/pods/NAME/gpu-utilization`` ``{"percent": 80}``, and ``GET``
-      of the same path: what the pod's GPUs report as their utilization
+    - ``PUT /sim/v1/namespaces/NS/pods/NAME/gpu-utilization`` ``{"percent": 80}`` (all its
+      GPUs) or ``{"percent": [0, 90]}`` (one per GPU, in ``NVIDIA_VISIBLE_DEVICES`` order), and
+      ``GET`` of the same path: what the pod's GPUs report as their utilization
     """
 
     def _body(self) -> dict:

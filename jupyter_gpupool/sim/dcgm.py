@@ -18,7 +18,9 @@ the real exporter asks the kubelet's pod-resources API; the same table sets the 
 ``NVIDIA_VISIBLE_DEVICES``.
 
 A GPU's utilization is its pod's setting: ``PUT /sim/v1/namespaces/NS/pods/NAME/gpu-utilization``
-``{"percent": 80}`` (:meth:`DcgmExporter.set`), or the pod's annotation
+``{"percent": 80}`` for all its GPUs, or ``{"percent": [0, 90]}`` one per GPU in the order the pod
+sees them (container by container, each in its ``NVIDIA_VISIBLE_DEVICES`` order)
+(:meth:`DcgmExporter.set`), or the pod's annotation
 ``sim.gpupool.jupyter.org/gpu-utilization: "80"`` when it is created (or changed); 0 without
 either, and 0 on a free GPU. Memory used is ``floor(memory * percent / 100)`` MiB, free the rest;
 a GPU's memory is the node's ``nvidia.com/gpu.memory`` label (MiB), else the size in its
@@ -38,7 +40,7 @@ from typing import Any
 
 from ..core.quantities import parse_quantity
 from .errors import ApiError, not_found
-from .gpudevices import GPU_RESOURCE, GPUDevices, GPUHolder, gpu_uuid
+from .gpudevices import GPU_RESOURCE, GPUDevices, GPUHolder, container_gpus, gpu_uuid
 from .resources import RESOURCES
 from .store import Store
 from .watches import WatchEvent
@@ -87,6 +89,27 @@ def parse_percent(value: object) -> int:
     if not 0 <= value <= 100:
         raise ValueError(f"must be {_WHOLE}, not {_shown(value)}")
     return int(value)
+
+
+#: A pod's setting: one percent for all its GPUs, or one per GPU (in the order the pod sees them)
+Setting = int | tuple[int, ...]
+
+
+def parse_percents(value: list[object], gpus: int, pod: str) -> tuple[int, ...]:
+    """A setting per GPU from JSON: one :func:`parse_percent` per GPU of the pod (``gpus``, what
+    its containers ask for). ValueError saying what is wrong otherwise (naming ``percent``)."""
+    if len(value) != gpus:
+        raise ValueError(
+            f"percent has {len(value)} values but pod {pod} asks for {gpus} GPUs: give one per GPU, in the "
+            "order of its NVIDIA_VISIBLE_DEVICES (or one number for all)"
+        )
+    out = []
+    for i, v in enumerate(value):
+        try:
+            out.append(parse_percent(v))
+        except ValueError as e:
+            raise ValueError(f"percent[{i}] {e}") from None
+    return tuple(out)
 
 
 def parse_annotation(text: str) -> int:
@@ -159,7 +182,7 @@ class DcgmExporter:
     def __init__(self, store: Store, devices: GPUDevices):
         self.store = store
         self.devices = devices
-        self._settings: dict[str, tuple[int, str]] = {}  # pod uid -> (percent, source)
+        self._settings: dict[str, tuple[Setting, str]] = {}  # pod uid -> (percent, source)
         self._problems: dict[str, str] = {}  # pod uid -> why its annotation is ignored
         #: Nodes whose exporter does not answer (:meth:`set_reachable`)
         self.down: set[str] = set()
@@ -210,24 +233,40 @@ class DcgmExporter:
         return pod
 
     def set(self, namespace: str, name: str, percent: object) -> dict[str, Any]:
-        """Set a pod's GPU utilization (whole percent, 0 to 100); its setting, as :meth:`get`."""
+        """Set a pod's GPU utilization (whole percent, 0 to 100), for all its GPUs or, given a
+        list, one per GPU in the order the pod sees them; its setting, as :meth:`get`."""
         pod = self._pod(namespace, name)
-        try:
-            value = parse_percent(percent)
-        except ValueError as e:
-            raise ApiError(400, f"percent {e}") from None
+        value: Setting
+        if isinstance(percent, list):
+            gpus = sum(container_gpus(c) for c in pod["spec"].get("containers") or [])
+            try:
+                value = parse_percents(percent, gpus, f"{namespace}/{name}")
+            except ValueError as e:
+                raise ApiError(400, str(e)) from None
+        else:
+            try:
+                value = parse_percent(percent)
+            except ValueError as e:
+                raise ApiError(400, f"percent {e}") from None
         self._settings[pod["metadata"]["uid"]] = (value, "put")
         return self.get(namespace, name)
 
     def get(self, namespace: str, name: str) -> dict[str, Any]:
-        """A pod's setting: ``percent``, its ``source`` (``put``, ``annotation`` or ``default``),
-        the ``node`` and ``gpus`` it holds, and ``annotationProblem`` when its annotation is bad."""
+        """A pod's setting: ``percent`` (a number, or a list with one per GPU), its ``source``
+        (``put``, ``annotation`` or ``default``), the ``node`` and ``gpus`` it holds (each with
+        the ``percent`` it reports, in the order the pod sees them), and ``annotationProblem``
+        when its annotation is bad."""
         pod = self._pod(namespace, name)
         uid = pod["metadata"]["uid"]
         percent, source = self._settings.get(uid, (0, "default"))
         node = self.devices.node_of(uid)
         gpus = [
-            {"gpu": i, "UUID": gpu_uuid(node, i), "container": container}
+            {
+                "gpu": i,
+                "UUID": gpu_uuid(node, i),
+                "container": container,
+                "percent": self.percent_of(uid, i),
+            }
             for container, indices in self.devices.of_pod(uid).items()
             for i in indices
             if node is not None
@@ -235,17 +274,22 @@ class DcgmExporter:
         out: dict[str, Any] = {
             "namespace": namespace,
             "name": name,
-            "percent": percent,
+            "percent": list(percent) if isinstance(percent, tuple) else percent,
             "source": source,
             "node": node,
-            "gpus": sorted(gpus, key=lambda g: g["gpu"]),
+            "gpus": gpus,
         }
         if uid in self._problems:
             out["annotationProblem"] = self._problems[uid]
         return out
 
-    def percent_of(self, uid: str) -> int:
-        return self._settings.get(uid, (0, "default"))[0]
+    def percent_of(self, uid: str, index: int) -> int:
+        """What GPU ``index`` of the pod's node reports, the pod holding it."""
+        setting = self._settings.get(uid, (0, "default"))[0]
+        if isinstance(setting, int):
+            return setting
+        order = self.devices.in_order(uid)
+        return setting[order.index(index)] if index in order else 0
 
     # ---- the exporter's page ---------------------------------------------------------------
 
@@ -267,7 +311,7 @@ class DcgmExporter:
             held = self.devices.holders(name)
             for i in range(count):
                 holder = held.get(i)
-                percent = self.percent_of(holder.uid) if holder is not None else 0
+                percent = self.percent_of(holder.uid, i) if holder is not None else 0
                 out.append(GPUSample(name, i, model, memory, holder, percent))
         return out
 

@@ -122,6 +122,11 @@ class GPUDevices:
                 out.setdefault(h.container, []).append(i)
         return out
 
+    def in_order(self, uid: str) -> list[int]:
+        """The pod's GPU indices container by container, each container's in the order of its
+        ``NVIDIA_VISIBLE_DEVICES``."""
+        return [i for indices in self.of_pod(uid).values() for i in indices]
+
     def node_of(self, uid: str) -> str | None:
         """The node whose GPUs the pod holds, or None."""
         return self._pods.get(uid)

@@ -7,7 +7,7 @@ here, below both, so that the handlers need not import the module that starts th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from .dcgm import DcgmExporter
@@ -33,7 +33,9 @@ class ServedCluster(Protocol):
 
     def set_condition(self, name: str, ctype: str, status: bool | str) -> dict[str, Any]: ...
 
-    def set_gpu_utilization(self, namespace: str, name: str, percent: int) -> dict[str, Any]: ...
+    def set_gpu_utilization(
+        self, namespace: str, name: str, percent: int | Sequence[int]
+    ) -> dict[str, Any]: ...
 
     def gpu_utilization(self, namespace: str, name: str) -> dict[str, Any]: ...
 

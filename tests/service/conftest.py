@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from service_kit import (  # noqa: F401 - fixtures' and tests' helpers
+    T0,
     HubStub,
     Running,
     delete_pod,
@@ -26,7 +27,7 @@ from service_kit import (  # noqa: F401 - fixtures' and tests' helpers
 )
 
 from jupyter_gpupool.core.usage import UsageIndex
-from jupyter_gpupool.service import GPUPoolService
+from jupyter_gpupool.service import GPUPoolService, clock
 from jupyter_gpupool.sim import SimCluster
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,6 +39,15 @@ async def hub() -> AsyncIterator[HubStub]:
     stub = await HubStub().start()
     yield stub
     await stub.stop()
+
+
+@pytest.fixture
+def now(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The service's clock (:func:`jupyter_gpupool.service.clock.now`) stopped at ``T0`` and
+    moved by the test (``now[0] += 60``) instead of waited for."""
+    t = [T0]
+    monkeypatch.setattr(clock, "now", lambda: t[0])
+    return t
 
 
 @pytest.fixture

@@ -407,3 +407,70 @@ def test_groups_come_from_the_hub_when_the_caller_gives_none(hub):
     assert status == 201 and answer["groups"] == ["ml-ops"]
     status, _ = call(hub["api"] + f"api/v1/admissions/{answer['id']}", "DELETE", hub["admin"])
     assert status == 200
+
+
+#: GET and DELETE of ``api/v1/admissions/ID`` for a request waiting in line, alice's: who gets
+#: what. ``other`` is bob, a user like alice (the `user` role); the rest are CALLERS.
+IN_LINE = {
+    "none": 401,
+    "noaccess": 403,
+    "noscope": 403,
+    "other": 403,
+    "metrics": 403,
+    "user": 200,  # alice, the owner
+    "admin": 200,
+}
+
+
+def test_an_entry_in_line_is_read_and_cancelled_by_its_owner_and_admins_only(hub):
+    """The table above checks held admissions; this, a request waiting in line: nobody else
+    reads alice's place or cancels it (after each refusal it still waits, as an admin reads it),
+    and she and an admin can."""
+    api, admin = hub["direct"], hub["admin"]
+    tokens = {**hub["callers"], "other": hub["user_token"]("bob")}
+    # an admission holds dev-pool's 4 GPUs for dave: alice's request waits in line
+    status, held = call(
+        api + "api/v1/admissions",
+        "POST",
+        admin,
+        {"user": "dave", "groups": [], "pools": ["dev-pool"], "gpus": 4},
+    )
+    assert status == 201, held
+    entries: list[str] = []
+
+    def alice_waits() -> str:
+        body = {"pools": ["dev-pool"], "gpus": 1, "queue": True}
+        status, entry = call(api + "api/v1/admissions", "POST", tokens["user"], body)
+        assert (status, entry.get("state"), entry.get("user")) == (202, "queued", "alice"), entry
+        entries.append(entry["id"])
+        return entry["id"]
+
+    def state(entry: str) -> str:
+        status, answer = call(api + f"api/v1/admissions/{entry}", token=admin)
+        assert status == 200, answer
+        return answer["state"]
+
+    try:
+        entry = alice_waits()
+        wrong = []
+        for who, expected in IN_LINE.items():
+            status, answer = call(api + f"api/v1/admissions/{entry}", "GET", tokens[who])
+            if status != expected or (status == 200 and answer["user"] != "alice"):
+                wrong.append(f"{who} GET: {status}, expected {expected}: {answer}")
+        for who, expected in IN_LINE.items():
+            if expected == 200:
+                continue
+            status, answer = call(api + f"api/v1/admissions/{entry}", "DELETE", tokens[who])
+            after = state(entry)
+            if status != expected or after != "queued":
+                wrong.append(f"{who} DELETE: {status}, expected {expected}, then {after}: {answer}")
+        assert not wrong, "\n".join(wrong)
+        for who in ("user", "admin"):  # each cancels a request of alice's waiting in line
+            entry = entry if who == "user" else alice_waits()
+            status, answer = call(api + f"api/v1/admissions/{entry}", "DELETE", tokens[who])
+            assert (status, answer.get("state")) == (200, "cancelled"), (who, answer)
+            assert state(entry) == "cancelled"
+    finally:
+        for entry in entries:
+            call(api + f"api/v1/admissions/{entry}", "DELETE", admin)
+        call(api + f"api/v1/admissions/{held['id']}", "DELETE", admin)

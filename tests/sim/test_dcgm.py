@@ -150,6 +150,11 @@ async def running(cluster: SimCluster, *names: str) -> None:
 
 async def visible_devices(cluster: SimCluster, name: str) -> set[str]:
     """The UUIDs in the pod's NVIDIA_VISIBLE_DEVICES, as its process printed them."""
+    return set(await visible_in_order(cluster, name))
+
+
+async def visible_in_order(cluster: SimCluster, name: str) -> list[str]:
+    """The UUIDs of the pod's NVIDIA_VISIBLE_DEVICES in their order, as its process printed them."""
 
     async def printed() -> str | None:
         code, _, log = await call(cluster, "GET", f"/api/v1/namespaces/default/pods/{name}/log")
@@ -157,7 +162,7 @@ async def visible_devices(cluster: SimCluster, name: str) -> set[str]:
 
     log = await async_wait_for(printed, what=f"pod {name} to print its GPUs", timeout=15)
     value = log.split("GPUS=", 1)[1].splitlines()[0]
-    return set(value.split(",")) if value else set()
+    return value.split(",") if value else []
 
 
 def gpu_nodes(spec: ClusterSpec) -> dict[str, int]:
@@ -350,6 +355,53 @@ async def test_put_utilization_shows_on_that_pods_gpus_only(sim_cluster):
     code, _, text = await call(sim_cluster, "GET", METRICS)
     assert text == sim_cluster.dcgm_metrics()
     assert {v for _, labels, v in series(text) if labels.get("pod") == "a"} >= {15}
+
+
+async def test_utilization_per_gpu_follows_the_order_of_nvidia_visible_devices(processes):
+    """``{"percent": [..]}`` sets each GPU of the pod, in the order its process sees them; a list
+    of the wrong length or with a bad value is refused; one number sets them all again."""
+    await create(processes, gpu_pod("first", 1, "n1"))  # holds index 0: "p" gets 1, 2, 3
+    await running(processes, "first")
+    await create(processes, gpu_pod("p", 3, "n1", command=SHOW_GPUS))
+    await running(processes, "p")
+    order = await visible_in_order(processes, "p")
+    path = "/sim/v1/namespaces/default/pods/p/gpu-utilization"
+    code, _, body = await call(processes, "PUT", path, {"percent": [10, 0, 70]})
+    assert code == 200, body
+    assert body["percent"] == [10, 0, 70]
+    assert [(g["UUID"], g["percent"]) for g in body["gpus"]] == list(
+        zip(order, [10, 0, 70], strict=True)
+    )
+
+    def reported(samples: list[tuple[str, dict, float]], field: str) -> list[float]:
+        mine = {
+            labels["UUID"]: v
+            for name, labels, v in samples
+            if labels.get("pod") == "p" and name == field
+        }
+        return [mine[u] for u in order]
+
+    samples = await scrape(processes, "n1")
+    assert reported(samples, "DCGM_FI_DEV_GPU_UTIL") == [10, 0, 70]
+    assert reported(samples, "DCGM_FI_DEV_FB_USED") == [81920 * p // 100 for p in (10, 0, 70)]
+    assert {g["value"] for g in util_by_gpu(samples).values() if g.get("pod") != "p"} == {0}
+
+    for bad, message in (
+        ([10, 70], "percent has 2 values but pod default/p asks for 3 GPUs"),
+        ([10, 70, 101], "percent[2] must be a whole number from 0 to 100, not 101"),
+        ([10, "70", 0], 'percent[1] must be a whole number from 0 to 100, not "70" (a string)'),
+    ):
+        code, _, status = await call(processes, "PUT", path, {"percent": bad})
+        assert (code, status["reason"]) == (400, "BadRequest"), status
+        assert status["message"].startswith(message), status["message"]
+    assert reported(await scrape(processes, "n1"), "DCGM_FI_DEV_GPU_UTIL") == [10, 0, 70]
+
+    # the Python API takes a list too; one number sets every GPU again
+    assert processes.set_gpu_utilization("default", "p", (0, 0, 5))["percent"] == [0, 0, 5]
+    assert reported(await scrape(processes, "n1"), "DCGM_FI_DEV_GPU_UTIL") == [0, 0, 5]
+    code, _, body = await call(processes, "PUT", path, {"percent": 50})
+    assert (code, body["percent"], [g["percent"] for g in body["gpus"]]) == (200, 50, [50] * 3)
+    assert reported(await scrape(processes, "n1"), "DCGM_FI_DEV_GPU_UTIL") == [50] * 3
 
 
 async def test_the_annotation_sets_a_pods_first_utilization(sim_cluster, caplog):
