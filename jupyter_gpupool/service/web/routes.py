@@ -1,7 +1,7 @@
 """The service's routes: the table of every URL it answers, and its access log.
 
 The authentication tests walk :func:`route_table`, so a route added here without a row in their
-table (``tests/service/test_hub_auth.py``) fails them.
+table (``tests/service/web/test_hub_auth.py``) fails them.
 """
 
 from __future__ import annotations

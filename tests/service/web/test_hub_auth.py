@@ -33,7 +33,7 @@ from jupyter_gpupool.demo.run import DemoOptions, free_port, service_command
 from jupyter_gpupool.demo.testing import SimProcess
 from jupyter_gpupool.service.web.routes import route_table
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DEMO_CONFIG = REPO / "jupyter_gpupool" / "demo" / "jupyterhub_config.py"
 PREFIX = "/services/gpupool/"
 

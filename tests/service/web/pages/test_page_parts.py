@@ -17,7 +17,7 @@ from jupyter_gpupool.service.web.pages.admin import sentence
 from jupyter_gpupool.service.web.pages.charts import usage_chart
 from jupyter_gpupool.service.web.pages.user import quota_text
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "core"))
 from k8s_factories import node
 
 

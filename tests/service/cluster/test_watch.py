@@ -16,7 +16,7 @@ from jupyter_gpupool.core.usage import UsageIndex
 from jupyter_gpupool.service.cluster.watch import ClusterView, continue_token
 from jupyter_gpupool.sim import SimCluster
 
-CLUSTER = Path(__file__).resolve().parents[2] / "examples" / "cluster.yaml"
+CLUSTER = Path(__file__).resolve().parents[3] / "examples" / "cluster.yaml"
 
 
 @pytest_asyncio.fixture

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from needs import need
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "core"))
 from test_formatting import KUBECTL
 
 from jupyter_gpupool.core.formatting import age
@@ -24,7 +24,7 @@ from jupyter_gpupool.service.web.pages.templating import make_environment
 NODE = shutil.which("node")
 need(NODE, "node (runs the pages' script)")
 
-SCRIPT = Path(__file__).resolve().parents[2] / "jupyter_gpupool/service/web/pages/static/gpupool.js"
+SCRIPT = Path(__file__).resolve().parents[4] / "jupyter_gpupool/service/web/pages/static/gpupool.js"
 
 # Pull age() out of the page script and call it with a clock moved to each case.
 RUNNER = r"""

@@ -226,7 +226,7 @@ async def test_an_admin_cancels_a_request_waiting_in_line_from_the_pool_page(ser
 
 
 NODE = shutil.which("node")
-SCRIPT = Path(__file__).resolve().parents[2] / "jupyter_gpupool/service/web/pages/static/gpupool.js"
+SCRIPT = Path(__file__).resolve().parents[4] / "jupyter_gpupool/service/web/pages/static/gpupool.js"
 # The line's helpers of the page script, called on the cases given.
 RUNNER = r"""
 const src = require("fs").readFileSync(process.argv[1], "utf8");

@@ -334,7 +334,7 @@ def test_an_idle_server_says_since_when_and_until_when():
 
 
 NODE = shutil.which("node")
-SCRIPT = Path(__file__).resolve().parents[2] / "jupyter_gpupool/service/web/pages/static/gpupool.js"
+SCRIPT = Path(__file__).resolve().parents[4] / "jupyter_gpupool/service/web/pages/static/gpupool.js"
 # The utilization cell's helpers of the page script, called on the cases given.
 RUNNER = r"""
 const src = require("fs").readFileSync(process.argv[1], "utf8");

@@ -2,7 +2,7 @@
 
 The reference is AWS's "Exponential Backoff And Jitter" (Marc Brooker, 2015), "Full Jitter":
 ``sleep = random_between(0, min(cap, base * 2 ** attempt))``. The watches' loop is checked in
-test_clusterview.py (``test_backs_off_on_errors_and_recovers``); the single calls of ``Kube``
+cluster/test_watch.py (``test_backs_off_on_errors_and_recovers``); the single calls of ``Kube``
 (the registry's ConfigMap, node labels) here.
 """
 
