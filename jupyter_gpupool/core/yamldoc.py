@@ -300,13 +300,16 @@ def _yaml_problem(e: yaml.YAMLError, file: str) -> Problem:
     return Problem(file, 1, "(yaml)", f"invalid YAML: {e}")
 
 
-def load_documents(text: str, file: str = "<string>") -> list[Document]:
+def load_documents(
+    text: str, file: str = "<string>", max_documents: int | None = None
+) -> list[Document]:
     """Parse every ``---`` separated document in ``text``.
 
     Raises :class:`DocumentError` for YAML syntax errors, pointing at the line PyYAML blames,
     and for what :class:`StrictComposer` refuses (anchors, aliases, deep nesting, a key given
     twice, a number too long) and texts over :data:`MAX_TEXT_BYTES`. Empty documents are
-    skipped.
+    skipped. With ``max_documents``, a text with more is refused (path ``(documents)``) as soon
+    as the one too many is read.
     """
     _check_size(text, file)
     try:
@@ -325,6 +328,10 @@ def load_documents(text: str, file: str = "<string>") -> list[Document]:
             _record(node, (), lines)
             if data is None:
                 continue
+            if max_documents is not None and len(docs) >= max_documents:
+                line = node.start_mark.line + 1
+                message = f"more than {max_documents} documents"
+                raise DocumentError([Problem(file, line, "(documents)", message)])
             docs.append(Document(data, file, node.start_mark.line + 1, lines))
     except yaml.YAMLError as e:
         raise DocumentError([_yaml_problem(e, file)]) from None

@@ -193,7 +193,7 @@ class GPUPoolService(Application, GPUPoolSettings):
     async def _build(self, api: Any, kube: Kube) -> ServiceContext:
         store = await self._store(kube)
         state = ServiceState(pool_label=self.pool_label, summary_ttl=self.summary_cache_seconds)
-        pools = PoolManager(state, store, kube)
+        pools = PoolManager(state, store, kube, max_pools=self.max_pools)
         try:
             await pools.load()
         except ApiError as e:
