@@ -6,6 +6,7 @@ refuse the same documents. JSON text: ``test_jsondoc.py``."""
 from __future__ import annotations
 
 import pytest
+from yaml_attacks import QUOTA_TWICE
 
 from jupyter_gpupool.core import yamldoc
 from jupyter_gpupool.core.poolfile import load_texts
@@ -23,16 +24,6 @@ def loader(request, monkeypatch):
     monkeypatch.setattr(yamldoc, "StrictLoader", request.param)
 
 
-QUOTA_TWICE = """\
-kind: quota
-version: v0.1
-quota: {name: q}
-pools:
-  dev-pool:
-    user-default: {limit: 4}
-  dev-pool:
-    user-default: {limit: 0}
-"""
 POOL = "kind: pool\nversion: v0.1\npool: {name: dev-pool}\n"
 
 

@@ -5,20 +5,11 @@ line), never a 500 and never the last value silently; nothing changes."""
 from __future__ import annotations
 
 import pytest
+from yaml_attacks import QUOTA_TWICE
 
 from jupyter_gpupool.client import GPUPoolError
 
 HUGE = "9" * 5000
-QUOTA_TWICE = """\
-kind: quota
-version: v0.1
-quota: {name: q}
-pools:
-  dev-pool:
-    user-default: {limit: 4}
-  dev-pool:
-    user-default: {limit: 0}
-"""
 
 
 async def refused(client, method, path, text=None, content_type="application/json") -> str:
