@@ -91,6 +91,7 @@ ORDER = (
     "configmap_namespace",
     "configmap_name",
     "reload_interval",
+    "max_pools",
     "kubeconfig",
     "pool_label",
     "sync_timeout",

@@ -13,3 +13,17 @@ def laughs(levels: int = 9, head: str = "kind: pool\nversion: v0.1\n") -> str:
         refs = ",".join([f"*l{i - 1}"] * 10)
         lines.append(f"l{i}: &l{i} [{refs}]")
     return "\n".join(lines) + "\n"
+
+
+#: A quota document naming ``dev-pool`` twice (limit 4, then 0): read as its last value, the pool
+#: would silently get the second. The second name is on line 7, the first on line 5.
+QUOTA_TWICE = """\
+kind: quota
+version: v0.1
+quota: {name: q}
+pools:
+  dev-pool:
+    user-default: {limit: 4}
+  dev-pool:
+    user-default: {limit: 0}
+"""

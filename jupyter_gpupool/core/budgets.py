@@ -32,6 +32,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .wholenumbers import parse_whole
+
 #: Windows are written as a whole number of hours or days.
 WINDOW_UNITS = {"h": 3600, "d": 86400}
 #: The longest window a budget may have.
@@ -42,8 +44,9 @@ def window_seconds(text: str) -> float:
     """``30d`` -> 2592000.0, ``12h`` -> 43200.0; ValueError says what is wrong."""
     t = text.strip() if isinstance(text, str) else ""
     unit = t[-1:]
-    if unit in WINDOW_UNITS and t[:-1].isdigit() and int(t[:-1]) > 0:
-        seconds = float(int(t[:-1]) * WINDOW_UNITS[unit])
+    count = parse_whole(t[:-1])
+    if unit in WINDOW_UNITS and count is not None and count > 0:
+        seconds = float(count * WINDOW_UNITS[unit])
         if seconds > MAX_WINDOW_DAYS * 86400:
             raise ValueError(f"a budget window may be at most {MAX_WINDOW_DAYS}d, not {text!r}")
         return seconds

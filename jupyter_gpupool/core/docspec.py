@@ -21,6 +21,7 @@ from .budgets import window_seconds
 from .idle import duration_seconds
 from .labels import is_label_key, is_label_value, is_node_name
 from .quantities import parse_quantity
+from .wholenumbers import parse_whole
 from .yamldoc import Document, PathElem, Problem, unknown_key_message
 
 JSON = dict[str, Any]
@@ -86,8 +87,9 @@ class Int(Spec):
     description: str = ""
 
     def check(self, c: Checker, value: Any, path: Path) -> Any:
-        if self.allow_str and isinstance(value, str) and value.strip().lstrip("+-").isdigit():
-            value = int(value.strip())
+        if self.allow_str and isinstance(value, str):
+            number = parse_whole(value, signed=True)
+            value = value if number is None else number
         if isinstance(value, bool) or not isinstance(value, int):
             c.add(path, f"must be a whole number, not {_describe(value)}")
             return INVALID

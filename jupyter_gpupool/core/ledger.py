@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .usagerows import ServerUsage
+from .wholenumbers import parse_whole
 
 #: How a session ended.
 STOPPED = "stopped"  # by its user or an admin (or the hub's idle culler: the service can't tell)
@@ -113,8 +114,9 @@ def parse_window(since: str | None, until: str | None, now: float) -> tuple[floa
     def point(text: str, what: str) -> float:
         text = text.strip()
         for unit, seconds in (("d", 86400), ("h", 3600)):
-            if text.endswith(unit) and text[:-1].isdigit():
-                return now - int(text[:-1]) * seconds
+            count = parse_whole(text[:-1]) if text.endswith(unit) else None
+            if count is not None:
+                return now - count * seconds
         try:
             day = datetime.date.fromisoformat(text)
         except ValueError:

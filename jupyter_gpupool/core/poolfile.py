@@ -41,6 +41,9 @@ from .pools import (
 from .poolshapes import POOL_DOCUMENT, POOL_KINDS, QUOTA_DOCUMENT, QUOTA_KIND
 from .yamldoc import Document, DocumentError, PathElem, Problem, load_documents
 
+#: How many pool names an "unknown pool" problem lists.
+KNOWN_POOLS_SHOWN = 20
+
 
 @dataclass
 class _Loaded:
@@ -302,11 +305,15 @@ def _assemble(loaded: list[_Loaded], problems: list[Problem]) -> Registry:
                 node_owner[host] = (pool.name, Source(doc.file, doc.line_of(("nodes", host))))
 
     known = set(pools) | {DEFAULT_POOL}
+    # the pools named in "unknown pool" messages (a few, however many pools there are)
+    shown = sorted(known)
+    known_names = ", ".join(shown[:KNOWN_POOLS_SHOWN]) + (
+        f", ... ({len(shown)} pools)" if len(shown) > KNOWN_POOLS_SHOWN else ""
+    )
 
     def check_pool_ref(doc: Document, path: tuple[PathElem, ...], name: str) -> None:
         if name not in known:
-            names = ", ".join(sorted(known))
-            x.add(doc, path, f"unknown pool {name!r} (pools: {names})")
+            x.add(doc, path, f"unknown pool {name!r} (pools: {known_names})")
 
     pool_quotas: dict[str, PoolQuota] = {}
     quota_where: dict[str, Source] = {}
@@ -384,17 +391,10 @@ def _assemble(loaded: list[_Loaded], problems: list[Problem]) -> Registry:
                 if claim(doc, path, ("fallback", ""), "the fallback pool list"):
                     fallback = q.default_pools.fallback
         raw_budgets = doc.data.get("budgets") or ()
+        # each budget's index in the document (budgets with problems are not in q.budgets)
+        index_at = {doc.line_of(("budgets", k)): k for k in reversed(range(len(raw_budgets)))}
         for budget in q.budgets:
-            # its index in the document (budgets with problems are not in q.budgets)
-            i = next(
-                (
-                    k
-                    for k in range(len(raw_budgets))
-                    if doc.line_of(("budgets", k)) == budget.source.line
-                ),
-                0,
-            )
-            path = ("budgets", i)
+            path = ("budgets", index_at.get(budget.source.line, 0))
             for j, p in enumerate(budget.pools):
                 check_pool_ref(doc, (*path, "pools", j), p)
             key = (budget.subject, tuple(sorted(budget.pools)))
@@ -453,6 +453,16 @@ def load_texts(texts: Iterable[tuple[str, str]]) -> Registry:
     registry = _load(documents, problems)
     if problems:
         raise DocumentError(in_reading_order(problems, names))
+    return registry
+
+
+def load_parsed(documents: Iterable[Document], files: Sequence[str]) -> Registry:
+    """Like :func:`load_texts` for documents already parsed (``files``: their files, in the
+    order their problems are listed)."""
+    problems: list[Problem] = []
+    registry = _load(documents, problems)
+    if problems:
+        raise DocumentError(in_reading_order(problems, files))
     return registry
 
 

@@ -8,17 +8,31 @@ of every mapping key and sequence item by path, and only then builds the plain P
 Documents here are small, flat configuration written by people, so the loader refuses what such a
 document never needs and what lets a few hundred bytes cost minutes and gigabytes to load: anchors
 and aliases (nested aliases expand exponentially, "billion laughs"), texts over
-:data:`MAX_TEXT_BYTES` and nesting deeper than :data:`MAX_DEPTH`. Each refusal names the line.
+:data:`MAX_TEXT_BYTES` and nesting deeper than :data:`MAX_DEPTH`. It also refuses what would
+otherwise be read wrong or not at all: a key given twice in one mapping (PyYAML keeps the last one
+silently: a quota naming a pool twice would keep its second limit), and whole numbers longer than
+:data:`MAX_NUMBER_DIGITS` (Python refuses to convert more than 4,300 digits, with a ValueError
+that would escape as a crash). Each refusal names the line.
+
+Scanning and parsing are libyaml's when PyYAML was built with it (six times faster than PyYAML's
+own, which a pool set of a thousand documents notices); the checks above run on its events, in
+the composer, so both parsers refuse the same documents.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from yaml.composer import Composer
+
+from .wholenumbers import MAX_NUMBER_DIGITS
+
+if yaml.__with_libyaml__:
+    from yaml._yaml import CParser
 
 PathElem = str | int
 Path = tuple[PathElem, ...]
@@ -29,6 +43,10 @@ MAX_TEXT_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = 32
 """The deepest nesting of mappings and sequences (a pool document's deepest field, a template
 toleration's key, is 4 levels down; a cluster file's is about as deep)."""
+
+_INT_TAG = "tag:yaml.org,2002:int"
+_STR_TAG = "tag:yaml.org,2002:str"
+_MERGE_TAG = "tag:yaml.org,2002:merge"  # ``<<``: merges the mapping it names, not a key
 
 
 def format_path(path: Sequence[PathElem]) -> str:
@@ -100,28 +118,39 @@ def _record(node: yaml.Node, path: Path, lines: dict[Path, int]) -> None:
 
 
 class _Refused(yaml.YAMLError):
-    """Something the strict loader does not accept, and the line (1-based) where it starts."""
+    """Something the strict loader does not accept, the line (1-based) where it starts, and the
+    path of the field when it is known."""
 
-    def __init__(self, line: int, message: str):
+    def __init__(self, line: int, message: str, path: Path | None = None):
         super().__init__(message)
         self.line = line
         self.message = message
+        self.path = path
 
 
-class StrictLoader(yaml.SafeLoader):
-    """PyYAML's safe loader without anchors or aliases, and with a nesting limit.
+def _line(mark: Any) -> int:
+    return mark.line + 1 if mark is not None else 1
 
-    The check sits in the composer, before any node is shared or built, so a refused document
-    costs no more than reading it up to the offending line.
+
+class StrictComposer(Composer):
+    """PyYAML's composer without anchors or aliases, with a nesting limit, refusing a key given
+    twice in a mapping and whole numbers over :data:`MAX_NUMBER_DIGITS` digits.
+
+    The checks sit in the composer, before any node is shared or built, so a refused document
+    costs no more than reading it up to the offending line. The composer keeps the path of the
+    node being composed, so a refusal names the field as the documents' checks do.
     """
 
-    def __init__(self, stream: str | bytes):
-        super().__init__(stream)
+    peek_event: Callable[[], Any]  # the parser's, beside this class in each loader
+
+    def __init__(self) -> None:
+        Composer.__init__(self)  # not super(): the loaders' other bases take the stream
         self._depth = 0
+        self._path: list[PathElem] = []
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         event = self.peek_event()
-        line = event.start_mark.line + 1 if event.start_mark is not None else 1
+        line = _line(event.start_mark)
         if isinstance(event, yaml.AliasEvent):
             raise _Refused(
                 line,
@@ -137,11 +166,98 @@ class StrictLoader(yaml.SafeLoader):
             self._depth += 1
             if self._depth > MAX_DEPTH:
                 raise _Refused(line, f"nested more than {MAX_DEPTH} levels deep")
+        # index: None for a mapping's key, the key's node for its value, a sequence item's index
+        named = index is not None
+        if named:
+            self._path.append(_key_of(index) if isinstance(index, yaml.Node) else index)
         try:
             return super().compose_node(parent, index)
         finally:
             if nests:
                 self._depth -= 1
+            if named:
+                self._path.pop()
+
+    def compose_scalar_node(self, anchor: Any) -> yaml.ScalarNode:
+        node: yaml.ScalarNode = super().compose_scalar_node(anchor)
+        if node.tag == _INT_TAG and len(node.value) > MAX_NUMBER_DIGITS:
+            digits = sum(c.isalnum() for c in node.value.lstrip("+-").removeprefix("0x"))
+            raise _Refused(
+                _line(node.start_mark),
+                f"a whole number of {digits:,} digits is not accepted "
+                f"(at most {MAX_NUMBER_DIGITS})",
+                tuple(self._path),
+            )
+        return node
+
+    def compose_mapping_node(self, anchor: Any) -> yaml.MappingNode:
+        node: yaml.MappingNode = super().compose_mapping_node(anchor)
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == _MERGE_TAG:
+                continue
+            # the key as Python will hold it: "1" and 1 differ, "true" and "True" do not
+            key = ("str", key_node.value) if key_node.tag == _STR_TAG else self._key(key_node)
+            line = _line(key_node.start_mark)
+            if key in first:
+                raise _Refused(
+                    line,
+                    f"the key {_key_of(key_node)!r} is given twice in this mapping (first at "
+                    f"line {first[key]}); give each key once",
+                    (*self._path, _key_of(key_node)),
+                )
+            first[key] = line
+        return node
+
+    def _key(self, node: yaml.ScalarNode) -> tuple[Any, ...]:
+        constructor: Any = self  # the loaders below are constructors too
+        value = constructor.construct_object(node)  # built once: the constructor keeps it
+        try:
+            hash(value)
+        except TypeError:  # pragma: no cover - a safe loader's scalars are hashable
+            return ("text", node.tag, node.value)
+        return ("value", value)
+
+
+def _key_of(node: yaml.Node) -> str:
+    return str(node.value) if isinstance(node, yaml.ScalarNode) else str(node)
+
+
+class _ReadableConstructor(yaml.constructor.SafeConstructor):
+    """A value PyYAML cannot build (a date ``2001-13-45``) is an error at its line, not a
+    ValueError out of the loader."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, OverflowError) as e:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read {node.value!r}: {e}", node.start_mark
+            ) from None
+
+
+class PyStrictLoader(StrictComposer, yaml.SafeLoader, _ReadableConstructor):
+    """The strict loader over PyYAML's own scanner and parser."""
+
+    def __init__(self, stream: str | bytes):
+        yaml.SafeLoader.__init__(self, stream)
+        StrictComposer.__init__(self)  # again, after SafeLoader's own Composer.__init__
+
+
+if yaml.__with_libyaml__:
+
+    class CStrictLoader(StrictComposer, CParser, _ReadableConstructor, yaml.resolver.Resolver):
+        """The strict loader over libyaml's scanner and parser (its events, this composer)."""
+
+        def __init__(self, stream: str | bytes):
+            CParser.__init__(self, stream)
+            StrictComposer.__init__(self)
+            _ReadableConstructor.__init__(self)
+            yaml.resolver.Resolver.__init__(self)
+
+    StrictLoader: type = CStrictLoader
+else:  # pragma: no cover - PyYAML built without libyaml
+    StrictLoader = PyStrictLoader
 
 
 def _check_size(text: str | bytes, file: str) -> None:
@@ -174,7 +290,8 @@ def safe_load(text: str | bytes, file: str = "<string>") -> Any:
 
 def _yaml_problem(e: yaml.YAMLError, file: str) -> Problem:
     if isinstance(e, _Refused):
-        return Problem(file, e.line, "(yaml)", e.message)
+        path = format_path(e.path) if e.path else "(yaml)"
+        return Problem(file, e.line, path, e.message)
     if isinstance(e, yaml.MarkedYAMLError):
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark is not None else 1
@@ -183,12 +300,16 @@ def _yaml_problem(e: yaml.YAMLError, file: str) -> Problem:
     return Problem(file, 1, "(yaml)", f"invalid YAML: {e}")
 
 
-def load_documents(text: str, file: str = "<string>") -> list[Document]:
+def load_documents(
+    text: str, file: str = "<string>", max_documents: int | None = None
+) -> list[Document]:
     """Parse every ``---`` separated document in ``text``.
 
     Raises :class:`DocumentError` for YAML syntax errors, pointing at the line PyYAML blames,
-    and for what :class:`StrictLoader` refuses (anchors, aliases, deep nesting) and texts over
-    :data:`MAX_TEXT_BYTES`. Empty documents are skipped.
+    and for what :class:`StrictComposer` refuses (anchors, aliases, deep nesting, a key given
+    twice, a number too long) and texts over :data:`MAX_TEXT_BYTES`. Empty documents are
+    skipped. With ``max_documents``, a text with more is refused (path ``(documents)``) as soon
+    as the one too many is read.
     """
     _check_size(text, file)
     try:
@@ -207,6 +328,10 @@ def load_documents(text: str, file: str = "<string>") -> list[Document]:
             _record(node, (), lines)
             if data is None:
                 continue
+            if max_documents is not None and len(docs) >= max_documents:
+                line = node.start_mark.line + 1
+                message = f"more than {max_documents} documents"
+                raise DocumentError([Problem(file, line, "(documents)", message)])
             docs.append(Document(data, file, node.start_mark.line + 1, lines))
     except yaml.YAMLError as e:
         raise DocumentError([_yaml_problem(e, file)]) from None

@@ -26,6 +26,12 @@ c.JupyterHub.hub_port = int(env["GPUPOOL_DEMO_HUB_PORT"])
 c.JupyterHub.db_url = f"sqlite:///{state / 'jupyterhub.sqlite'}"
 c.JupyterHub.cookie_secret_file = str(state / "jupyterhub_cookie_secret")
 c.JupyterHub.log_level = env.get("GPUPOOL_DEMO_LOG_LEVEL", "INFO")
+# JupyterHub scrubs ?token= from its access log, but not from the warning tornado writes for a
+# refused request ("403 GET /hub/api/users?token=..."): a filter on its log handler does
+c.JupyterHub.logging_config = {
+    "filters": {"redact_secrets": {"()": "jupyter_gpupool.logredact.RedactSecrets"}},
+    "handlers": {"console": {"filters": ["redact_secrets"]}},
+}
 
 # The Python port of configurable-http-proxy, so that pip alone installs the demo; started
 # through jupyter_gpupool.demo.proxy, which makes it pass responses on as they come (or the

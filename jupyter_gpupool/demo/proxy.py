@@ -12,10 +12,13 @@ The package also answers a websocket handshake without the subprotocol its upstr
 each JupyterLab kernel connection first fails (JupyterLab then falls back to its old text
 protocol), and it sends binary frames from the browser on as text frames; this one does both
 right, so JupyterLab talks to kernels with the binary v1 protocol, as behind the JavaScript proxy.
+Its log never holds a token from a URL: tornado's access line for each request shows the URL
+with ``?token=...`` redacted, as does every other line (:mod:`jupyter_gpupool.logredact`).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from configurable_http_proxy import cli
@@ -24,6 +27,8 @@ from configurable_http_proxy.handlers import ProxyHandler
 from tornado import httputil
 from tornado.httpclient import AsyncHTTPClient
 from tornado.web import Application
+
+from ..logredact import install, redact
 
 #: A proxied request's time limit when ``--proxy-timeout`` is not given. Event streams (the
 #: hub's spawn progress) stay open as long as a start takes, so it is generous.
@@ -94,6 +99,10 @@ class DemoProxyHandler(ProxyHandler):
         self.write(chunk)
         self.flush()  # now, not when the upstream is done: event streams depend on it
 
+    def _request_summary(self) -> str:
+        # tornado's access log line: the URL's query may hold ?token=
+        return redact(super()._request_summary())
+
     def select_subprotocol(self, subprotocols: list[str]) -> str | None:
         # The upstream websocket is connected first, offered the client's subprotocols: answer
         # the client with the one the upstream chose. Without it, browsers drop the connection
@@ -121,6 +130,7 @@ class DemoProxy(PythonProxy):
 def main() -> None:
     # configurable-http-proxy's command line builds the proxy it serves from this name
     cli.PythonProxy = DemoProxy
+    install([logging.getLogger()])  # the package logs through a handler on the root logger
     cli.main()
 
 

@@ -32,7 +32,7 @@ from jupyterhub.services.auth import HubOAuth
 from traitlets import default
 from traitlets.config import Application, catch_config_error
 
-from .. import __version__
+from .. import __version__, logredact
 from ..core.labels import is_label_value
 from ..core.yamldoc import DocumentError
 from . import clock
@@ -193,7 +193,7 @@ class GPUPoolService(Application, GPUPoolSettings):
     async def _build(self, api: Any, kube: Kube) -> ServiceContext:
         store = await self._store(kube)
         state = ServiceState(pool_label=self.pool_label, summary_ttl=self.summary_cache_seconds)
-        pools = PoolManager(state, store, kube)
+        pools = PoolManager(state, store, kube, max_pools=self.max_pools)
         try:
             await pools.load()
         except ApiError as e:
@@ -394,7 +394,7 @@ class GPUPoolService(Application, GPUPoolSettings):
 
     def _route_logs(self) -> None:
         """Send the package's module loggers (and tornado's) to the application's handlers, at
-        the ``--log-level`` asked for. traitlets puts that level on its handler and leaves its
+        the ``--log-level`` asked for, with secrets in URLs redacted (:mod:`~..logredact`). traitlets puts that level on its handler and leaves its
         logger at DEBUG; these loggers get the level itself, so a debug line that will not be
         shown is not built (the access log's line for every admission was, 6% of a request)."""
         asked = self.log_level
@@ -406,6 +406,9 @@ class GPUPoolService(Application, GPUPoolSettings):
             for handler in self.log.handlers:
                 if handler not in logger.handlers:
                     logger.addHandler(handler)
+        # a request's URL reaches lines other than the access log's (an uncaught exception's
+        # line shows the request), and its query may hold ?token=
+        logredact.install([self.log, logging.getLogger()])
 
     async def run(self) -> int:
         """Start, serve until SIGINT/SIGTERM, stop. Returns the exit status."""

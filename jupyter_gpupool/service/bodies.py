@@ -4,6 +4,10 @@ Each parser takes the decoded JSON value and returns a plain value object, or ra
 :class:`~jupyter_gpupool.service.errors.ApiError` whose message names the field and says what is
 wrong with it. Unknown fields are refused (with a suggestion for near misses), booleans never pass
 as numbers, and GPU counts must be whole numbers between 0 and the configured maximum.
+
+JSON is read by :mod:`~jupyter_gpupool.core.jsondoc`: a key given twice in an object is refused
+with its line, and a number too long to convert reaches the field's check as a
+:class:`~jupyter_gpupool.core.jsondoc.LongNumber`, which that check refuses by name.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..core import jsondoc
 from ..core.labels import is_label_key, is_label_value
 from ..core.launchoptions import GPUCountError, gpu_count
 from ..core.yamldoc import unknown_key_message
@@ -33,11 +38,13 @@ def parse_json(body: bytes) -> Any:
     except UnicodeDecodeError as e:
         raise bad_request(f"the request body is not UTF-8: {e}") from None
     try:
-        return json.loads(text)
+        return jsondoc.loads(text)
     except json.JSONDecodeError as e:
         raise bad_request(
             f"the request body is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})"
         ) from None
+    except jsondoc.KeyTwice as e:
+        raise bad_request(f"the request body is refused: {e}; give each key once") from None
     except RecursionError:
         raise bad_request("the request body is nested too deeply") from None
 
@@ -51,6 +58,8 @@ def _describe(value: Any) -> str:
         return "an object"
     if isinstance(value, list):
         return "a list"
+    if isinstance(value, jsondoc.LongNumber):
+        return str(value)
     text = json.dumps(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -135,8 +144,8 @@ def parse_admission(value: Any, *, max_gpus: int) -> AdmissionBody:
 def parse_groups(text: str) -> tuple[str, ...]:
     """A ``groups`` query argument: a JSON list of group names (``[]`` for none)."""
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
+        value = jsondoc.loads(text)
+    except (json.JSONDecodeError, jsondoc.KeyTwice, RecursionError):
         raise bad_request(
             f'groups must be a JSON list of group names, e.g. ["ml-research"]; not {text[:40]!r}'
         ) from None

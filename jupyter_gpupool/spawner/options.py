@@ -20,7 +20,6 @@ line when no pool can take the server now (missing: the spawner's ``queue_by_def
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +32,7 @@ from ..core.launchoptions import (
     gpus_text,
     or_words,
 )
+from ..core.wholenumbers import parse_whole
 from ..core.yamldoc import unknown_key_message
 from .errors import OptionsError
 
@@ -91,8 +91,6 @@ def _shown(value: Any) -> str:
 
 # --- the form ------------------------------------------------------------------------------------
 
-_WHOLE = re.compile(r"^\s*\+?\d+\s*$")
-
 
 def form_to_user_options(
     formdata: Mapping[str, Sequence[str]], *, strict: bool = True
@@ -118,7 +116,8 @@ def form_to_user_options(
         value = (values[0] if values else "").strip()
         if not value:
             continue
-        if not _WHOLE.match(value) or int(value) < 1:
+        priority = parse_whole(value.lstrip("+"))
+        if priority is None or priority < 1:
             if not strict:
                 ranked.append((float("inf"), order, pool))
                 continue
@@ -126,11 +125,13 @@ def form_to_user_options(
                 f"the priority of {pool} must be a whole number from 1 (tried first), "
                 f"or empty not to use it; not {_shown(value)}"
             )
-        ranked.append((int(value), order, pool))
+        ranked.append((priority, order, pool))
     options: dict[str, Any] = {"pools": [pool for _, _, pool in sorted(ranked)]}
     raw_gpus = (formdata.get("gpus") or [""])[0].strip()
-    if raw_gpus and (strict or _WHOLE.match(raw_gpus)):
-        options["gpus"] = int(raw_gpus) if _WHOLE.match(raw_gpus) else raw_gpus
+    gpus = parse_whole(raw_gpus.lstrip("+"))
+    if raw_gpus and (strict or gpus is not None):
+        # a number too long to read is passed on as text, which the check refuses by name
+        options["gpus"] = raw_gpus if gpus is None else gpus
     gpu_type = (formdata.get("gpu_type") or [""])[0].strip()
     options["gpu_type"] = gpu_type or None
     if QUEUE_FIELD in formdata:

@@ -372,3 +372,45 @@ def test_queue_benchmark():
     assert abs(result["release_to_admission_x_immediate"] - ratio) < 0.05 * ratio + 0.01
     # the pass over the line costs more than one admission that fits at once
     assert result["release_to_admission_x_immediate"] > 1
+
+
+def test_registry_benchmark():
+    pools, refuse = 300, 3000
+    result = run(
+        "bench_registry.py",
+        *("--pools", pools, "--refuse-pools", refuse, "--quiet-seconds", 1),
+    )
+    phase = {"n", "p50_ms", "max_ms", "status"}
+    assert set(result) == {
+        "pools",
+        "body_kb",
+        "accept_status",
+        "accept_s",
+        "accept_admissions",
+        "quiet_admissions",
+        "refuse_pools",
+        "refuse_body_kb",
+        "refuse_status",
+        "refuse_s",
+        "refuse_admissions",
+        "baseline_accept_s",
+        "baseline_accept_admissions",
+        "baseline_refuse_s",
+        "on_loop_x_off_loop_wait",
+        "targets",
+    }
+    assert (result["pools"], result["refuse_pools"]) == (pools, refuse)
+    # the change was made and the body over max_pools refused, in both services
+    assert (result["accept_status"], result["refuse_status"]) == (201, 400)
+    assert result["accept_s"] > 0 and result["refuse_s"] > 0 and result["baseline_accept_s"] > 0
+    # admissions were answered in every phase, each decided (201, or 409 once the quota is full)
+    for name in ("quiet_admissions", "accept_admissions", "refuse_admissions"):
+        summary = result[name]
+        assert set(summary) == phase, name
+        assert summary["n"] > 0 and set(summary["status"]) <= {"201", "409"}, (name, summary)
+        assert sum(summary["status"].values()) == summary["n"], (name, summary)
+        assert 0 < summary["p50_ms"] <= summary["max_ms"], (name, summary)
+    # the baseline's change in its event loop held up the admission sent meanwhile longer
+    # than the service's, measured in the same run
+    assert result["baseline_accept_admissions"]["n"] > 0
+    assert result["on_loop_x_off_loop_wait"] > 1

@@ -161,7 +161,7 @@ def test_form_fields_become_user_options_in_priority_order():
     assert form_to_user_options({}) == {"pools": [], "gpu_type": None}
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "first", "1.5"])
+@pytest.mark.parametrize("value", ["0", "-1", "first", "1.5", "9" * 5000])
 def test_a_bad_priority_is_refused(value):
     with pytest.raises(OptionsError) as e:
         form_to_user_options({"priority.dev-pool": [value]})
@@ -169,6 +169,11 @@ def test_a_bad_priority_is_refused(value):
         "the priority of dev-pool must be a whole number from 1 (tried first), "
         "or empty not to use it"
     )
+
+
+def test_a_gpu_count_of_5000_digits_from_the_form_is_refused_by_name():
+    options = form_to_user_options({"gpus": ["9" * 5000]})
+    assert refused(options).startswith("gpus must be a whole number of GPUs, not '99999")
 
 
 @given(

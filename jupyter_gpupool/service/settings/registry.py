@@ -1,11 +1,14 @@
 """Where pools and quotas are stored: the registry's settings.
 
-Files or a ConfigMap, and how often changes made outside the service are picked up.
+Files or a ConfigMap, how often changes made outside the service are picked up, and how many
+pools a change may make.
 """
 
 from __future__ import annotations
 
-from traitlets import CaselessStrEnum, Float, HasTraits, Unicode
+from typing import Any
+
+from traitlets import CaselessStrEnum, Float, HasTraits, Integer, TraitError, Unicode, validate
 
 
 class RegistrySettings(HasTraits):
@@ -82,3 +85,27 @@ class RegistrySettings(HasTraits):
             c.GPUPoolService.reload_interval = 10
         """,
     ).tag(config=True)
+
+    max_pools = Integer(
+        1000,
+        help="""The most pools a change through the service (the API, the admin page) may make;
+        a change that would make more is refused with a 400 saying so, and a request body with
+        more documents than this is refused as soon as the one too many is read.
+
+        A change's cost grows with the pools it holds, and a body of thousands of pools is
+        more likely a mistake or an attack than a cluster. Pool files read at start (or
+        changed outside the service) are not counted against it, but a change made through
+        the service then is.
+
+        Example::
+
+            c.GPUPoolService.max_pools = 2000
+        """,
+    ).tag(config=True)
+
+    @validate("max_pools")
+    def _at_least_one_pool(self, proposal: Any) -> int:
+        value = int(proposal["value"])
+        if value < 1:
+            raise TraitError(f"max_pools must be at least 1, not {value}")
+        return value

@@ -90,7 +90,9 @@ class WebSettings(HasTraits):
     max_body_size = ByteSpecification(
         1024 * 1024,
         help="""The largest request body accepted (pool and quota documents, admission
-        requests). A larger one is refused with a 400 before it is read.
+        requests, the admin page's forms). A larger one is refused with a 400 before it is
+        read: its bytes are thrown away as they come, and the 400 is sent once the client has
+        sent them (a proxy in front then passes the 400 on, instead of a broken connection).
 
         Accepts a number of bytes or a size with a unit (K, M, G).
 

@@ -4,12 +4,19 @@
 :class:`APIHandler` authenticates in :meth:`~APIHandler.prepare` (401 without an identity, 403
 without access to the service or without the route's scope), streams the body so an oversized one
 is refused with a 400 before it is read, and writes errors as JSON ``{"status", "message", ...}``.
+
+:class:`StreamedBody` is how both the API and the pages' forms take a body: at most
+``max_body_size`` bytes are kept, a larger ``Content-Length`` is refused before any of it is read,
+and a refusal decided before the body has arrived is answered only once the client has sent it
+all (the bytes are thrown away as they come). Answered earlier, tornado closes the connection
+while the client still writes: a proxy in front (the demo's) then gets "Broken pipe" or a reset
+instead of the answer, and tells its client 503.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
@@ -54,8 +61,69 @@ class ServiceHandler(HubOAuthenticated, web.RequestHandler):
         return f"{self.request.method} {self.request.path} ({self.request.remote_ip})"
 
 
+class StreamedBody(ServiceHandler):
+    """A body streamed in (subclasses are ``@web.stream_request_body``), at most
+    ``max_body_size`` bytes of it kept; refusals wait for the body to have arrived."""
+
+    def start_body(self) -> None:
+        """Call first in ``prepare``."""
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._keep = True
+
+    def body_too_large(self, what: str) -> ApiError | None:
+        """The 400 for a ``Content-Length`` over ``max_body_size`` (``what``: "the request
+        body"), or None."""
+        length = self.request.headers.get("Content-Length", "")
+        limit = self.ctx.max_body_size
+        # at most 20 digits: no body is longer, and int() of thousands of digits raises
+        if length.isascii() and length.isdigit() and (len(length) > 20 or int(length) > limit):
+            return ApiError(400, f"{what} is {length[:20]} bytes; at most {limit} are accepted")
+        return None
+
+    def expects_body(self) -> bool:
+        length = self.request.headers.get("Content-Length", "0")
+        return "Transfer-Encoding" in self.request.headers or length not in ("", "0")
+
+    def after_body(self, step: Callable[[], Awaitable[None]]) -> None:
+        """Run ``step`` once the whole body has arrived, before this request's method (tornado
+        calls the method then, and has no hook of its own there); it may raise a refusal."""
+        name = (self.request.method or "GET").lower()
+        method = getattr(self, name)
+
+        async def stepped(*args: Any, **kwargs: Any) -> None:
+            await step()
+            result = method(*args, **kwargs)
+            if result is not None:
+                await result
+
+        setattr(self, name, stepped)
+
+    def refuse_after_body(self, error: Exception) -> None:
+        """Answer ``error`` once the client has sent its body, which is thrown away as it comes
+        (up to the server's cap: past it, tornado refuses the request itself)."""
+        self._keep = False
+
+        async def refuse() -> None:
+            raise error
+
+        self.after_body(refuse)
+
+    def data_received(self, chunk: bytes) -> None:
+        self._size += len(chunk)
+        if self._keep and self._size <= self.ctx.max_body_size:
+            self._chunks.append(chunk)
+
+    @property
+    def body(self) -> bytes:
+        limit = self.ctx.max_body_size
+        if self._size > limit:
+            raise ApiError(400, f"the request body is over {limit} bytes")
+        return b"".join(self._chunks)
+
+
 @web.stream_request_body
-class APIHandler(ServiceHandler):
+class APIHandler(StreamedBody):
     """JSON API handler: authentication, scopes, bounded bodies, JSON errors."""
 
     #: Scope each HTTP method needs; methods not listed need the admin scope.
@@ -64,8 +132,16 @@ class APIHandler(ServiceHandler):
 
     async def prepare(self) -> None:
         self.set_header("Cache-Control", "no-store")
-        self._chunks: list[bytes] = []
-        self._size = 0
+        self.start_body()
+        try:
+            await self._admit()
+        except (ApiError, web.HTTPError) as e:
+            if not self.expects_body():
+                raise
+            self.refuse_after_body(e)
+
+    async def _admit(self) -> None:
+        """Who asks, whether they may, and whether the body is not too large."""
         try:
             model = await self.hub_auth.get_user(self, sync=False)
         except web.HTTPError as e:
@@ -82,22 +158,9 @@ class APIHandler(ServiceHandler):
         scope = self.scopes.get(self.request.method or "", ADMIN_SCOPE)
         if not self.caller.allows(scope):
             raise ApiError(403, f"{self.caller.kind} {self.caller.name} lacks the scope {scope}")
-        length = self.request.headers.get("Content-Length")
-        limit = self.ctx.max_body_size
-        if length and length.isdigit() and int(length) > limit:
-            raise ApiError(400, f"the request body is {length} bytes; at most {limit} are accepted")
-
-    def data_received(self, chunk: bytes) -> None:
-        self._size += len(chunk)
-        if self._size <= self.ctx.max_body_size:
-            self._chunks.append(chunk)
-
-    @property
-    def body(self) -> bytes:
-        limit = self.ctx.max_body_size
-        if self._size > limit:
-            raise ApiError(400, f"the request body is over {limit} bytes")
-        return b"".join(self._chunks)
+        too_large = self.body_too_large("the request body")
+        if too_large is not None:
+            raise too_large
 
     def write_json(self, value: Any, status: int = 200) -> None:
         self.set_status(status)

@@ -47,12 +47,26 @@ class NodeQuery:
     limit: int | None = None  # None: every node
 
 
+#: The most digits a query argument's number may have (a 64-bit integer's 18, safely).
+MAX_ARGUMENT_DIGITS = 18
+
+
 def whole_number(value: str | None, name: str, default: int | None, high: int) -> int | None:
-    """A query argument that must be a whole number (at most ``high``); a 400 otherwise."""
+    """A query argument that must be a whole number (``high`` if it is above); a 400 otherwise.
+
+    Only ASCII digits: ``"²".isdigit()`` is true, yet ``int("²")`` raises. A number of more
+    than :data:`MAX_ARGUMENT_DIGITS` digits is refused rather than converted (``int()`` gives up
+    at 4,300 digits with a ValueError).
+    """
     if value is None or value == "":
         return default
-    if not value.isdigit():
+    if not (value.isascii() and value.isdigit()):
         raise bad_request(f"{name} must be a whole number, not {value[:20]!r}")
+    if len(value) > MAX_ARGUMENT_DIGITS:
+        raise bad_request(
+            f"{name} must be a whole number of at most {MAX_ARGUMENT_DIGITS} digits "
+            f"(up to {high:,} is used), not one of {len(value):,}"
+        )
     return min(int(value), high)
 
 

@@ -8,7 +8,9 @@ Visitors log in through JupyterHub OAuth (they are sent to the hub and come back
 ``oauth_callback``) and need the service's access scope. The page for every user
 (``{prefix}``) needs ``custom:gpupool:use``; the others need ``custom:gpupool:admin``. Forms
 are POSTed with JupyterHub's XSRF token, and every change is logged with who made it
-(:mod:`.changelog`).
+(:mod:`.changelog`). A form's body obeys ``max_body_size`` as the API's does: a larger one is
+refused before it is read (streamed, as :class:`~..base.StreamedBody` says); the login check,
+which reads the XSRF token from the form, runs once the form has arrived.
 
 This module holds what every page shares (:class:`PageHandler`); the pages that show are in
 :mod:`.user`, :mod:`.pools`, :mod:`.nodes`, :mod:`.reports` and :mod:`.idle` (with the parts
@@ -22,19 +24,20 @@ from typing import Any
 
 from jupyterhub.services.auth import HubOAuthCallbackHandler
 from markupsafe import Markup
-from tornado import web
+from tornado import httputil, web
 
 from .... import __version__
 from ...errors import ApiError
 from ..auth import ADMIN_SCOPE, USE_SCOPE, Caller
-from ..base import ServiceHandler
+from ..base import StreamedBody
 from .templating import hub_namespace
 
 FLASH_COOKIE = "gpupool-flash"
 REFRESH_SECONDS = 5
 
 
-class PageHandler(ServiceHandler):
+@web.stream_request_body
+class PageHandler(StreamedBody):
     """A page: OAuth login, the scope it needs, and rendering with the hub's look."""
 
     scope = USE_SCOPE
@@ -44,6 +47,34 @@ class PageHandler(ServiceHandler):
     caller: Caller | None = None
 
     async def prepare(self) -> None:
+        self.start_body()
+        # nobody until the login check says: left unset, a refusal rendered before it would ask
+        # the hub who this is synchronously (HubOAuthenticated.get_current_user), in this loop
+        self.current_user = None
+        too_large = self.body_too_large("The form")
+        if too_large is not None:
+            self.refuse_after_body(too_large)
+        elif self.request.method in ("GET", "HEAD") or not self.expects_body():
+            await self._log_in()
+        else:
+            self.after_body(self._form_then_log_in)
+
+    async def _form_then_log_in(self) -> None:
+        body = self.body  # a 400 when a body without a length went over the limit
+        request = self.request
+        request.body = body
+        httputil.parse_body_arguments(
+            request.headers.get("Content-Type", ""),
+            body,
+            request.body_arguments,
+            request.files,
+            request.headers,
+        )
+        for name, values in request.body_arguments.items():
+            request.arguments.setdefault(name, []).extend(values)
+        await self._log_in()
+
+    async def _log_in(self) -> None:
         try:
             model = await self.hub_auth.get_user(self, sync=False)
         except web.HTTPError as e:
