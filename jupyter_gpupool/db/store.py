@@ -8,6 +8,14 @@ never refused, because the database is slow or down. While it is down, writes wa
 ``last_error`` say so, for the pages. Reads are plain blocking calls: the service runs them with
 ``asyncio.to_thread``.
 
+A **durable** write (``durable=True``: the reservations and the queue's entries) returns a
+:class:`concurrent.futures.Future`, completed once its batch has committed, or failed with
+:class:`DatabaseError` when the batch could not be committed (it is not retried: whoever waits
+on it drops what it stands for). While a durable write waits the writer commits at once, not
+after ``batch_seconds``: the durable writes that arrive meanwhile share one commit (group
+commit). A write whose future was cancelled before its batch began (its waiter gave up) is
+skipped.
+
 A database whose schema is newer than this code (a newer gpupool wrote it) is refused with
 :class:`SchemaTooNew`, before anything is written.
 """
@@ -20,6 +28,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +44,14 @@ from sqlalchemy.orm import Session
 
 from ..core.history import hourly_averages
 from ..core.utilization import hourly_busy
-from .models import ChangeRecord, QueueEntry, ServerSession, UsageSample
+from .models import ChangeRecord, QueueEntry, ReservationRow, ServerSession, UsageSample
 
 log = logging.getLogger(__name__)
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 Write = Callable[[Session], None]
+#: A queued write: its kind, the write, and its future when it is durable.
+Queued = tuple[str, Write, "Future[None] | None"]
 
 
 #: What a session is to the service (:meth:`Database.sessions`), in this order.
@@ -61,6 +72,19 @@ SESSION_FIELDS = (
     "last_seen",
     "ended",
     "idle_warned",
+)
+
+
+#: A reservation's columns (:class:`~jupyter_gpupool.core.reservations.Reservation`'s fields).
+RESERVATION_FIELDS = (
+    "admission_id",
+    "pool",
+    "node",
+    "gpus",
+    "user",
+    "charged",
+    "over_quota",
+    "expires_at",
 )
 
 
@@ -150,7 +174,8 @@ class Database:
         self.last_error = ""
         self.dropped = 0  # writes given up while the database was down too long
         self.written = 0
-        self._queue: deque[tuple[str, Write]] = deque()
+        self._queue: deque[Queued] = deque()
+        self._durable = 0  # durable writes queued: the writer commits at once
         self._cond = threading.Condition()
         self._busy = False
         self._in_flight = 0  # writes of the batch being committed
@@ -212,21 +237,34 @@ class Database:
 
     # --- the writer ------------------------------------------------------------------------------
 
-    def _put(self, kind: str, write: Write) -> None:
+    def _put(self, kind: str, write: Write, durable: bool = False) -> Future[None] | None:
+        future: Future[None] | None = Future() if durable else None
         with self._cond:
-            self._queue.append((kind, write))
+            self._queue.append((kind, write, future))
+            if durable:
+                self._durable += 1
             if len(self._queue) > self.max_queue:
                 self._drop_one()
             self._cond.notify_all()
+        return future
 
     def _drop_one(self) -> None:
-        """Make room: the oldest sample goes first (a gap in a chart), else the oldest write."""
-        for i, (kind, _) in enumerate(self._queue):
+        """Make room: the oldest sample goes first (a gap in a chart), else the oldest plain
+        write (a durable one is failed only when nothing else is left)."""
+        for i, (kind, _, _f) in enumerate(self._queue):
             if kind == "sample":
                 del self._queue[i]
                 break
         else:
-            self._queue.popleft()
+            for i, (_, _, future) in enumerate(self._queue):
+                if future is None:
+                    del self._queue[i]
+                    break
+            else:
+                _, _, future = self._queue.popleft()
+                self._durable -= 1
+                if future is not None and future.set_running_or_notify_cancel():
+                    future.set_exception(DatabaseError("too many writes wait for the database"))
         self.dropped += 1
 
     def _write_loop(self) -> None:
@@ -239,16 +277,30 @@ class Database:
                     return
                 batch = list(self._queue)
                 self._queue.clear()
+                self._durable = 0
                 self._busy = True
                 self._in_flight = len(batch)
+            # a durable write whose waiter gave up before now is skipped; the others can no
+            # longer be cancelled
+            batch = [
+                (kind, write, future)
+                for kind, write, future in batch
+                if future is None or future.set_running_or_notify_cancel()
+            ]
             try:
                 assert self.engine is not None
                 with Session(self.engine) as session, session.begin():
-                    for _, write in batch:
+                    for _, write, _ in batch:
                         write(session)
             except SQLAlchemyError as e:
+                failed = DatabaseError(f"the database did not take the write: {_short(e)}")
+                for _, _, future in batch:
+                    if future is not None:
+                        future.set_exception(failed)
                 with self._cond:
-                    self._queue.extendleft(reversed(batch))  # in order, before newer writes
+                    # the plain writes again, in order, before newer writes; the durable ones
+                    # are failed above: their waiters drop what they stand for
+                    self._queue.extendleft(reversed([w for w in batch if w[2] is None]))
                     while len(self._queue) > self.max_queue:
                         self._drop_one()
                     self._busy = False
@@ -259,7 +311,8 @@ class Database:
                     self.last_error = _short(e)
                     if self._stopping:
                         return
-                    self._cond.wait(delay)
+                    # a durable write tries at once: its waiter has a deadline
+                    self._cond.wait_for(lambda: self._durable > 0 or self._stopping, delay)
                 delay = min(delay * 2, self.retry_cap)
                 continue
             with self._cond:
@@ -270,9 +323,16 @@ class Database:
                 self.written += len(batch)
                 self._busy = False
                 self._cond.notify_all()
+            for _, _, future in batch:
+                if future is not None:
+                    future.set_result(None)
             delay = 0.5
-            if self.batch_seconds and not self._stopping:
-                time.sleep(self.batch_seconds)  # gather the next batch
+            if self.batch_seconds:
+                # gather the next batch, unless a durable write waits (it commits at once)
+                with self._cond:
+                    self._cond.wait_for(
+                        lambda: self._durable > 0 or self._stopping, self.batch_seconds
+                    )
 
     # --- writes (queued) -------------------------------------------------------------------------
 
@@ -334,9 +394,10 @@ class Database:
 
         self._put("session", write)
 
-    def queue_add(self, entry: Mapping[str, Any]) -> None:
+    def queue_add(self, entry: Mapping[str, Any], durable: bool = False) -> Future[None] | None:
         """A request is put in line (``entry``: ``id``, ``seq``, ``since``, ``user``,
-        ``groups`` and ``pools`` lists, ``gpus``, ``gpu_type``, ``server``, ``reclaim``)."""
+        ``groups`` and ``pools`` lists, ``gpus``, ``gpu_type``, ``server``, ``reclaim``);
+        ``durable``: the future of its commit."""
         row = QueueEntry(
             id=str(entry["id"]),
             seq=int(entry["seq"]),
@@ -355,7 +416,7 @@ class Database:
         def write(s: Session) -> None:
             s.merge(row)  # the same entry twice (a retried batch) is one row
 
-        self._put("queue", write)
+        return self._put("queue", write, durable)
 
     def queue_end(self, entry_id: str, state: str, at: float) -> None:
         """An entry left the line: ``admitted``, ``cancelled`` or ``expired`` (the latest end
@@ -367,6 +428,25 @@ class Database:
             )
 
         self._put("queue", write)
+
+    def reservation_add(self, fields: Mapping[str, Any]) -> Future[None] | None:
+        """An admission holds GPUs (``fields``: the columns of :class:`ReservationRow`, the
+        fields of a reservation): a durable write, the future of its commit."""
+        row = ReservationRow(**dict(fields))
+
+        def write(s: Session) -> None:
+            s.merge(row)  # the same admission again (admitted from the line anew) is one row
+
+        return self._put("reservation", write, durable=True)
+
+    def reservation_drop(self, admission_id: str) -> None:
+        """A reservation is released, expired, or its pod showed up (a plain write: a row
+        left over only holds GPUs until it expires or its pod is seen)."""
+
+        def write(s: Session) -> None:
+            s.execute(delete(ReservationRow).where(ReservationRow.admission_id == admission_id))
+
+        self._put("reservation", write)
 
     def seen_open(self, now: float) -> None:
         """Every open session was still running at ``now`` (one statement, however many; the
@@ -414,6 +494,7 @@ class Database:
             s.execute(delete(ServerSession).where(ServerSession.stopped < keep_after))
             s.execute(delete(ChangeRecord).where(ChangeRecord.time < keep_after))
             s.execute(delete(QueueEntry).where(QueueEntry.ended < keep_after))
+            s.execute(delete(ReservationRow).where(ReservationRow.expires_at < now))
 
         self._put("prune", write)
 
@@ -524,6 +605,17 @@ class Database:
                 }
                 for r in s.scalars(query)
             ]
+
+    def reservations(self, now: float) -> list[dict[str, Any]]:
+        """The reservations not expired at ``now`` (dicts of :data:`RESERVATION_FIELDS`), in
+        order of expiry."""
+        query = (
+            select(*(getattr(ReservationRow, f) for f in RESERVATION_FIELDS))
+            .where(ReservationRow.expires_at > now)
+            .order_by(ReservationRow.expires_at)
+        )
+        with self._read() as s:
+            return [dict(zip(RESERVATION_FIELDS, r, strict=True)) for r in s.execute(query)]
 
 
 def _select_sessions(fields: Sequence[str]) -> Select[Any]:
