@@ -193,8 +193,7 @@ async def test_what_was_answered_survives_sigkills_during_a_burst_of_admissions(
         )
         admin = GPUPoolClient(svc.url, hub.admin("ops"), request_timeout=10)
         clients = [
-            GPUPoolClient(svc.url, hub.admin("spawner"), request_timeout=10)
-            for _ in range(CLIENTS)
+            GPUPoolClient(svc.url, hub.admin("spawner"), request_timeout=10) for _ in range(CLIENTS)
         ]
         figures: dict[str, int] = {}
         try:
