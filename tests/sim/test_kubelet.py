@@ -186,3 +186,15 @@ async def test_pod_without_command_keeps_running_as_its_image_would(cluster):
     assert pod["status"]["containerStatuses"][0]["state"].keys() == {"running"}
     cluster.store.delete("pods", "default", "nocmd")
     await cluster.wait_for(lambda: cluster.pod("default", "nocmd") is None)
+
+
+def test_gpupool_sim_pod_nets_picks_the_pods_network(monkeypatch):
+    from jupyter_gpupool.sim.kubelet import POD_NETS_ENV, IPAllocator
+
+    monkeypatch.setenv(POD_NETS_ENV, "77-77")
+    ips = IPAllocator()
+    assert [ips.allocate() for _ in range(2)] == ["127.77.0.2", "127.77.0.3"]
+    for bad in ("77", "0-10", "10-255", "9-8", "a-b"):
+        monkeypatch.setenv(POD_NETS_ENV, bad)
+        with pytest.raises(ValueError, match=f"GPUPOOL_SIM_POD_NETS={bad!r}: expected LOW-HIGH"):
+            IPAllocator()
