@@ -1,6 +1,5 @@
 """The kubelet in process mode: pods run as local processes on their own loopback address."""
 
-import asyncio
 import sys
 
 import pytest
@@ -180,7 +179,16 @@ async def test_pod_without_command_keeps_running_as_its_image_would(cluster):
             (p := cluster.pod("default", "nocmd")) and p["status"].get("phase") != "Pending" and p
         )
     )
-    await asyncio.sleep(0.3)
+    # a pod whose command ends at once, started after it, has ended: by then a process run for
+    # "nocmd" (with no command to run, it would fail at once) would have ended too
+    quick = server_pod("quick")
+    quick["spec"]["containers"][0].update(command=[sys.executable, "-c", "pass"], args=[])
+    cluster.store.create("pods", "default", quick)
+    await cluster.wait_for(
+        lambda: (
+            (cluster.pod("default", "quick") or {}).get("status", {}).get("phase") == "Succeeded"
+        )
+    )
     pod = cluster.pod("default", "nocmd")
     assert pod["status"]["phase"] == "Running"
     assert pod["status"]["containerStatuses"][0]["state"].keys() == {"running"}
