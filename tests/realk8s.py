@@ -1,8 +1,8 @@
 """The real control plane (``../shared/realk8s``: kube-apiserver, scheduler, controller-manager
 v1.25 and etcd) for tests that hold the simulator to what Kubernetes really does.
 
-``realk8s_kubeconfig`` (a session fixture in tests/conftest.py) starts it once per test run and
-stops it at the end; :func:`register_node` adds a Ready node with GPUs, as a kubelet would, since
+``realk8s_kubeconfig`` (a session fixture in tests/conftest.py) starts it once per test run (per
+xdist worker that needs it: tests/conftest.py keeps the tier on one) and stops it at the end; :func:`register_node` adds a Ready node with GPUs, as a kubelet would, since
 the control plane has no kubelet. Without ``../shared/realk8s`` (or ``$GPUPOOL_REALK8S``) the tests
 that need it skip, and fail under CI (tests/needs.py).
 """
