@@ -16,7 +16,8 @@ def realk8s_kubeconfig(tmp_path_factory: pytest.TempPathFactory):
     parallel runs, by the worker that runs the tier: see :func:`_group`)."""
     import realk8s
 
-    yield from realk8s.start(tmp_path_factory.mktemp("realk8s") / "cp")
+    where = tmp_path_factory.mktemp("realk8s") / "cp"
+    yield from realk8s.start(where, unpacked=realk8s.binaries(tmp_path_factory))
 
 
 @pytest.fixture(scope="session")
@@ -24,7 +25,8 @@ def realk8s_rbac_kubeconfig(tmp_path_factory: pytest.TempPathFactory):
     """A second real control plane, with ``AUTHZ=Node,RBAC``: only what RBAC allows is allowed."""
     import realk8s
 
-    yield from realk8s.start(tmp_path_factory.mktemp("realk8s-rbac") / "cp", authz="Node,RBAC")
+    where = tmp_path_factory.mktemp("realk8s-rbac") / "cp"
+    yield from realk8s.start(where, authz="Node,RBAC", unpacked=realk8s.binaries(tmp_path_factory))
 
 
 @pytest.fixture(params=CLUSTERS)
