@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
+import quiet
 from clusters import CLUSTERS, open_cluster
 from needs import under_ci
 
@@ -102,6 +104,27 @@ def pytest_configure(config: pytest.Config) -> None:
 
     os.environ[FREE_PORTS_ENV] = _share(*free_port_range(), *worker)
     os.environ[POD_NETS_ENV] = _share(*pod_nets(), *worker)
+    # the workers' temporary directories are popen-gwN in the run's own (tests/quiet.py)
+    quiet.use_directory(Path(config.option.basetemp).parent)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Each test, fixtures included, runs holding the run's quiet lock shared (tests/quiet.py)."""
+    quiet.hold_shared()
+    try:
+        return (yield)
+    finally:
+        quiet.release_shared()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """A test marked ``quiet`` runs while no other test of the run does (tests/quiet.py)."""
+    if item.get_closest_marker("quiet") is None:
+        return (yield)
+    with quiet.quiet():
+        return (yield)
 
 
 _SHARED_SCOPES = ("package", "module", "class")
