@@ -10,6 +10,7 @@ admission said, per user, charged group or pool), and compared with what the pag
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import itertools
@@ -354,6 +355,14 @@ async def test_my_gpus_shows_my_own_gpu_hours_over_7_and_30_days(
 # --- the pools page's chart ----------------------------------------------------------------------
 
 
+async def settled_and_sampled(service: Running) -> None:
+    """The service's usage equals the cluster's, and the sample it takes just after it starts is
+    in its database, where the charts of the longer ranges read it (the database is written off
+    the event loop, by a thread of its own: on a busy machine, after the first page is drawn)."""
+    await service.settled()
+    assert await asyncio.to_thread(service.ctx.records.db.flush), "the database did not catch up"
+
+
 async def test_the_pools_chart_goes_on_across_restarts_and_shows_the_range_chosen(
     db_url, start_service, now, browsers
 ):
@@ -367,7 +376,7 @@ async def test_the_pools_chart_goes_on_across_restarts_and_shows_the_range_chose
     await service.stop()
     now[0] += 60
     service = await start_service(db_url=db_url, history_interval=3600)
-    await service.settled()
+    await settled_and_sampled(service)
     admin = browsers(service, "admin", [], [ADMIN_SCOPE])
     status, html, _ = await admin.get("pools")  # 6 hours unless asked
     assert status == 200
@@ -380,7 +389,7 @@ async def test_the_pools_chart_goes_on_across_restarts_and_shows_the_range_chose
     await service.stop()
     now[0] += 3 * DAY
     service = await start_service(db_url=db_url, history_interval=3600)
-    await service.settled()
+    await settled_and_sampled(service)
     admin = browsers(service, "admin", [], [ADMIN_SCOPE])
     status, html, _ = await admin.get("pools?range=24h")
     assert status == 200 and "GPUs in use, last 24 hours" in text(html)
