@@ -101,4 +101,13 @@ echo "== mypy jupyter_gpupool"
 "$PY" -m mypy jupyter_gpupool
 echo "== pytest"
 # -rs lists every skipped test with its reason; under CI a skip fails the run (tests/conftest.py).
-"$PY" -m pytest -p no:cacheprovider -rs "$@"
+# The tests run in parallel (pytest-xdist): most of their time is spent waiting on the processes
+# they start (hubs, servers, control planes), so more workers than cores pay off; 4 was the
+# fastest on 2 cores (README, Development). --dist loadgroup keeps the tests that share an
+# expensive fixture on one worker (tests/conftest.py). GPUPOOL_TEST_WORKERS=N changes the count;
+# `-n 0` or `-p no:xdist` among the arguments runs them serially, in this process.
+parallel=(-n "${GPUPOOL_TEST_WORKERS:-4}" --dist loadgroup)
+for arg in "$@"; do
+  case $arg in no:xdist | -pno:xdist) parallel=() ;; esac
+done
+"$PY" -m pytest -p no:cacheprovider -rs ${parallel[@]+"${parallel[@]}"} "$@"

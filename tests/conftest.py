@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 import pytest_asyncio
+import quiet
 from clusters import CLUSTERS, open_cluster
 from needs import under_ci
 
@@ -10,10 +14,12 @@ pytest_plugins = ["jupyter_gpupool.sim.pytest_plugin"]
 
 @pytest.fixture(scope="session")
 def realk8s_kubeconfig(tmp_path_factory: pytest.TempPathFactory):
-    """A real control plane for the whole run (tests/realk8s.py), started on first use."""
+    """A real control plane for the whole run (tests/realk8s.py), started on first use (in
+    parallel runs, by the worker that runs the tier: see :func:`_group`)."""
     import realk8s
 
-    yield from realk8s.start(tmp_path_factory.mktemp("realk8s") / "cp")
+    where = tmp_path_factory.mktemp("realk8s") / "cp"
+    yield from realk8s.start(where, unpacked=realk8s.binaries(tmp_path_factory))
 
 
 @pytest.fixture(scope="session")
@@ -21,7 +27,8 @@ def realk8s_rbac_kubeconfig(tmp_path_factory: pytest.TempPathFactory):
     """A second real control plane, with ``AUTHZ=Node,RBAC``: only what RBAC allows is allowed."""
     import realk8s
 
-    yield from realk8s.start(tmp_path_factory.mktemp("realk8s-rbac") / "cp", authz="Node,RBAC")
+    where = tmp_path_factory.mktemp("realk8s-rbac") / "cp"
+    yield from realk8s.start(where, authz="Node,RBAC", unpacked=realk8s.binaries(tmp_path_factory))
 
 
 @pytest.fixture(params=CLUSTERS)
@@ -67,11 +74,90 @@ def db_url(request: pytest.FixtureRequest, tmp_path) -> str:
     return str(request.getfixturevalue("fresh_postgresql_url"))
 
 
+# --- parallel runs (pytest-xdist; scripts/test.sh runs -n N --dist loadgroup) -------------------
+
+
+def _worker() -> tuple[int, int] | None:
+    """``(index, count)`` of this pytest-xdist worker (gw0 is 0), None outside one."""
+    name, count = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not name or not count:
+        return None
+    return int(name.removeprefix("gw")), int(count)
+
+
+def _share(low: int, high: int, index: int, count: int) -> str:
+    """Slice ``index`` of ``count`` of ``low..high``, as ``LOW-HIGH``."""
+    size = (high - low + 1) // count
+    return f"{low + index * size}-{low + (index + 1) * size - 1}"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Each xdist worker picks its ports (``free_port``: the demo's hub, service and proxy, the
+    stub servers) and its simulated pods' addresses (127.N.0.M) from ranges of its own, and the
+    processes it starts inherit them: two workers picking at random from the same range could
+    pick the same port before either binds it, or give two pods the same address and port."""
+    worker = _worker()
+    if worker is None:
+        return
+    from jupyter_gpupool.demo.run import FREE_PORTS_ENV, free_port_range
+    from jupyter_gpupool.sim.kubelet import POD_NETS_ENV, pod_nets
+
+    os.environ[FREE_PORTS_ENV] = _share(*free_port_range(), *worker)
+    os.environ[POD_NETS_ENV] = _share(*pod_nets(), *worker)
+    # the workers' temporary directories are popen-gwN in the run's own (tests/quiet.py)
+    quiet.use_directory(Path(config.option.basetemp).parent)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Each test, fixtures included, runs holding the run's quiet lock shared (tests/quiet.py)."""
+    quiet.hold_shared()
+    try:
+        return (yield)
+    finally:
+        quiet.release_shared()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """A test marked ``quiet`` runs while no other test of the run does (tests/quiet.py)."""
+    if item.get_closest_marker("quiet") is None:
+        return (yield)
+    with quiet.quiet():
+        return (yield)
+
+
+_SHARED_SCOPES = ("package", "module", "class")
+
+
+def _group(item: pytest.Item) -> str | None:
+    """The xdist_group of a test, so that ``--dist loadgroup`` runs the tests that share an
+    expensive fixture on one worker, which then starts it once (each worker has a session of its
+    own). The real-cluster tier shares the real control plane (``realk8s_kubeconfig``): one, not
+    one per worker, each of which would keep running (and using CPU) to the end of the run. A
+    module's other tests share its module-scoped fixtures (a demo, a hub, a browser). Other tests
+    go to whichever worker is free."""
+    if item.get_closest_marker("realk8s"):
+        return "realk8s"
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs if info is not None else {}
+    if any(d[-1].scope in _SHARED_SCOPES for d in defs.values() if d):
+        return item.nodeid.split("::", 1)[0]
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Without ../shared/realk8s (and not under CI, where that is an error: the tests fail in
-    tests/needs.py) the real-cluster tier is left out, said in one line at the end."""
+    tests/needs.py) the real-cluster tier is left out, said in one line at the end. Under xdist
+    each test gets its group (:func:`_group`)."""
     import realk8s
 
+    if _worker() is not None:
+        for item in items:
+            group = _group(item)
+            if group is not None and not item.get_closest_marker("xdist_group"):
+                item.add_marker(pytest.mark.xdist_group(group))
     if under_ci() or (realk8s.REALK8S / "up").exists():
         return
     tier = [item for item in items if item.get_closest_marker("realk8s")]

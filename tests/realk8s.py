@@ -1,8 +1,8 @@
 """The real control plane (``../shared/realk8s``: kube-apiserver, scheduler, controller-manager
 v1.25 and etcd) for tests that hold the simulator to what Kubernetes really does.
 
-``realk8s_kubeconfig`` (a session fixture in tests/conftest.py) starts it once per test run and
-stops it at the end; :func:`register_node` adds a Ready node with GPUs, as a kubelet would, since
+``realk8s_kubeconfig`` (a session fixture in tests/conftest.py) starts it once per test run (per
+xdist worker that needs it: tests/conftest.py keeps the tier on one) and stops it at the end; :func:`register_node` adds a Ready node with GPUs, as a kubelet would, since
 the control plane has no kubelet. Without ``../shared/realk8s`` (or ``$GPUPOOL_REALK8S``) the tests
 that need it skip, and fail under CI (tests/needs.py).
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -29,11 +30,37 @@ def _env(authz: str) -> dict[str, str]:
     return {**os.environ, "AUTHZ": authz} if authz else dict(os.environ)
 
 
-def start(where: Path, authz: str = "") -> Iterator[Path]:
+def binaries(tmp_path_factory: Any) -> Path:
+    """Where this test session unpacks the control plane's binaries once, for :func:`start`."""
+    return Path(tmp_path_factory.getbasetemp()) / "kube-bin"
+
+
+def _link_binaries(where: Path, unpacked: Path) -> None:
+    """Give the control plane in ``where`` the binaries unpacked (on first use) in ``unpacked``:
+    ``up`` unpacks its 35 MB archive into each control plane's directory that has none, about
+    3 s of CPU each time, and a run starts several."""
+    if not unpacked.is_dir():
+        partial = unpacked.with_name(unpacked.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        archive = REALK8S / "kube-1.25-bin.tar.xz"
+        subprocess.run(["tar", "-C", str(partial), "-xJf", str(archive)], check=True, timeout=120)
+        partial.rename(unpacked)
+    (where / "bin").mkdir(parents=True, exist_ok=True)
+    for binary in unpacked.iterdir():
+        link = where / "bin" / binary.name
+        if not link.exists():
+            link.symlink_to(binary)
+
+
+def start(where: Path, authz: str = "", unpacked: Path | None = None) -> Iterator[Path]:
     """Start a control plane in ``where`` (``authz``: its authorization modes, e.g.
-    ``Node,RBAC``; AlwaysAllow by default); yield its kubeconfig; stop and wipe it."""
+    ``Node,RBAC``; AlwaysAllow by default); yield its kubeconfig; stop and wipe it. With
+    ``unpacked`` (:func:`binaries`), its binaries are unpacked there once and linked."""
     beside = "CI has ../shared beside the checkout"
     need((REALK8S / "up").exists(), f"a real control plane ({REALK8S}/up, see its README)", beside)
+    if unpacked is not None:
+        _link_binaries(where, unpacked)
     started = subprocess.run(
         [str(REALK8S / "up"), str(where)],
         capture_output=True,

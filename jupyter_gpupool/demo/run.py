@@ -71,13 +71,36 @@ class DemoOptions:
 #: chosen and the moment the process told about it binds it (bind(("", 0)) hands out ephemeral
 #: ports, and the demo's own HTTP clients took one of them at least once).
 FREE_PORT_RANGE = (20000, 32000)
+#: ``LOW-HIGH``: a narrower range for free_port(), in this process and the demo processes it
+#: starts. Two processes that pick ports at random from the same range may pick the same one
+#: before either binds it; processes given ranges of their own cannot (the test suite gives
+#: each of its parallel workers one).
+FREE_PORTS_ENV = "GPUPOOL_DEMO_PORTS"
 _handed_out: set[int] = set()
 
 
+def free_port_range() -> tuple[int, int]:
+    """FREE_PORT_RANGE, or the range ``$GPUPOOL_DEMO_PORTS`` gives (ValueError if it is not
+    ``LOW-HIGH`` with 1024 <= LOW <= HIGH <= 65535)."""
+    raw = os.environ.get(FREE_PORTS_ENV, "").strip()
+    if not raw:
+        return FREE_PORT_RANGE
+    low, sep, high = raw.partition("-")
+    try:
+        bounds = (int(low), int(high))
+    except ValueError:
+        bounds = (0, -1)
+    if not sep or not 1024 <= bounds[0] <= bounds[1] <= 65535:
+        raise ValueError(f"{FREE_PORTS_ENV}={raw!r}: expected LOW-HIGH, e.g. 20000-23000")
+    return bounds
+
+
 def free_port() -> int:
-    """A port on 127.0.0.1 that nothing listens on, never the same twice in this process."""
+    """A port on 127.0.0.1 that nothing listens on, never the same twice in this process, from
+    :func:`free_port_range`."""
+    low, high = free_port_range()
     for _ in range(200):
-        port = random.randint(*FREE_PORT_RANGE)
+        port = random.randint(low, high)
         if port in _handed_out:
             continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -87,7 +110,7 @@ def free_port() -> int:
                 continue
         _handed_out.add(port)
         return port
-    raise OSError(f"no free port on 127.0.0.1 in {FREE_PORT_RANGE[0]}-{FREE_PORT_RANGE[1]}")
+    raise OSError(f"no free port on 127.0.0.1 in {low}-{high}")
 
 
 def read_or_create_token(path: Path) -> str:

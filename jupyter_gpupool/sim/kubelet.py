@@ -4,7 +4,8 @@ By default a bound pod is marked Running with a pod IP and ready containers afte
 ``start_delay`` seconds. With ``run_processes`` the first container's command runs as a local
 process (:mod:`.podprocess`), so a real single-user server answers; the process's exit becomes the
 pod's phase (Succeeded for 0, Failed otherwise). Every pod gets its own loopback address
-(127.N.0.2, 127.N.0.3, … with N random per cluster: :class:`IPAllocator`).
+(127.N.0.2, 127.N.0.3, … with N random per cluster, in the range ``GPUPOOL_SIM_POD_NETS`` gives:
+:class:`IPAllocator`).
 
 The kubelet gives pods their GPUs as the device manager does (:mod:`.gpudevices`), and reads and
 writes pods through a :class:`~.podhost.PodHost` (:mod:`.podhost`): the simulator's store in this
@@ -18,6 +19,7 @@ import contextlib
 import copy
 import ipaddress
 import logging
+import os
 import random
 import signal
 from collections.abc import Mapping
@@ -32,16 +34,39 @@ from .store import Store
 log = logging.getLogger(__name__)
 
 
+#: ``LOW-HIGH``: the N of the pods' 127.N.0.M addresses is picked in this range (default 1-254).
+#: Clusters that pick N at random from the same range may pick the same one; clusters given
+#: ranges of their own cannot (the test suite gives each of its parallel workers one).
+POD_NETS_ENV = "GPUPOOL_SIM_POD_NETS"
+
+
+def pod_nets() -> tuple[int, int]:
+    """The range N is picked in: 1-254, or what ``$GPUPOOL_SIM_POD_NETS`` says (ValueError if it
+    is not ``LOW-HIGH`` with 1 <= LOW <= HIGH <= 254)."""
+    raw = os.environ.get(POD_NETS_ENV, "").strip()
+    if not raw:
+        return (1, 254)
+    low, sep, high = raw.partition("-")
+    try:
+        bounds = (int(low), int(high))
+    except ValueError:
+        bounds = (0, -1)
+    if not sep or not 1 <= bounds[0] <= bounds[1] <= 254:
+        raise ValueError(f"{POD_NETS_ENV}={raw!r}: expected LOW-HIGH within 1-254, e.g. 1-63")
+    return bounds
+
+
 class IPAllocator:
     """Hands out loopback addresses, reusing freed ones.
 
-    Each simulated cluster starts at a random 127.N.0.2, so that two clusters on one machine
-    (two demos, or tests running beside a demo) don't give their pods the same address.
+    Each simulated cluster starts at a random 127.N.0.2 (N from :func:`pod_nets`), so that two
+    clusters on one machine (two demos, or tests running beside a demo) don't give their pods the
+    same address.
     """
 
     def __init__(self, first: str | None = None):
         if first is None:
-            first = f"127.{random.randint(1, 254)}.0.2"
+            first = f"127.{random.randint(*pod_nets())}.0.2"
         self._next = int(ipaddress.IPv4Address(first))
         self._last = int(ipaddress.IPv4Address("127.255.255.254"))
         self._free: list[int] = []

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
@@ -65,6 +67,7 @@ def test_admission_benchmark():
     assert result["baseline_ms"] > 0 and result["baseline_x_admission"] > 1
 
 
+@pytest.mark.quiet  # admission_x_baseline_p50 is about 1.4: two phases, one after the other
 def test_service_benchmark():
     requests = 200
     result = run(

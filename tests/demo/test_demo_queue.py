@@ -21,6 +21,7 @@ import pytest
 import pytest_asyncio
 from clusters import CLUSTERS, Cluster, open_demo
 from demo_hub import DemoHub, HubBrowser
+from quiet import quiet_async
 from waiting import WaitTimeout, async_wait_for
 
 from jupyter_gpupool.demo.run import Demo
@@ -137,14 +138,16 @@ async def test_the_issue_scenario_bob_then_carol_wait_in_line_and_start_when_ali
         assert await hub.line() == [("bob", 1), ("carol", 2)]  # dave is not in line
         assert await hub.server("dave") == {} and await hub.pod("dave") is None
 
-        stopped = time.monotonic()
-        code, _ = await hub.api("DELETE", "/hub/api/users/alice/server")
-        assert code in (202, 204)
-        alice_stopped = time.monotonic() - stopped
-        bob_server = await hub.wait_ready("bob", timeout=30)
-        bob_ready = time.monotonic() - stopped
-        carol_server = await hub.wait_ready("carol", timeout=30)
-        carol_ready = time.monotonic() - stopped
+        # the issue's bounds are on wall-clock time: measured with no other test running
+        async with quiet_async():
+            stopped = time.monotonic()
+            code, _ = await hub.api("DELETE", "/hub/api/users/alice/server")
+            assert code in (202, 204)
+            alice_stopped = time.monotonic() - stopped
+            bob_server = await hub.wait_ready("bob", timeout=30)
+            bob_ready = time.monotonic() - stopped
+            carol_server = await hub.wait_ready("carol", timeout=30)
+            carol_ready = time.monotonic() - stopped
         assert bob_ready < 10, (
             f"bob's server was ready {bob_ready:.1f} s after alice's stop was asked for "
             f"(which took {alice_stopped:.1f} s)"

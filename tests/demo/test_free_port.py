@@ -2,6 +2,8 @@
 
 import socket
 
+import pytest
+
 from jupyter_gpupool.demo.run import FREE_PORT_RANGE, free_port
 
 
@@ -28,3 +30,22 @@ def test_a_port_someone_listens_on_or_handed_out_before_is_skipped(monkeypatch):
         choices = iter([busy, given, busy, spare])
         monkeypatch.setattr(run.random, "randint", lambda a, b: next(choices))
         assert free_port() == spare
+
+
+def test_gpupool_demo_ports_narrows_the_range(monkeypatch):
+    from jupyter_gpupool.demo.run import FREE_PORTS_ENV, free_port_range
+
+    monkeypatch.setenv(FREE_PORTS_ENV, "21000-21099")
+    assert free_port_range() == (21000, 21099)
+    assert all(21000 <= free_port() <= 21099 for _ in range(20))
+    monkeypatch.setenv(FREE_PORTS_ENV, "")
+    assert free_port_range() == FREE_PORT_RANGE
+
+
+@pytest.mark.parametrize("bad", ["21000", "21000-", "a-b", "30000-20000", "80-90", "60000-70000"])
+def test_a_bad_gpupool_demo_ports_is_refused_with_its_name(monkeypatch, bad):
+    from jupyter_gpupool.demo.run import FREE_PORTS_ENV
+
+    monkeypatch.setenv(FREE_PORTS_ENV, bad)
+    with pytest.raises(ValueError, match=f"GPUPOOL_DEMO_PORTS={bad!r}: expected LOW-HIGH"):
+        free_port()

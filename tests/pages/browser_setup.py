@@ -25,6 +25,10 @@ need(
 )
 
 expect = sync_api.expect
+# An expectation waits up to 5 s by default: the time a page takes to show something (JupyterLab
+# loading its extensions, above all) grows past that on a busy machine, and the tests run in
+# parallel. Waiting longer costs nothing when the page is quick: it returns as soon as it holds.
+expect.set_options(timeout=30_000)
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 # This machine's network is closed: without the background-networking flags Chromium keeps
 # trying to reach Google's hosts.

@@ -131,7 +131,8 @@ async def test_a_pod_with_an_unknown_toleration_operator_is_422_invalid(sim_core
 @pytest.fixture(scope="module")
 def real_core(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     # a control plane of its own: the matching checks need the tainted node to be the only one
-    for kubeconfig in realk8s.start(tmp_path_factory.mktemp("realk8s") / "cp"):
+    where, unpacked = tmp_path_factory.mktemp("realk8s") / "cp", realk8s.binaries(tmp_path_factory)
+    for kubeconfig in realk8s.start(where, unpacked=unpacked):
         api = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
         realk8s.register_node(kubernetes.client.CoreV1Api(api), NODE, taints=[GPU_TAINT])
         yield kubernetes.client.CoreV1Api(api)

@@ -1,6 +1,5 @@
 """The kubelet in process mode: pods run as local processes on their own loopback address."""
 
-import asyncio
 import sys
 
 import pytest
@@ -180,9 +179,30 @@ async def test_pod_without_command_keeps_running_as_its_image_would(cluster):
             (p := cluster.pod("default", "nocmd")) and p["status"].get("phase") != "Pending" and p
         )
     )
-    await asyncio.sleep(0.3)
+    # a pod whose command ends at once, started after it, has ended: by then a process run for
+    # "nocmd" (with no command to run, it would fail at once) would have ended too
+    quick = server_pod("quick")
+    quick["spec"]["containers"][0].update(command=[sys.executable, "-c", "pass"], args=[])
+    cluster.store.create("pods", "default", quick)
+    await cluster.wait_for(
+        lambda: (
+            (cluster.pod("default", "quick") or {}).get("status", {}).get("phase") == "Succeeded"
+        )
+    )
     pod = cluster.pod("default", "nocmd")
     assert pod["status"]["phase"] == "Running"
     assert pod["status"]["containerStatuses"][0]["state"].keys() == {"running"}
     cluster.store.delete("pods", "default", "nocmd")
     await cluster.wait_for(lambda: cluster.pod("default", "nocmd") is None)
+
+
+def test_gpupool_sim_pod_nets_picks_the_pods_network(monkeypatch):
+    from jupyter_gpupool.sim.kubelet import POD_NETS_ENV, IPAllocator
+
+    monkeypatch.setenv(POD_NETS_ENV, "77-77")
+    ips = IPAllocator()
+    assert [ips.allocate() for _ in range(2)] == ["127.77.0.2", "127.77.0.3"]
+    for bad in ("77", "0-10", "10-255", "9-8", "a-b"):
+        monkeypatch.setenv(POD_NETS_ENV, bad)
+        with pytest.raises(ValueError, match=f"GPUPOOL_SIM_POD_NETS={bad!r}: expected LOW-HIGH"):
+            IPAllocator()

@@ -158,7 +158,8 @@ def sim_cluster_spec() -> ClusterSpec:
 def real_scheduling_core(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A control plane of its own (the messages count every node, so no other test's nodes may
     be there), with the simulator's five nodes registered."""
-    for kubeconfig in realk8s.start(tmp_path_factory.mktemp("realk8s") / "cp"):
+    where, unpacked = tmp_path_factory.mktemp("realk8s") / "cp", realk8s.binaries(tmp_path_factory)
+    for kubeconfig in realk8s.start(where, unpacked=unpacked):
         api = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
         core = kubernetes.client.CoreV1Api(api)
         realk8s.register_node(core, "big", gpus=4, labels={"pool": "a"})

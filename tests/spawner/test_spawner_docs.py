@@ -49,6 +49,7 @@ async def test_settings_are_checked_with_a_message(spawner, name, value, message
     assert message in str(e.value)
 
 
+@pytest.mark.quiet  # the ratio of two single spawns of about 0.1 s, one after the other
 def test_the_spawn_benchmark_prints_one_json_line():
     out = subprocess.run(
         [
