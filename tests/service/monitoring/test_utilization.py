@@ -127,8 +127,14 @@ async def test_the_dcgm_source_reads_the_simulators_exporter_through_the_api_ser
     b = await admin.admit(user="bob", groups=["ml-research"], pools=["training-pool"], gpus=1)
     await start_pod(cluster, b, "bob-nb")
     cluster.set_gpu_utilization("default", "alice-nb", 80)
+    # a poll in flight when the utilization was set may bring the page from before it: the
+    # second poll counted from now began after it
+    utilization = service.ctx.utilization
+    after = utilization.polls + 2
 
     async def measured() -> dict | None:
+        if utilization.polls < after:
+            return None
         rows = {r["name"]: r for r in await admin.servers()}
         if rows["alice-nb"]["gpu_utilization"] is None or rows["bob-nb"]["gpus_measured"] is None:
             return None
