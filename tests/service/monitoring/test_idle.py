@@ -85,7 +85,14 @@ async def test_an_idle_server_is_warned_then_stopped_and_a_busy_one_keeps_runnin
         "due_at": T0 + 20,
         "action": "stop",
     }
-    assert (await rows(admin))["dave-nb"]["idle"] is None  # 80%: busy
+
+    # 80%: busy. A poll in flight when his utilization was set brings 0% (idle since T0): the
+    # first one that reads his 80% ends that
+    async def dave_busy() -> dict | None:
+        row = (await rows(admin))["dave-nb"]
+        return row if row["gpu_utilization"] == 80 and row["idle"] is None else None
+
+    await async_wait_for(dave_busy, what="dave measured busy, not idle", timeout=10)
 
     now[0] = T0 + 11  # within the warning
     carol = await polled_at(admin, "carol-nb", now[0])
