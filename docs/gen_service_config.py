@@ -103,7 +103,6 @@ ORDER = (
     "history_interval",
     "history_hours",
     "db_url",
-    "durable_timeout",
     "history_raw_days",
     "history_days",
     "queue_heartbeat",
