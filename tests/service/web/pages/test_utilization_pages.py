@@ -49,8 +49,12 @@ from jupyter_gpupool.service.web.pages.templating import make_environment
 POOL = "training-pool"
 DCGM = {"utilization_source": "dcgm", "dcgm_urls": ["/sim/v1/dcgm/metrics"]}
 #: A poll every half second: a measurement is stale after 1.5 s, more than a loaded machine
-#: takes between two polls.
+#: takes between two polls (the stale test waits for that).
 INTERVAL = 0.5
+#: The test that reads every page at leisure polls every 2 s: its measurements stay fresh for
+#: 6 s after a poll. At 0.5 s, a loaded CI machine once let one go stale between two pages
+#: (the *My GPUs* cell read "—").
+LEISURE = 2.0
 
 
 def sample_now(service: Running) -> None:
@@ -122,7 +126,7 @@ def metric(metrics: str, name: str, pool: str) -> float | None:
 
 async def test_pages_metrics_and_history_show_what_the_gpus_do(start_service):
     """Two GPUs at 50% and one at 0%: 1 GPU busy of 3 in use, on every page that shows it."""
-    service = await start_service(**DCGM, utilization_interval=INTERVAL)
+    service = await start_service(**DCGM, utilization_interval=LEISURE)
     want = {"alice-nb": ("alice", 2, 50), "bob-nb": ("bob", 1, 0)}
     await start_servers(service, want)
     rows = await measured_rows(service, want)
