@@ -103,6 +103,7 @@ ORDER = (
     "history_interval",
     "history_hours",
     "db_url",
+    "durable_timeout",
     "history_raw_days",
     "history_days",
     "queue_heartbeat",

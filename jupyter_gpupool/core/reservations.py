@@ -19,7 +19,7 @@ All aggregate lookups are O(1): admission reads them for every pool it considers
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 
@@ -66,6 +66,8 @@ class Reservations:
         self._user_total: dict[str, int] = {}
         self._heap: list[tuple[float, int, str]] = []
         self._seq = 0
+        #: Told of each reservation dropped (released, expired, its pod bound or gone)
+        self.on_release: Callable[[Reservation], None] | None = None
 
     # --- changing --------------------------------------------------------------------------------
 
@@ -93,6 +95,8 @@ class Reservations:
             self._count_quota(entry.reservation, -1)
         if entry.holds_node:
             self._count_node(entry.reservation, -1)
+        if self.on_release is not None:
+            self.on_release(entry.reservation)
         return entry.reservation
 
     def observe(self, admission_id: str, state: str) -> None:

@@ -1,5 +1,5 @@
-"""The service's tables: usage samples, the ledger of server sessions, the admin change log and
-the fair queue's entries.
+"""The service's tables: usage samples, the ledger of server sessions, the admin change log, the
+fair queue's entries and the admissions' reservations.
 
 Times are seconds since the epoch (UTC), as floats: the same numbers the service's clock gives and
 the API answers with, on SQLite and PostgreSQL alike. The schema is versioned by alembic
@@ -101,3 +101,22 @@ class QueueEntry(Base):
     state: Mapped[str] = mapped_column(String(16), index=True)
     #: When it left the line (None while it waits)
     ended: Mapped[float | None] = mapped_column(Float, nullable=True, index=True)
+
+
+class ReservationRow(Base):
+    """GPUs an admission holds until its pod shows up (a
+    :class:`~jupyter_gpupool.core.reservations.Reservation`): kept so that what was promised
+    survives a crash of the service (issue 27). Written before the admission is answered."""
+
+    __tablename__ = "reservations"
+
+    admission_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    pool: Mapped[str] = mapped_column(String(255))
+    #: The node its GPUs are held on (None: no node is held)
+    node: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    gpus: Mapped[int] = mapped_column(Integer)
+    user: Mapped[str] = mapped_column(String(255))
+    #: ``group:NAME`` or ``user:NAME``, the subject whose quota it counts against
+    charged: Mapped[str] = mapped_column(String(255))
+    over_quota: Mapped[bool] = mapped_column(Boolean)
+    expires_at: Mapped[float] = mapped_column(Float, index=True)

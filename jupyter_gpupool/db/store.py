@@ -1,12 +1,10 @@
 """The service's database: opened and upgraded at start, written from a thread of its own.
 
 ``Database(url).open()`` connects, brings the schema to the newest revision this code knows
-(alembic, :mod:`.migrations`) and starts the writer. Writes are queued and committed in batches by
-that thread, so the event loop never waits for the database: an admission is never slower, and
-never refused, because the database is slow or down. While it is down, writes wait in memory
-(at most ``max_queue``; the oldest samples go first) and are retried; ``healthy`` and
-``last_error`` say so, for the pages. Reads are plain blocking calls: the service runs them with
-``asyncio.to_thread``.
+(alembic, :mod:`.migrations`) and starts the writer (:mod:`.writer`): writes are queued and
+committed in batches by a thread of its own, and the durable ones (a reservation, a queue
+entry) give a future completed by their commit. Reads are plain blocking calls: the service
+runs them with ``asyncio.to_thread``.
 
 A database whose schema is newer than this code (a newer gpupool wrote it) is refused with
 :class:`SchemaTooNew`, before anything is written.
@@ -16,10 +14,8 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-import time
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +31,14 @@ from sqlalchemy.orm import Session
 
 from ..core.history import hourly_averages
 from ..core.utilization import hourly_busy
-from .models import ChangeRecord, QueueEntry, ServerSession, UsageSample
+from .models import ChangeRecord, QueueEntry, ReservationRow, ServerSession, UsageSample
+from .writer import DatabaseError, Writer, short_error
+
+__all__ = ["Database", "DatabaseError", "SchemaTooNew", "head_revision", "redacted", "upgrade"]
 
 log = logging.getLogger(__name__)
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
-Write = Callable[[Session], None]
 
 
 #: What a session is to the service (:meth:`Database.sessions`), in this order.
@@ -64,8 +62,17 @@ SESSION_FIELDS = (
 )
 
 
-class DatabaseError(Exception):
-    """The database cannot be used: the message says why and what to do."""
+#: A reservation's columns (:class:`~jupyter_gpupool.core.reservations.Reservation`'s fields).
+RESERVATION_FIELDS = (
+    "admission_id",
+    "pool",
+    "node",
+    "gpus",
+    "user",
+    "charged",
+    "over_quota",
+    "expires_at",
+)
 
 
 class SchemaTooNew(DatabaseError):
@@ -130,7 +137,7 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True)
 
 
-class Database:
+class Database(Writer):
     """The service's database (see the module docstring)."""
 
     def __init__(
@@ -141,27 +148,8 @@ class Database:
         max_queue: int = 100_000,
         retry_cap: float = 10.0,
     ):
+        super().__init__(batch_seconds=batch_seconds, max_queue=max_queue, retry_cap=retry_cap)
         self.url = url
-        self.batch_seconds = batch_seconds
-        self.max_queue = max_queue
-        self.retry_cap = retry_cap
-        self.engine: Engine | None = None
-        self.healthy = False
-        self.last_error = ""
-        self.dropped = 0  # writes given up while the database was down too long
-        self.written = 0
-        self._queue: deque[tuple[str, Write]] = deque()
-        self._cond = threading.Condition()
-        self._busy = False
-        self._in_flight = 0  # writes of the batch being committed
-        self._stopping = False
-        self._thread: threading.Thread | None = None
-
-    @property
-    def backlog(self) -> int:
-        """Writes queued or being committed: what a crash now would lose."""
-        with self._cond:
-            return len(self._queue) + (self._in_flight if self._busy else 0)
 
     @property
     def description(self) -> str:
@@ -180,99 +168,18 @@ class Database:
         except SchemaTooNew:
             raise
         except (SQLAlchemyError, OSError, CommandError, ValueError) as e:
-            self.last_error = _short(e)
-            raise DatabaseError(f"cannot use the database {self.description}: {_short(e)}") from e
-        self.healthy = True
-        self._thread = threading.Thread(target=self._write_loop, name="gpupool-db", daemon=True)
-        self._thread.start()
+            self.last_error = short_error(e)
+            raise DatabaseError(
+                f"cannot use the database {self.description}: {short_error(e)}"
+            ) from e
+        self.start_writer()
         return revisions
 
     def close(self, timeout: float = 10.0) -> None:
         """Write what is queued (for at most ``timeout`` seconds), then stop."""
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+        self.stop_writer(timeout)
         if self.engine is not None:
             self.engine.dispose()
-
-    def flush(self, timeout: float = 10.0) -> bool:
-        """Wait until every queued write is committed; False if that took over ``timeout``."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            self._cond.notify_all()
-            while self._queue or self._busy:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._cond.wait(min(left, 0.1))
-        return True
-
-    # --- the writer ------------------------------------------------------------------------------
-
-    def _put(self, kind: str, write: Write) -> None:
-        with self._cond:
-            self._queue.append((kind, write))
-            if len(self._queue) > self.max_queue:
-                self._drop_one()
-            self._cond.notify_all()
-
-    def _drop_one(self) -> None:
-        """Make room: the oldest sample goes first (a gap in a chart), else the oldest write."""
-        for i, (kind, _) in enumerate(self._queue):
-            if kind == "sample":
-                del self._queue[i]
-                break
-        else:
-            self._queue.popleft()
-        self.dropped += 1
-
-    def _write_loop(self) -> None:
-        delay = 0.5
-        while True:
-            with self._cond:
-                while not self._queue and not self._stopping:
-                    self._cond.wait()
-                if not self._queue and self._stopping:
-                    return
-                batch = list(self._queue)
-                self._queue.clear()
-                self._busy = True
-                self._in_flight = len(batch)
-            try:
-                assert self.engine is not None
-                with Session(self.engine) as session, session.begin():
-                    for _, write in batch:
-                        write(session)
-            except SQLAlchemyError as e:
-                with self._cond:
-                    self._queue.extendleft(reversed(batch))  # in order, before newer writes
-                    while len(self._queue) > self.max_queue:
-                        self._drop_one()
-                    self._busy = False
-                    self._cond.notify_all()
-                    if self.healthy or self.last_error != _short(e):
-                        log.error("database writes failed (will retry): %s", _short(e))
-                    self.healthy = False
-                    self.last_error = _short(e)
-                    if self._stopping:
-                        return
-                    self._cond.wait(delay)
-                delay = min(delay * 2, self.retry_cap)
-                continue
-            with self._cond:
-                if not self.healthy:
-                    log.info("database writes work again (%d written)", len(batch))
-                self.healthy = True
-                self.last_error = ""
-                self.written += len(batch)
-                self._busy = False
-                self._cond.notify_all()
-            delay = 0.5
-            if self.batch_seconds and not self._stopping:
-                time.sleep(self.batch_seconds)  # gather the next batch
 
     # --- writes (queued) -------------------------------------------------------------------------
 
@@ -334,9 +241,10 @@ class Database:
 
         self._put("session", write)
 
-    def queue_add(self, entry: Mapping[str, Any]) -> None:
+    def queue_add(self, entry: Mapping[str, Any], durable: bool = False) -> Future[None] | None:
         """A request is put in line (``entry``: ``id``, ``seq``, ``since``, ``user``,
-        ``groups`` and ``pools`` lists, ``gpus``, ``gpu_type``, ``server``, ``reclaim``)."""
+        ``groups`` and ``pools`` lists, ``gpus``, ``gpu_type``, ``server``, ``reclaim``);
+        ``durable``: the future of its commit."""
         row = QueueEntry(
             id=str(entry["id"]),
             seq=int(entry["seq"]),
@@ -355,7 +263,7 @@ class Database:
         def write(s: Session) -> None:
             s.merge(row)  # the same entry twice (a retried batch) is one row
 
-        self._put("queue", write)
+        return self._put("queue", write, durable)
 
     def queue_end(self, entry_id: str, state: str, at: float) -> None:
         """An entry left the line: ``admitted``, ``cancelled`` or ``expired`` (the latest end
@@ -367,6 +275,25 @@ class Database:
             )
 
         self._put("queue", write)
+
+    def reservation_add(self, fields: Mapping[str, Any]) -> Future[None] | None:
+        """An admission holds GPUs (``fields``: the columns of :class:`ReservationRow`, the
+        fields of a reservation): a durable write, the future of its commit."""
+        row = ReservationRow(**dict(fields))
+
+        def write(s: Session) -> None:
+            s.merge(row)  # the same admission again (admitted from the line anew) is one row
+
+        return self._put("reservation", write, durable=True)
+
+    def reservation_drop(self, admission_id: str) -> None:
+        """A reservation is released, expired, or its pod showed up (a plain write: a row
+        left over only holds GPUs until it expires or its pod is seen)."""
+
+        def write(s: Session) -> None:
+            s.execute(delete(ReservationRow).where(ReservationRow.admission_id == admission_id))
+
+        self._put("reservation", write)
 
     def seen_open(self, now: float) -> None:
         """Every open session was still running at ``now`` (one statement, however many; the
@@ -414,6 +341,7 @@ class Database:
             s.execute(delete(ServerSession).where(ServerSession.stopped < keep_after))
             s.execute(delete(ChangeRecord).where(ChangeRecord.time < keep_after))
             s.execute(delete(QueueEntry).where(QueueEntry.ended < keep_after))
+            s.execute(delete(ReservationRow).where(ReservationRow.expires_at < now))
 
         self._put("prune", write)
 
@@ -525,14 +453,19 @@ class Database:
                 for r in s.scalars(query)
             ]
 
+    def reservations(self, now: float) -> list[dict[str, Any]]:
+        """The reservations not expired at ``now`` (dicts of :data:`RESERVATION_FIELDS`), in
+        order of expiry."""
+        query = (
+            select(*(getattr(ReservationRow, f) for f in RESERVATION_FIELDS))
+            .where(ReservationRow.expires_at > now)
+            .order_by(ReservationRow.expires_at)
+        )
+        with self._read() as s:
+            return [dict(zip(RESERVATION_FIELDS, r, strict=True)) for r in s.execute(query)]
+
 
 def _select_sessions(fields: Sequence[str]) -> Select[Any]:
     """The sessions' ``fields`` as columns, not ORM objects: at 20,000 sessions the objects
     took 340 ms, the seven columns a report needs 50."""
     return select(*(getattr(ServerSession, f) for f in fields))
-
-
-def _short(e: BaseException) -> str:
-    """An error in one line: the driver's message without SQLAlchemy's background link."""
-    text = str(getattr(e, "orig", None) or e).strip().splitlines()
-    return (text[0] if text else type(e).__name__)[:300]

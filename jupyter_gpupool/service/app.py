@@ -217,6 +217,7 @@ class GPUPoolService(Application, GPUPoolSettings):
             hub=hub,
             kube=kube,
             reclaim_wait=self.reclaim_wait,
+            durable_timeout=self.durable_timeout,
         )
         desk.line = Line(desk, heartbeat=self.queue_heartbeat)
         return ServiceContext(
@@ -319,7 +320,8 @@ class GPUPoolService(Application, GPUPoolSettings):
 
     async def _remember(self, ctx: ServiceContext) -> None:
         """Open the database: the ledger takes up the sessions that were open, the change log
-        what it had, and both follow the cluster and the admins from now on."""
+        what it had, the desk the reservations that had not expired (what the service promised
+        before a crash), and all follow the cluster and the admins from now on."""
         records = ctx.records
         try:
             await records.open(ctx.state.index, ctx.kube.get_pod)
@@ -329,6 +331,7 @@ class GPUPoolService(Application, GPUPoolSettings):
             records.follow_budgets(ctx.state.registry.budgets)  # says they are not enforced
             return
         ctx.changes.load(await asyncio.to_thread(records.db.changes, 200))
+        await self._reserved(ctx)
         ctx.changes.sink = records.change
         ctx.view.on_pod = records.on_pod
         ctx.view.on_pods_reset = records.ledger.tick
@@ -343,6 +346,37 @@ class GPUPoolService(Application, GPUPoolSettings):
             line.take_up(await records.queued(clock.now() - ctx.desk.ttl))
             line.on_enqueue = records.queue_enqueued
             line.on_end = records.queue_ended
+
+    async def _reserved(self, ctx: ServiceContext) -> None:
+        """The reservations kept before a restart hold their GPUs again, but those whose pods
+        the first list showed (the index counts the pods); from now on every reservation is
+        written before its answer and deleted when dropped."""
+        records, reservations, index = ctx.records, ctx.state.reservations, ctx.state.index
+        try:
+            kept = await records.reserved(clock.now())
+        except Exception as e:
+            raise StartupError(
+                f"cannot read the reservations kept in the database: {e}; the service cannot "
+                "know what it promised before it stopped"
+            ) from None
+        seen = 0
+        for r in kept:
+            reservations.add(r)
+            pod = index.admission_state(r.admission_id)
+            if pod is not None:
+                reservations.observe(r.admission_id, pod)
+                seen += 1
+        if kept:
+            self.log.info(
+                "%d reservations taken up from the database (%d whose pods are seen)",
+                len(kept),
+                seen,
+            )
+        reservations.on_release = records.unreserve
+        ctx.desk.record = records.reserve
+        for r in kept:
+            if r.admission_id not in reservations:
+                records.unreserve(r)  # its pod was bound: the row goes
 
     def _listen(self, ctx: ServiceContext) -> None:
         # A spawn storm opens hundreds of connections at once; tornado's default backlog (128)

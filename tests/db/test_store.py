@@ -16,7 +16,13 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import create_engine, inspect, text
 
-from jupyter_gpupool.db.store import MIGRATIONS, Database, SchemaTooNew, head_revision
+from jupyter_gpupool.db.store import (
+    MIGRATIONS,
+    Database,
+    DatabaseError,
+    SchemaTooNew,
+    head_revision,
+)
 
 HOUR = 3600.0
 DAY = 86400.0
@@ -348,3 +354,69 @@ def test_a_revision_0003_database_keeps_the_line_and_how_entries_left_it(db_url)
         assert rows(db_url, "SELECT id FROM queue_entries ORDER BY seq") == [("a",), ("b",)]
     finally:
         db.close()
+
+
+# --- durable writes and the reservations (issue 27): schema revision 0005 ------------------------
+
+
+def reservation(aid: str, expires_at: float, **more: object) -> dict[str, object]:
+    fields: dict[str, object] = {
+        "admission_id": aid,
+        "pool": "dev-pool",
+        "node": "gpu-01",
+        "gpus": 2,
+        "user": "alice",
+        "charged": "group:team-a",
+        "over_quota": False,
+        "expires_at": expires_at,
+    }
+    return fields | more
+
+
+def test_a_durable_write_commits_at_once_and_concurrent_ones_share_a_commit(db_url):
+    """With a batch of 30 s, a durable write still commits at once (its future says so), and
+    plain writes queued before it go in the same commit; the reservations not expired come back
+    with every field, and a dropped one is gone."""
+    db = Database(db_url, batch_seconds=30)
+    db.open()
+    try:
+        db.add_change(1.0, "user admin", "first", "API")
+        assert db.flush(timeout=5)  # the writer now gathers the next batch for 30 s
+        db.add_change(2.0, "user admin", "plain", "API")
+        started = time.monotonic()
+        futures = [db.reservation_add(reservation(f"a{i}", 1000.0 + i)) for i in range(20)]
+        futures.append(db.reservation_add(reservation("old", 10.0, node=None)))
+        for f in futures:
+            assert f is not None
+            f.result(timeout=5)
+        assert time.monotonic() - started < 5, "a durable write waited for the batch"
+        assert rows(db_url, "SELECT what FROM changes ORDER BY time") == [("first",), ("plain",)]
+        back = db.reservations(now=500.0)
+        assert [r["admission_id"] for r in back] == [f"a{i}" for i in range(20)]
+        assert back[0] == reservation("a0", 1000.0)
+        db.reservation_drop("a3")
+        db.queue_add(entry("q", 1), durable=True).result(timeout=5)  # type: ignore[union-attr]
+        assert "a3" not in {r["admission_id"] for r in db.reservations(now=500.0)}
+    finally:
+        db.close()
+
+
+def test_a_durable_write_fails_when_the_database_cannot_take_it_and_is_not_retried():
+    """PostgreSQL down: the durable write's future fails (its waiter drops what it promised),
+    the plain writes wait and land when it is back, the failed durable write never does."""
+    with pg.running() as server:
+        db = Database(server.url, batch_seconds=0, retry_cap=0.5)
+        db.open()
+        try:
+            pg.stop(server)
+            db.add_change(2.0, "user admin", "while down", "API")
+            failed = db.reservation_add(reservation("lost", 1e12))
+            assert failed is not None
+            with pytest.raises(DatabaseError):
+                failed.result(timeout=30)
+            pg.start(server)
+            assert db.flush(timeout=30)
+        finally:
+            db.close()
+        assert rows(server.url, "SELECT what FROM changes") == [("while down",)]
+        assert rows(server.url, "SELECT count(*) FROM reservations") == [(0,)]

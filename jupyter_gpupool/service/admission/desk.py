@@ -7,6 +7,11 @@ serializes them and carries them out:
   two concurrent spawns never both see the same free GPUs.
 - **Reserved.** An admitted request holds its GPUs until the usage index sees its pod (by the
   admission label), it is released, or ``ttl`` seconds pass; :meth:`sweep` drops expired ones.
+- **Kept.** With a database, an admitted request's reservation (and a queued request's entry)
+  is written durably before the answer: the desk awaits the commit outside its lock (so
+  admissions share commits rather than wait in turn), for at most ``durable_timeout``
+  seconds; a write that fails or is late drops the reservation (or entry) and answers 503.
+  Nothing is promised that a crash could forget (issue 27).
 - **Reclaim.** When a request within quota only lacks room because borrowing (over-quota)
   servers hold the GPUs, the desk holds the node for the requester, asks JupyterHub to stop the
   victims (deleting the pod directly for pods the hub does not know), waits up to
@@ -20,6 +25,7 @@ import asyncio
 import logging
 import secrets
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import replace
 
 from ...core.admission import AdmissionRequest, Decision, ReclaimPlan, decide, user_subject
@@ -71,6 +77,7 @@ class AdmissionDesk:
         hub: HubAPI | None = None,
         kube: Kube | None = None,
         reclaim_wait: float = 30.0,
+        durable_timeout: float = 5.0,
     ):
         self.state = state
         self.metrics = metrics
@@ -78,6 +85,9 @@ class AdmissionDesk:
         self.hub = hub
         self.kube = kube
         self.reclaim_wait = reclaim_wait
+        self.durable_timeout = durable_timeout
+        #: Writes a reservation durably: the future of its commit (None: not kept, no wait)
+        self.record: Callable[[Reservation], Future[None] | None] | None = None
         self.lock = asyncio.Lock()
         #: Expired reservations dropped every second
         self.sweeper = Loop("admission.sweep", 1.0, self._sweep_round)
@@ -126,20 +136,30 @@ class AdmissionDesk:
             log.info("%d reservation(s) expired: %s", len(gone), [r.admission_id for r in gone])
         return gone
 
-    def _decide_and_reserve(self, request: AdmissionRequest) -> Decision:
-        """Under the lock: decide, and hold the GPUs of an admitted request. The line goes
-        first, and pools promised to requests waiting within quota take no borrower."""
+    def reserve(self, reservation: Reservation) -> Future[None] | None:
+        """Under the lock: hold ``reservation``, and start writing it (the future of its
+        commit, to await outside the lock before answering)."""
+        self.state.reservations.add(reservation)
+        return self.record(reservation) if self.record is not None else None
+
+    def _decide_and_reserve(
+        self, request: AdmissionRequest
+    ) -> tuple[Decision, Future[None] | None]:
+        """Under the lock: decide, and hold the GPUs of an admitted request (with the future
+        of the reservation's write). The line goes first, and pools promised to requests
+        waiting within quota take no borrower."""
         self.sweep()
         state = self.state.admission_state()
         if self.line is not None and self.line.waiting:
             self.line.pass_if_due()
             state = replace(state, promised=self.line.promised)
         decision = decide(request, state)
+        written = None
         if decision.admitted:
-            self.state.reservations.add(decision.reservation(clock.now() + self.ttl))
+            written = self.reserve(decision.reservation(clock.now() + self.ttl))
             if self.line is not None and self.line.waiting:
                 self.line.kick()  # the standings in line changed: their places are shown
-        return decision
+        return decision, written
 
     async def admit(self, request: AdmissionRequest, queue: bool = False) -> Outcome:
         """Admit ``request`` (its ``admission_id`` is set here when empty); with ``queue``, a
@@ -148,18 +168,60 @@ class AdmissionDesk:
             request = replace(request, admission_id=new_admission_id())
         self.check_pools(request)
         async with self.lock:
-            decision = self._decide_and_reserve(request)
+            decision, written = self._decide_and_reserve(request)
             if decision.admitted:
-                return self._admitted(decision)
-            plan = decision.reclaim
-            if plan is None:
-                return self._refused_or_queued(decision, queue)
-            hold = self.hold_for(request, plan)
+                outcome = self._admitted(decision, written)
+            elif decision.reclaim is None:
+                outcome = self._refused_or_queued(decision, queue)
+            else:
+                plan = decision.reclaim
+                hold = self.hold_for(request, plan)
+        if decision.admitted or decision.reclaim is None:
+            return await self.kept(outcome)
         outcome = await self._reclaim(request, decision, plan, hold)
         if outcome.status == 409 and queue:
             async with self.lock:
-                return self._refused_or_queued(outcome.decision, queue, outcome)
-        return outcome
+                outcome = self._refused_or_queued(outcome.decision, queue, outcome)
+        return await self.kept(outcome)
+
+    async def admitted_from_line(self, admission_id: str, outcome: Outcome) -> None:
+        """Before a spawner hears that the line admitted it: the reservation is in the
+        database. One that could not be written is dropped, the entry ends (503)."""
+        w = outcome.written
+        if w is None or (w.done() and not w.cancelled() and w.exception() is None):
+            return
+        try:
+            await self.kept(outcome)
+        except ApiError:
+            if self.line is not None:
+                async with self.lock:
+                    self.line.unrecorded(admission_id)
+            raise
+
+    async def kept(self, outcome: Outcome) -> Outcome:
+        """``outcome`` once what it promises is in the database (outside the lock: concurrent
+        admissions share one commit). A write that fails or takes over ``durable_timeout``
+        drops the reservation or the entry, and the answer is 503: nothing is promised that
+        a crash could forget."""
+        if outcome.written is None:
+            return outcome
+        try:
+            await asyncio.wait_for(asyncio.wrap_future(outcome.written), self.durable_timeout)
+            return outcome
+        except Exception as e:  # DatabaseError, or late (TimeoutError)
+            why = str(e) or f"no commit within {self.durable_timeout:g} s"
+        aid = outcome.decision.request.admission_id
+        async with self.lock:
+            if outcome.status == 202 and self.line is not None:
+                self.line.cancel(aid)
+            else:
+                self.release(aid)
+        log.error("admission %s could not be recorded, dropped: %s", aid, why)
+        raise ApiError(
+            503,
+            "the admission could not be recorded in the service's database "
+            f"({why}); nothing is held for it: try again in a moment",
+        )
 
     def _refused_or_queued(
         self, decision: Decision, queue: bool, outcome: Outcome | None = None
@@ -170,12 +232,12 @@ class AdmissionDesk:
         never = self.line.never(decision.request)
         if never is not None:
             return replace(refused, note="\n".join(x for x in (refused.note, never) if x))
-        waiting = self.line.enqueue(decision.request, decision)
-        return replace(refused, status=202, waiting=waiting)
+        waiting, written = self.line.enqueue(decision.request, decision)
+        return replace(refused, status=202, waiting=waiting, written=written)
 
-    def _admitted(self, decision: Decision, **kw: object) -> Outcome:
+    def _admitted(self, decision: Decision, written: Future[None] | None, **kw: object) -> Outcome:
         res = self.state.reservations.get(decision.request.admission_id)
-        return Outcome(201, decision, reservation=res, **kw)  # type: ignore[arg-type]
+        return Outcome(201, decision, reservation=res, written=written, **kw)  # type: ignore[arg-type]
 
     def release(self, admission_id: str) -> Reservation | None:
         released = self.state.reservations.release(admission_id)
@@ -230,13 +292,13 @@ class AdmissionDesk:
         names = ", ".join(f"{v.user}/{v.server}" if v.server else v.user for v in victims)
         freed = await self.reclaim_for(request, plan, hold)
         async with self.lock:
-            decision = self._decide_and_reserve(replace(request, reclaim=False))
+            decision, written = self._decide_and_reserve(replace(request, reclaim=False))
         note = (
             f"{plan.pool}: stopped {len(victims)} server{'s' if len(victims) != 1 else ''} "
             f"borrowing GPUs beyond their quota to give you your guaranteed GPUs: {names}"
         )
         if decision.admitted:
-            return self._admitted(decision, reclaimed=victims, note=note)
+            return self._admitted(decision, written, reclaimed=victims, note=note)
         if not freed:
             note += "; their GPUs are not free yet, try again in a moment"
         return Outcome(409, decision, reclaimed=victims, note=note)

@@ -13,7 +13,8 @@ passes that admit them.
 - A waiting request within quota whose GPUs are held by borrowers gets them back as an
   immediate one does: the desk stops the borrowers (reclaim) and the next pass admits it.
 - Entries are kept in the database when there is one (:attr:`on_enqueue` / :attr:`on_end`),
-  and taken up at start (:meth:`take_up`), so the line survives a restart. An entry taken up
+  and taken up at start (:meth:`take_up`), so the line survives a restart; an entry's insert
+  is durable, and its 202 waits for it (the desk awaits the future :meth:`enqueue` returns). An entry taken up
   keeps its place but is not admitted until its spawner asks for it again (its spawn may be
   gone with a hub restart); one nobody asks for within ``heartbeat`` is dropped, never admitted.
 """
@@ -25,6 +26,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -94,7 +96,8 @@ class Line:
         #: Its passes: on each kick, and every PASS_EVERY seconds
         self.loop = Loop("admission.line", PASS_EVERY, self._round, wake=self._kick)
         #: Told of each request put in line, and of each that left it (the database's copy)
-        self.on_enqueue: Callable[[Waiting], None] | None = None
+        #: (``on_enqueue`` returns the future of a durable insert, or None)
+        self.on_enqueue: Callable[[Waiting], Future[None] | None] | None = None
         self.on_end: Callable[[str, str], None] | None = None
         #: Seconds the last pass took, passes run, requests admitted from the line
         self.last_pass = 0.0
@@ -107,13 +110,15 @@ class Line:
         index = self.state.index
         return never_reason(request, self.state.admission_state(), index.largest_node_gpus)
 
-    def enqueue(self, request: AdmissionRequest, decision: Decision) -> Waiting:
-        """Put ``request`` (not admitted now: ``decision`` says why) in line; under the lock."""
+    def enqueue(
+        self, request: AdmissionRequest, decision: Decision
+    ) -> tuple[Waiting, Future[None] | None]:
+        """Put ``request`` (not admitted now: ``decision`` says why) in line; under the lock.
+        With it, the future of its durable insert (None without a database)."""
         self.seq += 1
         w = Waiting(request, self.seq, clock.now())
         self._add(w, decision.message)
-        if self.on_enqueue is not None:
-            self.on_enqueue(w)
+        written = self.on_enqueue(w) if self.on_enqueue is not None else None
         # others stand where they stood (a request in line uses no GPUs): only its own standing
         s = standing(w, self.state.admission_state())
         if not self._standings_stale:
@@ -128,7 +133,7 @@ class Line:
             ", ".join(pools_of(request, self.state.admission_state())),
             self.places.get(w.id, 0),
         )
-        return w
+        return w, written
 
     def _add(self, w: Waiting, reason: str) -> None:
         self.waiting[w.id] = w
@@ -197,6 +202,9 @@ class Line:
                 or not p.worth_deciding(w, s, may_reclaim)
             ):
                 continue
+            # taken up after a restart with the reservation it was admitted with before: that
+            # reservation is its own, not in its way (it gets a new one now, or waits on)
+            state.reservations.release(w.id)
             decision = decide(w.request, replace(state.admission_state(), promised=p.promised))
             if decision.admitted:
                 self._admit(w, decision)
@@ -235,10 +243,11 @@ class Line:
 
     def _admit(self, w: Waiting, decision: Decision) -> None:
         reservation = decision.reservation(clock.now() + self.desk.ttl)
-        self.state.reservations.add(reservation)
+        written = self.desk.reserve(reservation)
         self.dirty = True  # usage changed: the next decision passes again first
         self._standings_stale = True
-        self._end(w.id, ADMITTED, decision.message, Outcome(201, decision, reservation))
+        outcome = Outcome(201, decision, reservation, written=written)
+        self._end(w.id, ADMITTED, decision.message, outcome)
         self.admitted += 1
         self.desk.metrics.admissions.labels("admitted").inc()
         log.info(
@@ -295,6 +304,16 @@ class Line:
         self._end(admission_id, CANCELLED, "cancelled")
         self.kick()  # those behind move up
         return True
+
+    def unrecorded(self, admission_id: str) -> None:
+        """The line admitted it, but its reservation could not be written (the desk dropped
+        it): it ends, and its spawner is told to try again."""
+        self._end(
+            admission_id,
+            EXPIRED,
+            "admitted, but the admission could not be recorded in the service's database: "
+            "try again in a moment",
+        )
 
     def seen(self, admission_id: str) -> None:
         """Its spawner asked: it is still wanted."""

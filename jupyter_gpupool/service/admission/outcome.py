@@ -7,6 +7,7 @@ desk (which owns its line) and the line (which admits through the desk) stay fre
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -29,6 +30,8 @@ class Outcome:
     reclaimed: tuple[ServerUsage, ...] = ()
     note: str = ""
     waiting: Waiting | None = None
+    #: The durable write of its reservation (201) or entry (202): answered once it commits
+    written: Future[None] | None = None
 
     @property
     def message(self) -> str:
@@ -44,6 +47,8 @@ class Desk(Protocol):
     lock: asyncio.Lock
 
     def sweep(self) -> list[Reservation]: ...
+
+    def reserve(self, reservation: Reservation) -> Future[None] | None: ...
 
     def hold_for(self, request: AdmissionRequest, plan: ReclaimPlan) -> Reservation: ...
 

@@ -1,9 +1,12 @@
 """The service's memory: usage samples, the ledger of server sessions and the change log, kept
 in its database (``c.GPUPoolService.db_url``; :mod:`jupyter_gpupool.db`).
 
-Nothing here is on the admission path: writes are queued to the database's own thread, and a
-database that is down (or never came up) leaves admissions as they are; the pages and the
-history API say what is missing and why (:attr:`Records.problem`).
+Writes are queued to the database's own thread. Two are durable, because an answer promises
+them: a reservation (the 201) and a queue entry (the 202). Their futures (:meth:`reserve`,
+:meth:`queue_enqueued`) are awaited by the admission desk, outside its lock, before it answers;
+every other write is batched after the answer. A database that never came up leaves admissions
+as they are (answered at once, not durable); the pages and the history API say what is missing
+and why (:attr:`Records.problem`).
 """
 
 from __future__ import annotations
@@ -12,15 +15,17 @@ import asyncio
 import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from ...core import ledger
 from ...core.budgets import Budget
 from ...core.history import parse_range
 from ...core.queue import Waiting
+from ...core.reservations import Reservation
 from ...core.usage import UsageIndex
 from ...core.utilization import PodUtilization, busy_gpus
-from ...db.store import Database, DatabaseError, SchemaTooNew
+from ...db.store import RESERVATION_FIELDS, Database, DatabaseError, SchemaTooNew
 from .. import clock
 from ..admission.line import entry_of, waiting_from_row
 from ..errors import ApiError
@@ -162,9 +167,11 @@ class Records:
 
     # --- the fair queue's entries ---------------------------------------------------------------
 
-    def queue_enqueued(self, w: Waiting) -> None:
+    def queue_enqueued(self, w: Waiting) -> Future[None] | None:
+        """A request put in line: the future of its durable insert."""
         if self.db is not None and self.ledger is not None:
-            self.db.queue_add(entry_of(w))
+            return self.db.queue_add(entry_of(w), durable=True)
+        return None
 
     def queue_ended(self, admission_id: str, how: str) -> None:
         if self.db is not None and self.ledger is not None:
@@ -184,6 +191,29 @@ class Records:
             log.error("cannot read the queue's entries; the line starts empty: %s", e)
             return []
         return [waiting_from_row(r) for r in rows]
+
+    # --- the admissions' reservations ------------------------------------------------------------
+
+    def reserve(self, r: Reservation) -> Future[None] | None:
+        """An admission holds GPUs: the future of its durable insert (None without a
+        database: nothing to wait for)."""
+        if self.db is not None and self.ledger is not None:
+            return self.db.reservation_add({f: getattr(r, f) for f in RESERVATION_FIELDS})
+        return None
+
+    def unreserve(self, r: Reservation) -> None:
+        """A reservation was dropped (released, expired, its pod seen): its row goes, batched."""
+        if self.db is not None and self.ledger is not None:
+            self.db.reservation_drop(r.admission_id)
+
+    async def reserved(self, now: float) -> list[Reservation]:
+        """At start: the reservations that had not expired at ``now``. A database that cannot
+        answer stops the start: the service cannot know what it promised."""
+        if not self.available:
+            return []
+        assert self.db is not None
+        rows = await asyncio.to_thread(self.db.reservations, now)
+        return [Reservation(**r) for r in rows]
 
     # --- what the pages and the API read ---------------------------------------------------------
 

@@ -55,12 +55,34 @@ class DatabaseSettings(HasTraits):
         PostgreSQL (``pip install jupyter_gpupool[postgresql]``), e.g.
         ``postgresql+psycopg://gpupool:PASSWORD@postgres:5432/gpupool``. The schema is
         upgraded when the service starts (and logged); a database written by a newer gpupool
-        is refused. A database that cannot be reached is logged and left out: admissions go on,
-        the pages say what is missing. An empty value keeps nothing.
+        is refused. A database that cannot be reached at start is logged and left out:
+        admissions go on (not durable), the pages say what is missing. An empty value keeps
+        nothing, and admissions are then answered at once but forgotten by a crash.
+
+        With a database, an admission's reservation (201) and a queued request's place (202)
+        are committed before the answer (``durable_timeout``), so a crash of the service
+        forgets nothing it promised.
 
         Example::
 
             c.GPUPoolService.db_url = "postgresql+psycopg://gpupool@db:5432/gpupool"
+        """,
+    ).tag(config=True)
+
+    durable_timeout = Float(
+        5.0,
+        help="""How long, in seconds, an admission waits for its reservation (or its place in
+        line) to be committed to the database (``db_url``) before it is answered.
+
+        Nothing is promised before it is durable: an admission whose write fails, or does not
+        commit within this time, is dropped and answered 503 ("could not be recorded... try
+        again"), so that a crash of the service never forgets GPUs it promised. Concurrent
+        admissions share one commit; a healthy database commits in milliseconds. Without a
+        database (``db_url = ""``) admissions are answered at once and are not durable.
+
+        Example::
+
+            c.GPUPoolService.durable_timeout = 2
         """,
     ).tag(config=True)
 
@@ -84,6 +106,8 @@ class DatabaseSettings(HasTraits):
         """,
     ).tag(config=True)
 
-    @validate("history_interval", "history_hours", "history_raw_days", "history_days")
+    @validate(
+        "history_interval", "history_hours", "history_raw_days", "history_days", "durable_timeout"
+    )
     def _positive_history(self, proposal: Any) -> float:
         return more_than_zero(proposal)

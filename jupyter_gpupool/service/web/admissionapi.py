@@ -165,7 +165,12 @@ class AdmissionHandler(APIHandler):
         return res
 
     async def get(self, admission_id: str) -> None:
-        async with self.ctx.desk.lock:
+        desk = self.ctx.desk
+        found = desk.line.lookup(admission_id) if desk.line is not None else None
+        if not isinstance(found, Waiting) and found is not None and found.outcome is not None:
+            # admitted from the line: answered once its reservation is in the database
+            await desk.admitted_from_line(admission_id, found.outcome)
+        async with desk.lock:
             in_line = self._in_line(admission_id)
         if in_line is not None:
             self.write_json(in_line)

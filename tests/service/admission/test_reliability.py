@@ -275,15 +275,21 @@ async def test_killing_the_service_during_a_burst_loses_nothing(pools_dir, hub, 
             timeout=10,
         )
         assert total == len(cluster.store.list("pods", "default")[0])
-        assert total <= 32
+        # An admission committed as the service was killed, whose answer never came (its
+        # spawner asked again), is still held after the restart (issue 27: what was promised
+        # is kept) until its reservation expires: those alone are left behind.
+        answered = {a["id"] for a in admitted_before + admitted_after}
+        unheard: list[dict] = []
 
-        # usage equals what the cluster says, and no reservation is left behind
+        # usage equals what the cluster says, and no reservation is left behind but those
         async def settled(core) -> bool:
             usage = await admin.usage()
             fresh = await recount(core)
+            unheard[:] = await admin.admissions()
             return (
-                usage["users"] == fresh["users"]
-                and usage["reservations"] == {"count": 0, "gpus": 0}
+                not any(r["id"] in answered for r in unheard)
+                and usage["users"] == fresh["users"]
+                and usage["reservations"] == {"count": len(unheard), "gpus": len(unheard)}
                 and next(p for p in usage["pools"] if p["name"] == POOL)["gpu_used"]
                 == sum(n["gpu_used"] for n in fresh["nodes"].values() if n["pool"] == POOL)
                 and await service_says(admin) == fresh
@@ -294,9 +300,10 @@ async def test_killing_the_service_during_a_burst_loses_nothing(pools_dir, hub, 
             while not await settled(core):
                 assert time.monotonic() < deadline, (await admin.usage(), await recount(core))
                 await asyncio.sleep(0.1)
-        assert await admin.admissions() == []
+        assert [r["id"] for r in await admin.admissions()] == [r["id"] for r in unheard]
+        assert total + len(unheard) <= 32
         # and admissions go on
-        if total < 32:
+        if total + len(unheard) < 32:
             await admin.admit(user="late", pools=[POOL], gpus=1, groups=[])
         await admin.close()
         svc.stop()
@@ -306,6 +313,7 @@ async def test_killing_the_service_during_a_burst_loses_nothing(pools_dir, hub, 
             admitted_after_restart=len(admitted_after),
             failed_calls_while_down=errors,
             pods=total,
+            held_unheard=len(unheard),
             capacity=32,
             **report_restart,
         )

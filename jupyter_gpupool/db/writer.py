@@ -1,0 +1,195 @@
+"""The database's writer: a thread that commits queued writes in batches (:class:`Writer`,
+which :class:`~jupyter_gpupool.db.store.Database` is).
+
+Writes are queued and committed in batches every ``batch_seconds`` by the thread, so the event
+loop never waits for the database. While it is down, writes wait in memory (at most
+``max_queue``; the oldest samples go first) and are retried; ``healthy`` and ``last_error`` say
+so.
+
+A **durable** write (``durable=True``: the reservations and the queue's entries) returns a
+:class:`concurrent.futures.Future`, completed once its batch has committed, or failed with
+:class:`DatabaseError` when the batch could not be committed (it is not retried: whoever waits
+on it drops what it stands for). While a durable write waits the writer commits at once, not
+after ``batch_seconds``: the durable writes that arrive meanwhile share one commit (group
+commit). A write whose future was cancelled before its batch began (its waiter gave up) is
+skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
+
+log = logging.getLogger("jupyter_gpupool.db.store")
+
+Write = Callable[[Session], None]
+#: A queued write: its kind, the write, and its future when it is durable.
+Queued = tuple[str, Write, "Future[None] | None"]
+
+
+class DatabaseError(Exception):
+    """The database cannot be used: the message says why and what to do."""
+
+
+class Writer:
+    """The queue of writes and the thread that commits them (see the module docstring)."""
+
+    def __init__(self, *, batch_seconds: float, max_queue: int, retry_cap: float):
+        self.batch_seconds = batch_seconds
+        self.max_queue = max_queue
+        self.retry_cap = retry_cap
+        self.engine: Engine | None = None
+        self.healthy = False
+        self.last_error = ""
+        self.dropped = 0  # writes given up while the database was down too long
+        self.written = 0
+        self._queue: deque[Queued] = deque()
+        self._durable = 0  # durable writes queued: the writer commits at once
+        self._cond = threading.Condition()
+        self._busy = False
+        self._in_flight = 0  # writes of the batch being committed
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    @property
+    def backlog(self) -> int:
+        """Writes queued or being committed: what a crash now would lose."""
+        with self._cond:
+            return len(self._queue) + (self._in_flight if self._busy else 0)
+
+    def start_writer(self) -> None:
+        self.healthy = True
+        self._thread = threading.Thread(target=self._write_loop, name="gpupool-db", daemon=True)
+        self._thread.start()
+
+    def stop_writer(self, timeout: float) -> None:
+        """Write what is queued (for at most ``timeout`` seconds), then stop the thread."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every queued write is committed; False if that took over ``timeout``."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            self._cond.notify_all()
+            while self._queue or self._busy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(min(left, 0.1))
+        return True
+
+    def _put(self, kind: str, write: Write, durable: bool = False) -> Future[None] | None:
+        future: Future[None] | None = Future() if durable else None
+        with self._cond:
+            self._queue.append((kind, write, future))
+            if durable:
+                self._durable += 1
+            if len(self._queue) > self.max_queue:
+                self._drop_one()
+            self._cond.notify_all()
+        return future
+
+    def _drop_one(self) -> None:
+        """Make room: the oldest sample goes first (a gap in a chart), else the oldest plain
+        write (a durable one is failed only when nothing else is left)."""
+        for i, (kind, _, _f) in enumerate(self._queue):
+            if kind == "sample":
+                del self._queue[i]
+                break
+        else:
+            for i, (_, _, future) in enumerate(self._queue):
+                if future is None:
+                    del self._queue[i]
+                    break
+            else:
+                _, _, future = self._queue.popleft()
+                self._durable -= 1
+                if future is not None and future.set_running_or_notify_cancel():
+                    future.set_exception(DatabaseError("too many writes wait for the database"))
+        self.dropped += 1
+
+    def _write_loop(self) -> None:
+        delay = 0.5
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopping:
+                    self._cond.wait()
+                if not self._queue and self._stopping:
+                    return
+                batch = list(self._queue)
+                self._queue.clear()
+                self._durable = 0
+                self._busy = True
+                self._in_flight = len(batch)
+            # a durable write whose waiter gave up before now is skipped; the others can no
+            # longer be cancelled
+            batch = [
+                (kind, write, future)
+                for kind, write, future in batch
+                if future is None or future.set_running_or_notify_cancel()
+            ]
+            try:
+                assert self.engine is not None
+                with Session(self.engine) as session, session.begin():
+                    for _, write, _ in batch:
+                        write(session)
+            except SQLAlchemyError as e:
+                failed = DatabaseError(f"the database did not take the write: {short_error(e)}")
+                for _, _, future in batch:
+                    if future is not None:
+                        future.set_exception(failed)
+                with self._cond:
+                    # the plain writes again, in order, before newer writes; the durable ones
+                    # are failed above: their waiters drop what they stand for
+                    self._queue.extendleft(reversed([w for w in batch if w[2] is None]))
+                    while len(self._queue) > self.max_queue:
+                        self._drop_one()
+                    self._busy = False
+                    self._cond.notify_all()
+                    if self.healthy or self.last_error != short_error(e):
+                        log.error("database writes failed (will retry): %s", short_error(e))
+                    self.healthy = False
+                    self.last_error = short_error(e)
+                    if self._stopping:
+                        return
+                    # a durable write tries at once: its waiter has a deadline
+                    self._cond.wait_for(lambda: self._durable > 0 or self._stopping, delay)
+                delay = min(delay * 2, self.retry_cap)
+                continue
+            with self._cond:
+                if not self.healthy:
+                    log.info("database writes work again (%d written)", len(batch))
+                self.healthy = True
+                self.last_error = ""
+                self.written += len(batch)
+                self._busy = False
+                self._cond.notify_all()
+            for _, _, future in batch:
+                if future is not None:
+                    future.set_result(None)
+            delay = 0.5
+            if self.batch_seconds:
+                # gather the next batch, unless a durable write waits (it commits at once)
+                with self._cond:
+                    self._cond.wait_for(
+                        lambda: self._durable > 0 or self._stopping, self.batch_seconds
+                    )
+
+
+def short_error(e: BaseException) -> str:
+    """An error in one line: the driver's message without SQLAlchemy's background link."""
+    text = str(getattr(e, "orig", None) or e).strip().splitlines()
+    return (text[0] if text else type(e).__name__)[:300]
