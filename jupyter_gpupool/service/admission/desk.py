@@ -233,7 +233,8 @@ class AdmissionDesk:
         if never is not None:
             return replace(refused, note="\n".join(x for x in (refused.note, never) if x))
         waiting, written = self.line.enqueue(decision.request, decision)
-        return replace(refused, status=202, waiting=waiting, written=written)
+        place = self.line.row(waiting)
+        return replace(refused, status=202, waiting=waiting, place=place, written=written)
 
     def _admitted(self, decision: Decision, written: Future[None] | None, **kw: object) -> Outcome:
         res = self.state.reservations.get(decision.request.admission_id)

@@ -99,6 +99,9 @@ class Line:
         #: (``on_enqueue`` returns the future of a durable insert, or None)
         self.on_enqueue: Callable[[Waiting], Future[None] | None] | None = None
         self.on_end: Callable[[str, str], None] | None = None
+        #: Entries whose insert is not committed yet: in line, but not shown in the line's
+        #: listings (a place shown is a place kept; their spawner has not heard of it either)
+        self.unkept: dict[str, Future[None]] = {}
         #: Seconds the last pass took, passes run, requests admitted from the line
         self.last_pass = 0.0
         self.passes = 0
@@ -119,6 +122,8 @@ class Line:
         w = Waiting(request, self.seq, clock.now())
         self._add(w, decision.message)
         written = self.on_enqueue(w) if self.on_enqueue is not None else None
+        if written is not None:
+            self.unkept[w.id] = written
         # others stand where they stood (a request in line uses no GPUs): only its own standing
         s = standing(w, self.state.admission_state())
         if not self._standings_stale:
@@ -278,6 +283,7 @@ class Line:
         self.asked.pop(admission_id, None)
         self.unconfirmed.discard(admission_id)
         self.reasons.pop(admission_id, None)
+        self.unkept.pop(admission_id, None)
         self.ended[admission_id] = Ended(how, clock.now(), message, outcome)
         if self.on_end is not None:
             self.on_end(admission_id, how)
@@ -349,9 +355,23 @@ class Line:
     def lookup(self, admission_id: str) -> Waiting | Ended | None:
         return self.waiting.get(admission_id) or self.ended.get(admission_id)
 
+    def kept(self, w: Waiting) -> bool:
+        """Whether ``w``'s place is in the database (or there is none): shown in listings."""
+        written = self.unkept.get(w.id)
+        if written is None:
+            return True
+        if not written.done() or written.cancelled() or written.exception() is not None:
+            return False  # a failed insert: the desk is about to end the entry
+        del self.unkept[w.id]
+        return True
+
     def rows(self, user: str | None = None) -> list[dict[str, Any]]:
-        """The line in order (``user``'s entries only when given)."""
-        entries = [w for w in self.waiting.values() if user is None or w.request.user == user]
+        """The line in order (``user``'s entries only when given), entries kept only."""
+        entries = [
+            w
+            for w in self.waiting.values()
+            if (user is None or w.request.user == user) and self.kept(w)
+        ]
         last = Standing(False, float("inf"))
         entries.sort(key=lambda w: self.standings.get(w.id, last).key(w.seq))
         return [self.row(w) for w in entries]
@@ -360,7 +380,9 @@ class Line:
         """Per pool, the requests waiting for it."""
         out: dict[str, int] = {}
         base = self.state.admission_state()
-        for w in self.waiting.values():
+        for w in list(self.waiting.values()):
+            if not self.kept(w):
+                continue
             for p in pools_of(w.request, base):
                 out[p] = out.get(p, 0) + 1
         return out

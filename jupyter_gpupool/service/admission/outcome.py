@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from ...core.admission import AdmissionRequest, Decision, ReclaimPlan
 from ...core.queue import Waiting
@@ -30,6 +30,9 @@ class Outcome:
     reclaimed: tuple[ServerUsage, ...] = ()
     note: str = ""
     waiting: Waiting | None = None
+    #: A 202's body, its place in line as of when it was put there (under the desk's lock:
+    #: by the time its entry is committed, a pass may have moved or admitted it)
+    place: dict[str, Any] | None = None
     #: The durable write of its reservation (201) or entry (202): answered once it commits
     written: Future[None] | None = None
 

@@ -75,10 +75,9 @@ class AdmissionsHandler(APIHandler):
             metrics.admissions.labels("admitted").inc()
             self.write_json(admitted_body(outcome), status=201)
             return
-        line = self.ctx.desk.line
-        if outcome.status == 202 and outcome.waiting is not None and line is not None:
+        if outcome.status == 202 and outcome.place is not None:
             metrics.admissions.labels("queued").inc()
-            self.write_json(line.row(outcome.waiting), status=202)
+            self.write_json(outcome.place, status=202)
             return
         metrics.admissions.labels("rejected").inc()
         # A refusal is an answer, not a failure of the service: written as one, without the
