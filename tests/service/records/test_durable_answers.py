@@ -6,6 +6,7 @@ place and answers 503; the reservations come back at start, less those whose pod
 
 from __future__ import annotations
 
+import asyncio
 import time
 from concurrent.futures import Future
 from typing import Any
@@ -105,3 +106,76 @@ async def test_an_admission_the_database_does_not_take_is_dropped_and_answered_5
         await admin.admit(user="carol", groups=["students"], pools=["dev-pool"], gpus=1, queue=True)
     assert unrecorded.value.status == 503
     assert (await admin.queue())["queue"] == []
+
+
+async def test_a_place_is_shown_in_the_line_only_once_it_is_kept(db_url, start_service):
+    """While a queued request's entry is not committed, no listing shows it (its spawner has
+    no id to cancel it by yet, and a crash would forget it); once it is, its 202 and the line
+    show the same place."""
+
+    service = await start_service(db_url=db_url, **FAST)
+    db, admin = service.ctx.records.db, service.admin()
+    await full_dev_pool(admin)
+    commit: Future[None] = Future()
+    real_add = db.queue_add
+
+    def held_back(*args: Any, **kw: Any) -> Future[None]:
+        real_add(*args, **kw)  # written as ever; its commit is reported when the test says
+        return commit
+
+    db.queue_add = held_back
+    answer = asyncio.ensure_future(
+        admin.admit(user="carol", groups=["students"], pools=["dev-pool"], gpus=1, queue=True)
+    )
+    deadline = time.monotonic() + 10
+    while not service.ctx.desk.line.waiting:  # in line, in memory
+        assert time.monotonic() < deadline, "carol never reached the line"
+        await asyncio.sleep(0.05)
+    listed = await admin.queue()
+    assert listed["queue"] == [] and listed["pools"] == {}
+    assert not answer.done()
+    commit.set_result(None)
+    carol = await asyncio.wait_for(answer, 10)
+    assert carol["queued"] and carol["position"] == 1
+    listed = await admin.queue()
+    assert [(r["id"], r["position"]) for r in listed["queue"]] == [(carol["id"], 1)]
+    assert listed["pools"] == {"dev-pool": 1}
+
+
+async def test_a_202_says_the_place_it_was_given_even_if_admitted_before_its_commit(
+    db_url, start_service
+):
+    """The line admits an entry while its insert is still being committed: its 202 still says
+    the place it was given (not a place-less row), and asking for it then says admitted."""
+
+    service = await start_service(db_url=db_url, **FAST)
+    db, admin = service.ctx.records.db, service.admin()
+    await full_dev_pool(admin)
+    commit: Future[None] = Future()
+    real_add = db.queue_add
+
+    def held_back(*args: Any, **kw: Any) -> Future[None]:
+        real_add(*args, **kw)
+        return commit
+
+    db.queue_add = held_back
+    answer = asyncio.ensure_future(
+        admin.admit(user="carol", groups=["students"], pools=["dev-pool"], gpus=2, queue=True)
+    )
+    line = service.ctx.desk.line
+    deadline = time.monotonic() + 10
+    while not line.waiting:
+        assert time.monotonic() < deadline, "carol never reached the line"
+        await asyncio.sleep(0.05)
+    [carol_id] = list(line.waiting)
+    for held in await admin.admissions():
+        await admin.release(held["id"])  # dev-pool empties: the next pass admits carol
+    while carol_id in line.waiting:
+        assert time.monotonic() < deadline, "the line never admitted carol"
+        await asyncio.sleep(0.05)
+    commit.set_result(None)
+    carol = await asyncio.wait_for(answer, 10)
+    assert carol["queued"] and carol["position"] == 1
+    assert carol["message"] == "waiting for 2 GPUs: position 1 in line for dev-pool"
+    after = await admin.admission(carol_id)
+    assert after["state"] == "admitted" and after["pool"] == "dev-pool"
