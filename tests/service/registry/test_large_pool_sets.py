@@ -66,20 +66,25 @@ async def test_a_change_parses_its_own_texts_only(start_service, pools_dir):
     await admin.request(
         "POST", "api/v1/pools", text=pools_body(300), content_type="application/yaml"
     )
-    parsed: list[str] = []
-    real = yamldoc.load_documents
+    parsed: list[tuple[str, str]] = []
+    real, real_written = yamldoc.load_documents, yamldoc.load_written_document
 
     def counting(text, file="<string>", max_documents=None):
-        parsed.append(file)
+        parsed.append(("checked", file))
         return real(text, file, max_documents)
+
+    def counting_written(text, file):
+        parsed.append(("written", file))
+        return real_written(text, file)
 
     with pytest.MonkeyPatch.context() as m:
         m.setattr(documents, "load_documents", counting)
+        m.setattr(documents, "load_written_document", counting_written)
         await admin.request(
             "POST", "api/v1/pools", text=pools_body(1, "one"), content_type="application/yaml"
         )
-    # the body, and the one file written for it; not the 304 files already loaded
-    assert parsed == ["<request>", str(pools_dir / "one-0.yaml")]
+    # the body, checked, and the one file written for it; not the 304 files already loaded
+    assert parsed == [("checked", "<request>"), ("written", str(pools_dir / "one-0.yaml"))]
     assert len(service.ctx.state.registry.pools) == 305
 
 
