@@ -5,6 +5,7 @@ store again), and the work runs off the event loop, so admissions are answered m
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 
@@ -115,3 +116,36 @@ async def test_admissions_are_answered_while_a_change_is_worked_out(start_servic
     assert not change.done()
     await change
     assert "p-2" in service.ctx.state.registry.pools
+
+
+@pytest.mark.parametrize("syncfs", ["syncfs", "an fsync per file"])
+def test_many_files_are_written_whole_and_nothing_else_is_left(tmp_path, monkeypatch, syncfs):
+    """A change of many files (synced together) leaves each with its text, replaces the files
+    it rewrites, and leaves no temporary file behind; a rename that fails leaves the files that
+    were there as they were and removes its temporary files."""
+    from jupyter_gpupool.service.registry import store
+
+    if syncfs != "syncfs":
+        monkeypatch.setattr(store, "_syncfs", lambda: None)
+    (tmp_path / "p3.yaml").write_text("old\n")
+    texts = {str(tmp_path / f"p{i}.yaml"): f"kind: pool\n# {i}\n" for i in range(40)}
+    store._write_all(texts)
+    assert {str(p): p.read_text() for p in tmp_path.iterdir()} == texts
+
+    real_replace = os.replace
+    renamed: list[str] = []
+
+    def failing(src, dst):
+        if len(renamed) == 5:
+            raise OSError(28, "No space left on device")
+        renamed.append(str(dst))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(store.os, "replace", failing)
+    again = {name: text + "# again\n" for name, text in texts.items()}
+    with pytest.raises(OSError):
+        store._write_all(again)
+    on_disk = {str(p): p.read_text() for p in tmp_path.iterdir()}
+    assert set(on_disk) == set(texts), "no temporary file is left"
+    want = {n: (again if n in renamed else texts)[n] for n in texts}
+    assert on_disk == want
