@@ -51,6 +51,8 @@ class Ledger:
     deleted: set[str] = field(default_factory=set)
     refused: int = 0
     unrecorded: int = 0  # 503: could not be recorded (nothing promised)
+    answered_202: int = 0
+    admitted_from_line: int = 0  # 202s whose spawner later heard "admitted"
     #: Set on each 201: some kills come right after one (the moment a lost write shows)
     admitted_now: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -112,12 +114,38 @@ async def client_burst(
         aid = str(answer["id"])
         if answer.get("queued"):
             ledger.queued.append((round_, c, aid))
-            continue
+            ledger.answered_202 += 1
+            heard = await wait_in_line(client, aid)
+            if heard is None:
+                return  # killed while it waited: judged in line (or held) after the restart
+            ledger.queued.remove((round_, c, aid))
+            if heard.get("state") != "admitted":
+                ledger.refused += 1  # left the line otherwise (not expected here)
+                continue
+            ledger.admitted_from_line += 1
+            answer = heard
         ledger.admitted[aid] = dict(answer)
         ledger.admitted_now.set()
         if rng.random() < 0.6:
             ledger.with_pod.add(aid)  # (if the create fails, judge() says so)
             await cluster.create_pod("default", pod_for(dict(answer), f"nb-{aid}"))
+
+
+async def wait_in_line(client: GPUPoolClient, aid: str) -> dict[str, Any] | None:
+    """As a spawner waits: ask for its place until it leaves the line (the answer), or until
+    the service dies (None). Without this, entries the line admits hold their GPUs unseen."""
+    while True:
+        await asyncio.sleep(0.05)
+        try:
+            answer = await client.admission(aid)
+        except GPUPoolError as e:
+            if e.status == 0:
+                return None
+            if e.status == 503:
+                continue
+            raise
+        if answer.get("state") != "queued":
+            return answer
 
 
 async def judge(
@@ -211,6 +239,15 @@ async def test_what_was_answered_survives_sigkills_during_a_burst_of_admissions(
                 for aid in sorted(set(ledger.admitted) - ledger.with_pod - ledger.deleted):
                     if rng.random() < 0.7 and await admin.release(aid):
                         ledger.deleted.add(aid)
+                # The test plays the reservations' TTL (600 s here, so that a judge never sees
+                # one expire): a reservation taken up whose pod came and went while the service
+                # was down (it never saw it), or whose 201 no spawner heard, is released; the
+                # service rightly holds such GPUs until then (it cannot know)
+                for r in await admin.admissions():
+                    aid = r["id"]
+                    if aid in ledger.deleted or aid not in ledger.admitted:
+                        await admin.release(aid)
+                        ledger.deleted.add(aid)
                 burst = [
                     asyncio.ensure_future(
                         client_burst(cl, cluster, ledger, random.Random(rng.random()), round_, c)
@@ -239,10 +276,11 @@ async def test_what_was_answered_survives_sigkills_during_a_burst_of_admissions(
     print(
         f"crash test: {kills} kills, {len(ledger.admitted)} answered 201 "
         f"({len(ledger.with_pod)} with pods, {len(ledger.deleted)} deleted), "
-        f"{len(ledger.queued)} answered 202, {ledger.unrecorded} answered 503, "
+        f"{ledger.answered_202} answered 202 ({ledger.admitted_from_line} admitted from the "
+        f"line), {ledger.unrecorded} answered 503, "
         f"{ledger.refused} other refusals; at the end {figures}; "
         f"{time.monotonic() - started:.1f} s; seed {seed}"
     )
-    assert len(ledger.admitted) >= kills and len(ledger.queued) >= kills, (
+    assert len(ledger.admitted) >= kills and ledger.answered_202 >= kills, (
         "the burst should both admit and queue"
     )
