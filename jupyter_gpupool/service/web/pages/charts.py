@@ -164,16 +164,19 @@ def _sum(series_list: Sequence[Sequence[Point]]) -> list[Usage]:
 
 
 def history_series(
-    pools: Mapping[str, Sequence[Sequence[float]]], end: float, buckets: int = 600
+    pools: Mapping[str, Sequence[Sequence[float]]],
+    end: float,
+    buckets: int = 600,
+    start: float | None = None,
 ) -> dict[str, list[Usage]]:
     """The ``pools`` of ``GET api/v1/usage/history`` (rows ``[time, gpu_used, gpu_total,
     gpu_over_quota, gpu_pending, gpu_busy]``, oldest first; ``gpu_busy`` may be None or
     missing) as series of :class:`Usage` up to ``end``: as they are, or, when a pool has more
-    rows than ``buckets``, every pool averaged over ``buckets`` equal slices from the oldest row
-    to ``end`` (see :func:`downsample`; GPUs busy over the rows that have it). One pass over
-    the rows."""
-    firsts = [rows[0][0] for rows in pools.values() if rows]
-    start = min(firsts, default=end)
+    rows than ``buckets``, every pool averaged over ``buckets`` equal slices from ``start``
+    (the chart's left edge; unless given, the oldest row) to ``end`` (see :func:`downsample`;
+    GPUs busy over the rows that have it). One pass over the rows."""
+    if start is None:
+        start = min((rows[0][0] for rows in pools.values() if rows), default=end)
 
     def busy(r: Sequence[float | None]) -> float | None:
         return None if len(r) < 6 or r[5] is None else float(r[5])

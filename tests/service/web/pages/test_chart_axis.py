@@ -17,6 +17,8 @@ from test_pages import Browser
 from test_report_pages import chart_lines, sampled
 
 from jupyter_gpupool.service.web.auth import ADMIN_SCOPE
+from jupyter_gpupool.service.web.pages.charts import Usage
+from jupyter_gpupool.service.web.pages.pools import CHART_POINTS, database_chart
 
 MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
 #: Each range's span and the labels of its time ticks, from the right edge (now) to the left.
@@ -105,3 +107,21 @@ async def test_without_a_database_the_axis_spans_the_hours_kept_in_memory(start_
         assert line_xs(svg, "all pools")[0] > right - 1  # one point, now
     finally:
         admin.http.close()
+
+
+def test_a_history_shorter_than_the_range_keeps_about_one_point_per_pixel_column():
+    """Two days of samples a minute apart (2,880 rows) on the 7-day chart: averaged over the
+    chart's own pixel columns, so they take 2/7 of the axis with about one point per column
+    (not the 600 points of a full chart squeezed into it), ending with the current point."""
+    end = 1_800_000_000.0
+    rows = [[end - 2 * DAY + 60 * i, i % 2 * 4, 8, 0, 0] for i in range(2 * 24 * 60)]
+    chart = database_chart({"a": rows}, {"a": Usage(end, 1, 8)}, end, 7 * 24)
+    line = next(line for line in chart.lines if line.name == "a")
+    xs = [float(p.split(",")[0]) for p in line.points.split()]
+    column = chart.plot_width / CHART_POINTS
+    assert len(xs) - 1 == pytest.approx(CHART_POINTS * 2 / 7, abs=1)
+    assert xs[0] == pytest.approx(chart.left + chart.plot_width * 5 / 7, abs=column)
+    assert [b - a for a, b in itertools.pairwise(xs[:-1])] == pytest.approx(
+        [column] * (len(xs) - 2), abs=0.11
+    )
+    assert xs[-1] == pytest.approx(chart.left + chart.plot_width)
