@@ -5,8 +5,10 @@ the pools page and the GPU-hours bars of the reports page.
 in-memory one of :mod:`.history`) into polylines: GPUs in use per pool (the largest pools by
 capacity, the rest summed as "other pools"), all pools together, and the total capacity as a
 dashed line; where GPU utilization was measured, the GPUs actually busy as a finer dashed line
-beside each (broken where nothing was measured); with axis ticks that fit the time span shown. Long series are averaged into about
-one point per pixel column (:func:`downsample`). The template ``usage-chart.svg`` draws it.
+beside each (broken where nothing was measured). The time axis spans the whole range asked for
+(the last 6 hours, 30 days...), whatever part of it has samples, with ticks in minutes, hours or
+days to fit it. Long series are averaged into about one point per pixel column
+(:func:`downsample`). The template ``usage-chart.svg`` draws it.
 
 :func:`hour_bars` gives each row of a GPU-hours report its bar: within and over quota, as
 percentages of the largest total. Pure, so they are tested directly.
@@ -30,7 +32,6 @@ PALETTE = (
 )
 OTHER_COLOR = "#bcbd22"
 ALL_COLOR = "#444444"
-MIN_SPAN = 600.0  # a young history is still shown over ten minutes
 
 
 class Point(Protocol):
@@ -131,8 +132,10 @@ TIME_STEPS = (
 
 
 def _time_step(span: float) -> tuple[float, str]:
+    """The first step that cuts ``span`` in at most seven: 6 hours by the hour, 24 hours by 6
+    hours, 7 days by the day, 30 days by 5 days."""
     for seconds, unit in TIME_STEPS:
-        if span / seconds <= 6:
+        if span / seconds <= 7:
             return seconds, unit
     return 10 * DAY, "d"
 
@@ -161,16 +164,19 @@ def _sum(series_list: Sequence[Sequence[Point]]) -> list[Usage]:
 
 
 def history_series(
-    pools: Mapping[str, Sequence[Sequence[float]]], end: float, buckets: int = 600
+    pools: Mapping[str, Sequence[Sequence[float]]],
+    end: float,
+    buckets: int = 600,
+    start: float | None = None,
 ) -> dict[str, list[Usage]]:
     """The ``pools`` of ``GET api/v1/usage/history`` (rows ``[time, gpu_used, gpu_total,
     gpu_over_quota, gpu_pending, gpu_busy]``, oldest first; ``gpu_busy`` may be None or
     missing) as series of :class:`Usage` up to ``end``: as they are, or, when a pool has more
-    rows than ``buckets``, every pool averaged over ``buckets`` equal slices from the oldest row
-    to ``end`` (see :func:`downsample`; GPUs busy over the rows that have it). One pass over
-    the rows."""
-    firsts = [rows[0][0] for rows in pools.values() if rows]
-    start = min(firsts, default=end)
+    rows than ``buckets``, every pool averaged over ``buckets`` equal slices from ``start``
+    (the chart's left edge; unless given, the oldest row) to ``end`` (see :func:`downsample`;
+    GPUs busy over the rows that have it). One pass over the rows."""
+    if start is None:
+        start = min((rows[0][0] for rows in pools.values() if rows), default=end)
 
     def busy(r: Sequence[float | None]) -> float | None:
         return None if len(r) < 6 or r[5] is None else float(r[5])
@@ -247,8 +253,9 @@ def usage_chart(
     height: int = 220,
     max_lines: int = 8,
 ) -> Chart:
-    """The chart of ``history`` (per pool, oldest first) up to ``now``, over at most ``hours``:
-    the time axis spans the samples shown (at least ten minutes)."""
+    """The chart of ``history`` (per pool, oldest first) over the ``hours`` up to ``now``: the
+    time axis spans all of them, and a history younger than that is drawn where it lies (a
+    line that starts ten minutes ago takes the last sliver of a 30-day axis)."""
     left, top, right, bottom = 44, 12, 150, 24
     chart = Chart(width, height, left, top, width - left - right, height - top - bottom)
     series = {n: [s for s in ss if s.time >= now - hours * 3600] for n, ss in history.items()}
@@ -256,8 +263,7 @@ def usage_chart(
     if not series:
         return chart
     chart.empty = False
-    start = min(ss[0].time for ss in series.values())
-    span = min(max(now - start, MIN_SPAN), hours * 3600)
+    span = hours * 3600
     start = now - span
     everything = _sum(list(series.values()))
     top_value = max((s.total for s in everything), default=0)

@@ -106,14 +106,14 @@ def database_chart(
 ) -> Chart:
     """The chart of the database's samples (``GET api/v1/usage/history``'s ``pools``), long
     ones averaged to about one point per pixel column, ending with the ``current`` numbers."""
-    return chart_with_now(history_series(pools, now, CHART_POINTS), current, now, hours)
+    series = history_series(pools, now, CHART_POINTS, start=now - hours * 3600)
+    return chart_with_now(series, current, now, hours)
 
 
 def memory_chart(ctx: Any, now: float) -> Chart:
     """The chart of the samples kept in memory (the last ``history_hours``)."""
     series = ctx.history.series()
-    starts = [ss[0].time for ss in series.values() if ss]
-    points = downsample(series, min(starts, default=now), now, CHART_POINTS)
+    points = downsample(series, now - ctx.history.hours * 3600, now, CHART_POINTS)
     return chart_with_now(points, current_usage(ctx, now), now, ctx.history.hours)
 
 

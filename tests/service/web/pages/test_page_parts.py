@@ -41,7 +41,7 @@ def test_history_keeps_the_last_hours_per_pool():
     assert h.to_json()["pools"]["a"][-1] == [200 * 60.0, 0, 8]
 
 
-def test_the_usage_chart_fits_its_data():
+def test_the_usage_chart_spans_the_hours_asked_with_its_data_where_it_lies():
     history = {
         "a": [Sample(t, t // 60, 8) for t in range(0, 3601, 600)],
         "b": [Sample(t, 1, 4) for t in range(0, 3601, 600)],
@@ -51,13 +51,21 @@ def test_the_usage_chart_fits_its_data():
     names = [line.name for line in chart.lines]
     assert names == ["capacity", "all pools", "a", "b"]
     assert chart.lines[0].last == 12 and chart.lines[1].last == 60 + 1
-    # y axis to the top value, x axis over the hour the samples span
+    # y axis to the top value, x axis over the 6 hours asked, the hour of samples its last sixth
     assert chart.y_ticks[0][1] == "0" and int(chart.y_ticks[-1][1]) >= 61
-    assert chart.x_ticks[0][1] == "now" and chart.x_ticks[-1][1] == "-60m"
+    assert [label for _, label in chart.x_ticks] == [
+        "now",
+        "-1h",
+        "-2h",
+        "-3h",
+        "-4h",
+        "-5h",
+        "-6h",
+    ]
+    assert chart.x_ticks[-1][0] == pytest.approx(chart.left)
     a = [tuple(map(float, p.split(","))) for p in chart.lines[2].points.split()]
-    assert a[0][0] == pytest.approx(chart.left) and a[-1][0] == pytest.approx(
-        chart.left + chart.plot_width
-    )
+    assert a[0][0] == pytest.approx(chart.left + 5 / 6 * chart.plot_width, abs=0.05)
+    assert a[-1][0] == pytest.approx(chart.left + chart.plot_width)
     assert a[-1][1] < a[0][1]  # more GPUs in use: higher up
     many = {f"p{i}": [Sample(0, 1, 1)] for i in range(12)}
     lines = usage_chart(many, now=60, hours=1, max_lines=8).lines

@@ -456,7 +456,7 @@ async def test_without_their_database_the_pages_say_why_and_show_what_they_can(
 
 def test_a_month_of_samples_is_averaged_to_the_charts_width_with_day_ticks():
     """30 days sampled every minute (two pools, sampled together): about one point per pixel
-    column, each the average of its slice, and the time axis in days."""
+    column, each the average of its slice, and the time axis in days, all 30 of them."""
     start, minutes = T0, 30 * 24 * 60
     history = {
         "a": [Usage(start + 60 * i, i % 2 * 4, 8) for i in range(minutes)],  # 0, 4, 0, 4...
@@ -476,6 +476,7 @@ def test_a_month_of_samples_is_averaged_to_the_charts_width_with_day_ticks():
         "-15d",
         "-20d",
         "-25d",
+        "-30d",
     ]
     assert chart.lines[1].name == "all pools" and chart.lines[1].last == 3  # 2 + 1, averaged
     assert len(chart.lines[1].points.split()) == 600
