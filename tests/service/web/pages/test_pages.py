@@ -125,12 +125,14 @@ async def test_the_pools_page_has_gpuctls_columns_and_more(service, admin):
     status, html, _ = await admin.get("pools")
     assert status == 200
     row = re.search(r'<tr data-key="training-pool">.*?</tr>', html, re.S).group(0)
-    # name, status, GPU types, total, used, free, (bar), over quota, admissions, nodes, servers
+    # name, status, GPU types, total, used, free, (bar), over quota, pending starts, nodes,
+    # servers
     assert text(row).split() == [
-        "training-pool", "active", "A100-80G", "16", "16", "0", "8", "0", "2", "2", "(", "0", "pending)",
+        "training-pool", "active", "A100-80G", "16", "16", "0", "8", "0", "held", "·", "0",
+        "in", "line", "2", "2", "(", "0", "pending)",
     ]  # fmt: skip
     row = re.search(r'<tr data-key="dev-pool">.*?</tr>', html, re.S).group(0)
-    assert text(row).split()[7] == "1"  # carol's admission waits for its pod
+    assert " ".join(text(row).split()[7:13]) == "1 held · 0 in line"  # carol's, with no pod yet
     assert 'style="width: 25.0%"' in row  # 1 of 4 held by the admission
     assert len(re.findall(r'<tr data-key="[^"]', html)) == 5 and '<tr data-key="default">' in html
     assert 'href="/services/gpupool/api/v1/pools.csv"' in html
