@@ -291,8 +291,8 @@ def default_options(
     No pool chosen stays no pool chosen: the form says that the default order will be used.
     """
     if not last or not isinstance(last, Mapping):
-        gpus = first_gpus(catalog, default_gpus)
-        return SpawnOptions(default_pools_for(catalog, gpus), gpus, None, default_queue)
+        first = first_gpus(catalog, default_gpus)
+        return SpawnOptions(default_pools_for(catalog, first), first, None, default_queue)
     raw_pools = last.get("pools")
     names = raw_pools if isinstance(raw_pools, Sequence) and not isinstance(raw_pools, str) else ()
     pools = tuple(dict.fromkeys(p for p in names if isinstance(p, str) and catalog.pool(p)))
