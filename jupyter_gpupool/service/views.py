@@ -256,10 +256,12 @@ def launch_options(
     """``GET api/v1/launch-options``: what ``user`` may choose when starting a server.
 
     The pools open to them (``summaries``: their rows of ``GET api/v1/pools``) with the biggest
-    node's GPUs and their quota headroom there, the admin's default pool order for their
-    groups, the pools that exist but are not open to them (so a spawn form can tell "no
-    such pool" from "not yours"), and what is left of the GPU-hour budgets of the user and
-    their groups (none when budgets are not enforced).
+    node's GPUs and their quota headroom there, listed as the spawn form lists them: the pools
+    of their default order first, in that order, then the others in the registry's order (the
+    order every client shows: the form, the magics, the ``LaunchPanel``, the lab panel); the
+    admin's default pool order for their groups, the pools that exist but are not open to them
+    (so a spawn form can tell "no such pool" from "not yours"), and what is left of the GPU-hour
+    budgets of the user and their groups (none when budgets are not enforced).
     """
     registry = state.registry
     rows = []
@@ -280,10 +282,13 @@ def launch_options(
             }
         )
     open_ = {r["name"] for r in rows}
+    defaults = [p for p in registry.default_pool_order(groups) if p in open_]
+    first = {name: n for n, name in enumerate(defaults)}
+    rows.sort(key=lambda r: first.get(r["name"], len(first)))  # stable: the rest keep theirs
     return {
         "user": user,
         "groups": list(groups),
-        "default_pools": [p for p in registry.default_pool_order(groups) if p in open_],
+        "default_pools": defaults,
         "restricted_pools": [n for n in pool_names(registry, index) if n not in open_],
         "max_gpus": max_gpus,
         "pools": rows,

@@ -291,15 +291,16 @@ def default_options(
     No pool chosen stays no pool chosen: the form says that the default order will be used.
     """
     if not last or not isinstance(last, Mapping):
-        return SpawnOptions(default_order(catalog), default_gpus, None, default_queue)
+        first = first_gpus(catalog, default_gpus)
+        return SpawnOptions(default_pools_for(catalog, first), first, None, default_queue)
     raw_pools = last.get("pools")
     names = raw_pools if isinstance(raw_pools, Sequence) and not isinstance(raw_pools, str) else ()
     pools = tuple(dict.fromkeys(p for p in names if isinstance(p, str) and catalog.pool(p)))
-    if names and not pools:
-        pools = default_order(catalog)  # every pool chosen has gone: nothing of it to keep
     gpus = last.get("gpus")
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
-        gpus = default_gpus
+        gpus = first_gpus(catalog, default_gpus)
+    if names and not pools:  # every pool chosen has gone: nothing of it to keep
+        pools = default_pools_for(catalog, gpus)
     gpu_type = last.get("gpu_type")
     queue = last.get("queue")
     return SpawnOptions(
@@ -314,6 +315,35 @@ def default_order(catalog: Catalog) -> tuple[str, ...]:
     """The admin's default order for the user's groups, as far as the user may use its pools:
     what a start with no pools tries."""
     return tuple(p for p in catalog.default_pools if catalog.pool(p) is not None)
+
+
+def _takes(pool: PoolChoice, gpus: int) -> bool:
+    """Whether ``pool`` could take a server with ``gpus`` GPUs for this user: its limits and
+    nodes allow the count, and (with GPUs) the user's quota there has room for them now."""
+    if not pool.allows_count(gpus):
+        return False
+    return gpus == 0 or pool.quota_available is None or pool.quota_available >= gpus
+
+
+def first_gpus(catalog: Catalog, default_gpus: int) -> int:
+    """The GPU count a first start offers: ``default_gpus``, lowered to the most some pool of
+    the default order takes (0 when none of them has a GPU for the user: a CPU-only server)."""
+    order = [p for p in map(catalog.pool, default_order(catalog)) if p is not None]
+    if not order:
+        return default_gpus
+    gpus = default_gpus
+    while gpus > 0 and not any(_takes(p, gpus) for p in order):
+        gpus -= 1
+    return gpus
+
+
+def default_pools_for(catalog: Catalog, gpus: int) -> tuple[str, ...]:
+    """The pools ticked on a first start: those of the default order that could take
+    ``gpus`` GPUs (never a pool without GPUs for a GPU server); the whole order when none
+    could, so that the form says why when it is sent."""
+    order = default_order(catalog)
+    fitting = tuple(p for p in order if (c := catalog.pool(p)) is not None and _takes(c, gpus))
+    return fitting or order
 
 
 def order_rows(catalog: Catalog, chosen: Iterable[str]) -> list[tuple[PoolChoice, int | None]]:

@@ -217,7 +217,8 @@ class GPUPoolSpawner(PlacingSpawner):
         1,
         help="""
         GPUs a server gets when nothing says otherwise: a start through the REST API
-        without `gpus`, or a user's first visit to the spawn form.
+        without `gpus`, or a user's first visit to the spawn form (there lowered to the most
+        that some pool of the user's default order gives them, 0 when none has a GPU).
 
         After that, the form starts from the user's last choice.
 

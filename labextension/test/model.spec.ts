@@ -267,6 +267,20 @@ describe('GPUPoolModel', () => {
     model.dispose();
   });
 
+  it('keeps the pools in the order the service lists them (the spawn form\'s)', async () => {
+    // the service puts the user's default order first: not the alphabet's
+    const names = ['training-pool', 'inference-pool', 'dev-pool', 'compute-pool', 'default'];
+    const pools = { pools: names.map(name => ({ ...POOLS.pools[0], name })) };
+    const server = scripted();
+    const fetch = async (route: string) => (route === 'pools' ? pools : server.fetch(route));
+    const model = new GPUPoolModel({ fetch, standby: 'never', interval: 60000 });
+    await model.poll.start();
+    model.panelOpen = true;
+    await sleep(50);
+    expect(model.pools.map(p => p.name)).toEqual(names);
+    model.dispose();
+  });
+
   it('is a warning when the server runs over quota', async () => {
     const server = scripted({ ...STATUS, over_quota: true });
     const model = new GPUPoolModel({ fetch: server.fetch, standby: 'never' });

@@ -87,3 +87,36 @@ def test_every_gpupool_command_shown_parses(page, line):
     except SystemExit as e:
         pytest.fail(f"{page}: `{line}` does not parse (exit {e.code})")
     assert callable(getattr(args, "func", None)), f"{page}: `{line}` names no verb"
+
+
+def test_the_cluster_steps_give_the_demos_version_of_each_command():
+    """The setup steps are for a real cluster; beside each `gpupool` command that names the
+    reader's own files, nodes or hub, the demo's version parses and names what the demo has
+    (tried on a running demo when written: each of them works there)."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Setting it up on a cluster", 1)[1].split("\n## ", 1)[0]
+    assert "These steps are for a real cluster" in section
+    demo = [
+        re.sub(r"\s+", " ", c)
+        for said in re.findall(r"In the demo: (.*?)(?:\n\d\.|\n\n|$)", section, re.S)
+        for c in re.findall(r"`(gpupool [^`]+)`", said)
+    ]
+    assert demo == [
+        "gpupool label node node-6 runwhere.ai/pool=training-pool --overwrite",
+        "gpupool label node node-6 runwhere.ai/pool-",
+        "gpupool validate -f examples/pools",
+        "gpupool create -f examples/pools",
+    ]
+    cluster = (ROOT / "examples" / "cluster.yaml").read_text()
+    assert "- name: node-6\n" in cluster and (ROOT / "examples" / "pools").is_dir()
+    for line in demo:
+        args = build_parser().parse_args(shlex.split(line)[1:])
+        assert callable(getattr(args, "func", None)), line
+
+
+def test_the_status_bar_example_has_the_utilization_the_item_shows():
+    text = (ROOT / "README.md").read_text()
+    said = re.search(r"\*\*JupyterLab's status bar\*\*[^`]*`([^`]+)`", text)
+    assert said is not None and re.fullmatch(
+        r"GPU \d+\u00d7 \S+ \u00b7 \S+ \u00b7 \d+%", said.group(1)
+    )

@@ -22,6 +22,7 @@ import nbclient
 import nbformat
 import pytest
 from needs import need
+from waiting import wait_for
 
 from jupyter_gpupool.demo.connect import connect, find_demo
 from jupyter_gpupool.demo.run import free_port
@@ -148,7 +149,37 @@ def test_the_committed_tour_has_no_outputs():
     assert code and all(not c.outputs and c.execution_count is None for c in code)
 
 
-def test_the_tour_runs_on_binder_and_leaves_the_demo_as_it_found_it(binder):
+def leave_an_earlier_try(demo: DemoProcess) -> None:
+    """What an earlier try can leave in the demo: dave's server holds dev-pool's 4 GPUs, and a
+    start of erin's waits in line for one of them (a tour stopped halfway, the spawn form's
+    "wait in line" box). The tour's clean-up frees dev-pool: the line must not admit erin."""
+    for user in ("dave", "erin"):
+        demo.api("POST", f"/hub/api/users/{user}")
+    status, body = demo.api(
+        "POST", "/hub/api/users/dave/server", {"user_options": {"pools": ["dev-pool"], "gpus": 4}}
+    )
+    assert status in (201, 202), body
+    wait_for(lambda: demo.server_running("dave") and ready(demo, "dave"), what="dave's server")
+    options = {"pools": ["dev-pool"], "gpus": 1, "queue": True}
+    status, body = demo.api("POST", "/hub/api/users/erin/server", {"user_options": options})
+    assert status == 202, body  # still waiting when the hub answers
+    wait_for(lambda: line(demo) == ["erin"], what="erin's start to wait in line")
+
+
+def ready(demo: DemoProcess, user: str) -> bool:
+    _, model = demo.api("GET", f"/hub/api/users/{user}")
+    return bool((model.get("servers") or {}).get("", {}).get("ready"))
+
+
+def line(demo: DemoProcess) -> list[str]:
+    """Who waits in the service's line, first in line first."""
+    status, body = demo.api("GET", "/services/gpupool/api/v1/queue")
+    assert status == 200, body
+    return [entry["user"] for entry in body["queue"]]
+
+
+def test_the_tour_runs_on_binder_after_an_earlier_try_and_leaves_the_demo_clean(binder):
+    leave_an_earlier_try(binder.demo())
     nb = nbformat.read(TOUR, as_version=4)
     kernel_env = {
         k: v for k, v in os.environ.items() if not k.startswith(("GPUPOOL_", "JUPYTERHUB_"))
@@ -229,6 +260,7 @@ def test_the_tour_runs_on_binder_and_leaves_the_demo_as_it_found_it(binder):
         assert not demo.server_running(user)
     _, carol = demo.api("GET", "/hub/api/users/carol")
     assert carol["servers"] == {}
+    assert line(demo) == []  # erin's start from the earlier try left the line, and ran nowhere
 
     # 7: the pointers name this demo's address
     assert f"http://127.0.0.1:{binder.port}/hub/spawn" in out["next"]

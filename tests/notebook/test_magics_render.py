@@ -152,6 +152,13 @@ def test_pool_rows_default_order_first():
     assert rows[2][1:] == ("—", "0 / 0", "0", "no quota", "CPU only")
 
 
+def test_pool_rows_keep_the_services_order():
+    # the service lists the pools as the spawn form does; the magics show them so, whatever it is
+    backwards = {**LAUNCH_OPTIONS, "pools": LAUNCH_OPTIONS["pools"][::-1]}
+    assert [r[0] for r in pool_rows(backwards)] == [p["name"] for p in backwards["pools"]]
+    assert backwards["default_pools"] == ["training-pool", "dev-pool"]  # not first here
+
+
 def test_pools_report():
     report = pools_report(LAUNCH_OPTIONS)
     lines = report.text.splitlines()

@@ -66,7 +66,9 @@ async def test_refresh_shows_pools_as_bars_and_takes_the_default_order(panel):
     }
     assert panel.order == ["training-pool", "dev-pool"]
     assert panel._picker.value == ["training-pool", "dev-pool"]
-    assert panel._picker.allowed_tags == ["compute-pool", "dev-pool", "training-pool"]
+    # listed as the spawn form lists them (the service's order): the default order first
+    assert list(bars(panel)) == ["training-pool", "dev-pool", "compute-pool"]
+    assert panel._picker.allowed_tags == ["training-pool", "dev-pool", "compute-pool"]
     assert list(panel._gpus.options) == list(range(0, 9))
     assert [v for _, v in panel._gpu_type.options] == ["", "A100-80G", "RTX4090-24G"]
     assert panel._name.placeholder == "training-pool-1gpu"
@@ -77,8 +79,9 @@ async def test_a_second_refresh_updates_the_bars_in_place(panel):
     await panel.refresh()
     assert panel._pool_box.children == before  # the same widgets, not new ones
     panel.pools = [p for p in panel.pools if p["name"] != "compute-pool"]
-    assert list(bars(panel)) == ["dev-pool", "training-pool"]
-    assert before[0].comm is None  # compute-pool's bar was closed, not leaked
+    assert list(bars(panel)) == ["training-pool", "dev-pool"]
+    gone = next(bar for bar in before if bar.name == "compute-pool")
+    assert gone.comm is None  # compute-pool's bar was closed, not leaked
 
 
 async def test_the_children_change_the_traits(panel):

@@ -213,6 +213,18 @@ async def test_spawn_through_the_form(hub):
     assert fields["priority.inference-pool"] == [""] and fields["gpus"] == ["1"]
 
 
+async def test_a_user_in_no_group_is_offered_a_pool_with_gpus_for_the_gpus_offered(hub):
+    # the demo's order for no group is dev-pool, then compute-pool, which has no GPU: a first
+    # visit offers 1 GPU (default_gpus) and ticks dev-pool only, which quota lets oscar use
+    browser = HubBrowser(hub)
+    await browser.login("oscar")
+    page, _ = await browser.spawn_form()
+    fields = submitted(page).fields
+    ticked = {k: v for k, v in fields.items() if k.startswith("priority.") and v != [""]}
+    assert ticked == {"priority.dev-pool": ["1"]}
+    assert "priority.compute-pool" in fields and fields["gpus"] == ["1"]
+
+
 async def test_spawn_through_the_rest_api_when_the_first_pool_is_full(hub):
     fillers = await fill(hub, "training-pool", ["gpu-node-1", "gpu-node-2"])
     try:

@@ -223,6 +223,36 @@ def test_form_defaults_last_choice_else_the_group_order():
     assert default_options(odd, CATALOG, default_gpus=1) == SpawnOptions(("dev-pool",), 1, None)
 
 
+def test_a_first_start_ticks_only_default_pools_that_take_its_gpus():
+    # the demo's order for a user in no group: dev-pool, then compute-pool (no GPUs)
+    no_group = Catalog(pools=(COMPUTE, DEV, TRAINING), default_pools=("dev-pool", "compute-pool"))
+    assert default_options(None, no_group, default_gpus=1) == SpawnOptions(("dev-pool",), 1)
+    # a CPU-only first start may go anywhere in the order
+    assert default_options(None, no_group) == SpawnOptions(("dev-pool", "compute-pool"), 0)
+    # more GPUs than any default pool gives: the most one does (dev-pool allows 0, 1, 2)
+    assert default_options(None, no_group, default_gpus=8) == SpawnOptions(("dev-pool",), 2)
+    # the user's quota in dev-pool has room for 1 GPU now: 1 is offered
+    tight = Catalog(pools=(COMPUTE, with_quota(DEV, 1)), default_pools=("dev-pool", "compute-pool"))
+    assert default_options(None, tight, default_gpus=2) == SpawnOptions(("dev-pool",), 1)
+    # no GPU for the user in any default pool: a CPU-only server in the order
+    used_up = Catalog(
+        pools=(COMPUTE, with_quota(DEV, 0)), default_pools=("dev-pool", "compute-pool")
+    )
+    assert default_options(None, used_up, default_gpus=1) == SpawnOptions(
+        ("dev-pool", "compute-pool"), 0
+    )
+    cpu_only = Catalog(pools=(COMPUTE,), default_pools=("compute-pool",))
+    assert default_options(None, cpu_only, default_gpus=1) == SpawnOptions(("compute-pool",), 0)
+    # the pools of a last choice that have all gone: the default pools that take its GPUs
+    assert default_options({"pools": ["gone"], "gpus": 2}, no_group) == SpawnOptions(
+        ("dev-pool",), 2
+    )
+
+
+def with_quota(pool: PoolChoice, available: int) -> PoolChoice:
+    return PoolChoice(**{**pool.__dict__, "quota_managed": True, "quota_available": available})
+
+
 def test_form_rows_put_the_chosen_pools_first():
     rows = order_rows(CATALOG, ["inference-pool", "nope", "dev-pool"])
     assert [(p.name, n) for p, n in rows] == [

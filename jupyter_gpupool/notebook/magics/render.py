@@ -154,12 +154,8 @@ POOL_HEADER = ("pool", "GPU types", "free / total", "largest free block", "your 
 
 
 def pool_rows(launch_options: Mapping[str, Any]) -> list[tuple[str, ...]]:
-    """One row per pool the user may use, their default pools first in order."""
-    catalog = Catalog.from_json(launch_options)
-    first = [catalog.pool(n) for n in catalog.default_pools]
-    ordered = [p for p in first if p] + [
-        p for p in catalog.pools if p.name not in catalog.default_pools
-    ]
+    """One row per pool the user may use, in the service's order (their default pools first,
+    as on the spawn form)."""
     return [
         (
             p.name,
@@ -169,7 +165,7 @@ def pool_rows(launch_options: Mapping[str, Any]) -> list[tuple[str, ...]]:
             quota_text(p),
             pool_status(p)[1],
         )
-        for p in ordered
+        for p in Catalog.from_json(launch_options).pools
     ]
 
 

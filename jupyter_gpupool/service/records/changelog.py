@@ -45,6 +45,12 @@ class ChangeLog:
             self.sink(change.time, change.who, change.what, change.via)
         return change
 
+    @property
+    def kept(self) -> bool:
+        """Whether the changes are kept in the database (and those from before the service's
+        last start were loaded from it), not only in memory since the start."""
+        return self.sink is not None
+
     def latest(self, n: int = 50) -> list[Change]:
         """The ``n`` latest changes, newest first."""
         return list(reversed(self._changes))[:n]

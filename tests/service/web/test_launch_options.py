@@ -24,7 +24,8 @@ async def test_the_spawner_asks_for_a_user_with_their_groups(service):
     assert answer["default_pools"] == ["training-pool", "inference-pool", "dev-pool"]
     assert answer["restricted_pools"] == ["t4-pool"]
     pools = by_name(answer)
-    assert list(pools) == ["compute-pool", "dev-pool", "inference-pool", "training-pool", "default"]
+    # the spawn form's order, which every client keeps: the default order, then the others
+    assert list(pools) == ["training-pool", "inference-pool", "dev-pool", "compute-pool", "default"]
     training = pools["training-pool"]
     # the pool row of GET api/v1/pools, plus the biggest node and the quota headroom
     assert training["gpu_total"] == 16 and training["largest_free_block"] == 8
@@ -37,6 +38,13 @@ async def test_the_spawner_asks_for_a_user_with_their_groups(service):
         "available": 8,
     }
     assert pools["compute-pool"]["largest_node_gpus"] == 0
+
+
+async def test_the_pools_come_in_the_users_default_order_then_the_registrys(service):
+    dave = await service.admin().launch_options(user="dave", groups=[])  # the fallback order
+    assert dave["default_pools"] == ["dev-pool", "default", "compute-pool"]
+    names = [p["name"] for p in dave["pools"]]
+    assert names == ["dev-pool", "default", "compute-pool", "inference-pool", "training-pool"]
 
 
 async def test_headroom_follows_usage_and_the_rules_of_admission(service):

@@ -108,6 +108,7 @@ class AdminPage(AdminPageHandler):
             pools_defined=list(reg.pools),
             deletable=[summaries[n] for n in reg.pools if n in summaries],
             changes=self.ctx.changes.latest(30),
+            changes_kept=self.ctx.changes.kept,
         )
 
 
@@ -158,7 +159,9 @@ class DeletePoolPage(AdminPageHandler):
         message = f"Pool {name} deleted."
         if running:
             who = ", ".join(f"{s['user']}/{s['server']}" for s in running[:10])
-            message += f" {len(running)} server(s) still run on its nodes: {who}."
+            one = len(running) == 1
+            runs = "server still runs" if one else "servers still run"
+            message += f" {len(running)} {runs} on its nodes: {who}."
         self.flash(message)
         self.redirect(f"{self.svc}pools")
 

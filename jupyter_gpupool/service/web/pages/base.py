@@ -135,7 +135,7 @@ class PageHandler(StreamedBody):
         return ns
 
     def render_page(self, template: str, status: int = 200, **values: Any) -> None:
-        html = self.ctx.templates.get_template(template).render(**self.namespace(), **values)
+        html = self.ctx.templates.get_template(template).render({**self.namespace(), **values})
         self.set_status(status)
         self.set_header("Cache-Control", "no-store")
         self.finish(html)
@@ -155,6 +155,7 @@ class PageHandler(StreamedBody):
                 status_code=status_code,
                 reason=self._reason,
                 message=message,
+                live=False,  # a refusal or an error is not refreshed
             )
         except Exception:  # the error page itself failed: say it plainly
             self.set_header("Content-Type", "text/plain; charset=UTF-8")

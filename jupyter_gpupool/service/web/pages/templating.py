@@ -56,6 +56,7 @@ def make_environment(extra_paths: Sequence[str] = ()) -> Environment:
         lstrip_blocks=True,
     )
     env.filters["gpus"] = gpus
+    env.filters["gpu_hours"] = gpu_hours
     env.filters["percent"] = percent
     env.filters["age"] = lambda timestamp: age(timestamp, time.time())
     env.filters["isotime"] = iso
@@ -108,6 +109,17 @@ def hub_namespace(
 def gpus(value: Any) -> str:
     """A GPU count for a table cell (``-`` when unknown)."""
     return "-" if value is None else str(value)
+
+
+def gpu_hours(value: float | None) -> str:
+    """GPU-hours for a page: one decimal, and a small amount never shown as nothing (``0.02``,
+    ``<0.01``), so that it reads as what its bar shows."""
+    hours = float(value or 0)
+    if 0 < hours < 0.005:
+        return "<0.01"
+    if 0 < hours < 0.095:
+        return f"{hours:.2f}"
+    return f"{hours:,.1f}"
 
 
 def percent(part: float | None, whole: float | None) -> float:

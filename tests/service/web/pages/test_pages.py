@@ -104,6 +104,40 @@ async def test_every_user_sees_their_pools_quota_and_servers(service, alice):
         assert status == 403 and "needs the custom:gpupool:admin scope" in text(html), path
 
 
+async def test_a_refusal_does_not_say_it_is_live(service, alice, admin):
+    # the pools page refreshes itself for an admin; refused to a user, it is a still page
+    status, html, _ = await admin.get("pools")
+    assert status == 200 and "Live: refreshed every 5 s" in text(html)
+    status, html, _ = await alice.get("pools")
+    assert status == 403
+    assert "Live: refreshed" not in text(html) and re.search(r"As of \d\d:\d\d:\d\d\.", text(html))
+
+
+async def test_the_admin_pages_changes_say_whether_they_span_restarts(start_service):
+    """With a database, a change made before a restart is listed after it, and the page says
+    the list goes back past the start; without one, the list is since the start, and says so."""
+    first = await start_service()
+    await first.admin().apply_pools(NEW_POOL)
+    await first.stop()
+    service = await start_service()
+    admin = Browser(service, service.hub.user("admin", [], [ADMIN_SCOPE]))
+    status, html, _ = await admin.get("admin")
+    changes = text(re.search(r'<section[^>]*id="changes".*?</section>', html, re.S).group(0))
+    assert status == 200 and "created pool t4-pool" in changes
+    kept = "Kept in the database: changes made before the service last started are listed too."
+    assert kept in changes
+    assert "since the service started" not in changes
+    admin.http.close()
+
+    bare = await start_service(db_url="")
+    admin = Browser(bare, bare.hub.user("admin", [], [ADMIN_SCOPE]))
+    status, html, _ = await admin.get("admin")
+    changes = text(re.search(r'<section[^>]*id="changes".*?</section>', html, re.S).group(0))
+    assert "Those made since the service started: no database keeps them" in changes
+    assert "No change since the service started." in changes
+    admin.http.close()
+
+
 async def test_pages_send_browsers_to_log_in_and_refuse_callers_without_scopes(service):
     http = tornado.httpclient.AsyncHTTPClient(force_instance=True)
     resp = await http.fetch(service.url, follow_redirects=False, raise_error=False)
@@ -125,12 +159,14 @@ async def test_the_pools_page_has_gpuctls_columns_and_more(service, admin):
     status, html, _ = await admin.get("pools")
     assert status == 200
     row = re.search(r'<tr data-key="training-pool">.*?</tr>', html, re.S).group(0)
-    # name, status, GPU types, total, used, free, (bar), over quota, admissions, nodes, servers
+    # name, status, GPU types, total, used, free, (bar), over quota, pending starts, nodes,
+    # servers
     assert text(row).split() == [
-        "training-pool", "active", "A100-80G", "16", "16", "0", "8", "0", "2", "2", "(", "0", "pending)",
+        "training-pool", "active", "A100-80G", "16", "16", "0", "8", "0", "held", "·", "0",
+        "in", "line", "2", "2", "(", "0", "pending)",
     ]  # fmt: skip
     row = re.search(r'<tr data-key="dev-pool">.*?</tr>', html, re.S).group(0)
-    assert text(row).split()[7] == "1"  # carol's admission waits for its pod
+    assert " ".join(text(row).split()[7:13]) == "1 held · 0 in line"  # carol's, with no pod yet
     assert 'style="width: 25.0%"' in row  # 1 of 4 held by the admission
     assert len(re.findall(r'<tr data-key="[^"]', html)) == 5 and '<tr data-key="default">' in html
     assert 'href="/services/gpupool/api/v1/pools.csv"' in html
@@ -225,11 +261,24 @@ async def test_deleting_a_pool_shows_the_servers_still_there(service, admin):
     await start_pod(service.cluster, a, "jupyter-carol")
     await service.settled()
     status, html, _ = await admin.get("admin/pools/t4-pool/delete")
-    assert status == 200 and "1 server still runs in t4-pool" in text(html)
+    assert status == 200
+    assert (
+        "1 server still runs in t4-pool. Deleting the pool does not stop it: it keeps running "
+        "on its node. Stop it first if it should not keep running."
+    ) in text(html)
+    b = await service.admin().admit(user="dave", pools=["t4-pool"], gpus=1)
+    await start_pod(service.cluster, b, "jupyter-dave")
+    await service.settled()
+    status, html, _ = await admin.get("admin/pools/t4-pool/delete")
+    assert (
+        "2 servers still run in t4-pool. Deleting the pool does not stop them: they keep "
+        "running on their nodes. Stop them first if they should not keep running."
+    ) in text(html)
     status, _, headers = await admin.post("admin/pools/t4-pool/delete", {})
     assert status == 302 and headers["Location"] == "/services/gpupool/pools"
     status, html, _ = await admin.get("pools")
-    assert "Pool t4-pool deleted. 1 server(s) still run on its nodes: carol/." in text(html)
+    said = "Pool t4-pool deleted. 2 servers still run on its nodes: carol/, dave/."
+    assert said in text(html)
     assert "t4-pool" not in service.ctx.state.registry.pools
     status, html, _ = await admin.post("admin/pools/dev-pool/delete", {})
     assert status == 409 and "still referenced" in text(html)  # by the quotas

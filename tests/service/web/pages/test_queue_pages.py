@@ -83,6 +83,13 @@ def waiting_badge(row: str) -> str | None:
     return None if " hidden" in badge.group(0).split(">", 1)[0] else badge.group(1)
 
 
+def pending_starts(row: str) -> str:
+    """The words of a pool row's *Pending starts* cell."""
+    cell = re.search(r'<td[^>]*><span data-field="admissions">.*?</td>', row, re.S)
+    assert cell is not None, row
+    return " ".join(text(cell.group(0)).split())
+
+
 def queue_rows(html: str, table: str) -> list[list[str]]:
     """The words of each row of a queue table (``id``), in page order, the cells apart."""
     body = re.search(rf'<table [^>]*id="{table}".*?<tbody[^>]*>(.*?)</tbody>', html, re.S)
@@ -143,9 +150,16 @@ async def test_the_pages_show_who_waits_in_line_for_which_pool(service):
     pools = await page(admin, "pools")
     assert waiting_badge(pool_row(pools, "dev-pool")) == "2 waiting"
     assert f'href="{PREFIX}pools/dev-pool#queue"' in pool_row(pools, "dev-pool")
+    # the pending starts count them beside the admissions held, and say so
+    assert pending_starts(pool_row(pools, "dev-pool")) == "0 held · 2 in line"
+    heading = re.search(r'<th [^>]*title="([^"]*)"[^>]*>Pending starts</th>', pools)
+    assert heading is not None and "in line, waiting for GPUs" in heading.group(1)
+    servers = re.search(r'<th [^>]*title="([^"]*)"[^>]*>Servers</th>', pools)
+    assert servers is not None and "starts with no pod are under Pending starts" in servers.group(1)
     for other in ("training-pool", "inference-pool", "default"):
         assert waiting_badge(pool_row(pools, other)) is None
         assert "waiting" not in text(pool_row(pools, other))
+        assert pending_starts(pool_row(pools, other)) == "0 held · 0 in line"
     # the live refresh reads the same count from the queue's answer
     assert f'data-map="{PREFIX}api/v1/queue" data-map-key="pools" data-map-as="waiting"' in pools
 

@@ -293,6 +293,38 @@ async def test_the_reports_page_shows_the_ledgers_gpu_hours_with_bars_and_its_cs
         assert status == 403 and "needs the custom:gpupool:admin scope" in text(html)
 
 
+async def test_small_gpu_hours_are_not_shown_as_none_and_the_footnote_reads(
+    db_url, start_service, now, browsers
+):
+    """dave's server ran 86 s on 1 GPU (0.024 GPU-hours), erin's 10 s (0.003): each has a bar,
+    and its number is not 0.0; alice's 2 hours on 4 GPUs read as usual. The footnote says what
+    the ``(no group)`` row is in a sentence of its own."""
+    async with SimCluster(example_cluster_spec(), clock=lambda: now[0]) as cluster:
+        service = await start_service(cluster, db_url=db_url, history_interval=3600)
+        s = Sessions(service, db_url, now)
+        for user, groups, pod, seconds in [
+            ("dave", [], "dave-nb", 86),
+            ("erin", [], "erin-nb", 10),
+            ("alice", ["ml-research"], "alice-nb", 2 * HOUR),
+        ]:
+            await s.start(user, groups, "training-pool", 4 if user == "alice" else 1, pod)
+            now[0] += seconds
+            await s.stop(pod)
+        admin = browsers(service, "admin", [], [ADMIN_SCOPE])
+        status, html, _ = await admin.get("reports?by=user&since=7d")
+        assert status == 200, text(html)[:500]
+        cells = table_rows(html, "report")
+        shown = {user: text(cells[user]["gpu_hours"]).strip() for user in cells}
+        assert shown == {"alice": "8.0", "dave": "0.02", "erin": "<0.01"}
+        assert all(sum(widths) > 0 for widths in bars(html).values())
+        status, html, _ = await admin.get("reports?by=group&since=7d")
+        assert text(table_rows(html, "report")["(no group)"]["gpu_hours"]).strip() == "0.03"
+        page = text(html)
+        footnote = "(no group) is what was charged to users themselves, outside any group."
+        assert f"for the group it was charged to. {footnote}" in page
+        assert "((no group)" not in page
+
+
 async def test_the_reports_page_says_what_is_wrong_with_its_question(start_service, browsers):
     service = await start_service()
     admin = browsers(service, "admin", [], [ADMIN_SCOPE])
