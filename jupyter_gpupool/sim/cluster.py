@@ -32,6 +32,7 @@ from .defaults import now_iso
 from .errors import ApiError
 from .faults import Faults
 from .kubelet import Kubelet
+from .migmanager import repartition
 from .partitions import Layout
 from .resources import RESOURCES
 from .scheduler import Scheduler
@@ -431,6 +432,20 @@ class SimCluster:
                 labels[key] = value
 
         return self._update_node(name, change)
+
+    def repartition(
+        self, name: str, mig: Mapping[str, Any], config: str = "custom"
+    ) -> dict[str, Any]:
+        """Re-partition node ``name``'s MIG GPUs as ``mig`` (a cluster file's ``gpu.mig``), as
+        NVIDIA's MIG manager does: ``nvidia.com/mig.config=config``, then
+        ``nvidia.com/mig.config.state`` ``pending`` and ``success`` with the new allocatable (the
+        node). ApiError 409 while pods hold devices of the GPUs it would change (the state left
+        ``failed``), 400 for a layout that can't be, 404 for no such node."""
+        node = repartition(
+            self.store, self.kubelet.devices, self.node_specs, self.layouts, name, mig, config
+        )
+        self.node_lifecycle.settle()
+        return node
 
     def _update_node(self, name: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         old = self.store.get("nodes", None, name)

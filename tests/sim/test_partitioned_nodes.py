@@ -9,10 +9,12 @@ and the DCGM page reports MIG instances as dcgm-exporter does.
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
 import pytest
+import tornado.httpclient
 from prometheus_client.parser import text_string_to_metric_families
 from waiting import async_wait_for
 
@@ -249,3 +251,79 @@ async def test_time_sliced_pods_share_their_gpus_series(cluster):
     assert by_pod["a"] == by_pod["b"]
     assert by_pod["a"][0] == "0" and by_pod["a"][2] == 80
     assert by_pod[None][0] == "1"  # the other GPU, free
+
+
+async def put(cluster: SimCluster, path: str, body: Any) -> tuple[int, Any]:
+    resp = await tornado.httpclient.AsyncHTTPClient().fetch(
+        cluster.url + path,
+        method="PUT",
+        body=json.dumps(body),
+        headers={"Content-Type": "application/json", **cluster.auth_headers},
+        raise_error=False,
+        ssl_options=cluster.ssl_context,
+    )
+    return resp.code, json.loads(resp.body)
+
+
+def mig_states(cluster: SimCluster, node: str) -> list[str]:
+    """Every value the node's nvidia.com/mig.config.state label took, as a watcher saw them."""
+    seen: list[str] = []
+
+    def listen(ev: Any) -> None:
+        if ev.resource == "nodes" and ev.obj["metadata"]["name"] == node:
+            state = ev.obj["metadata"]["labels"].get("nvidia.com/mig.config.state")
+            if not seen or seen[-1] != state:
+                seen.append(state)
+
+    cluster.store.listeners.append(listen)
+    return seen
+
+
+async def test_repartitioning_goes_through_pending_to_success_and_changes_allocatable(cluster):
+    states = mig_states(cluster, "mig-mixed")
+    code, body = await put(
+        cluster,
+        "/sim/v1/nodes/mig-mixed/mig",
+        {"mig": {"strategy": "mixed", "devices": {"1g.10gb": 7}}, "config": "all-1g"},
+    )
+    assert code == 200, body
+    assert states == ["pending", "success"]
+    node = cluster.store.get("nodes", None, "mig-mixed")
+    assert node["metadata"]["labels"]["nvidia.com/mig.config"] == "all-1g"
+    offer = node_offer(node["metadata"]["labels"], node["status"]["allocatable"])
+    assert {o.shape.id: o.count for o in offer.shapes} == {"whole": 7, "mig-1g.10gb": 7}
+    assert offer.admits
+    cluster.store.create("pods", "default", pod("one", None, {"nvidia.com/mig-1g.10gb": "1"}))
+    await async_wait_for(lambda: phase(cluster, "one") == "Running", what="one", timeout=15)
+    assert (await printed_gpus(cluster, "one"))[0].startswith("MIG-")
+
+
+async def test_repartitioning_gpus_in_use_fails_and_leaves_the_layout(cluster):
+    cluster.store.create(
+        "pods", "default", pod("busy", "mig-mixed", {"nvidia.com/mig-3g.40gb": "1"})
+    )
+    await async_wait_for(lambda: phase(cluster, "busy") == "Running", what="busy", timeout=15)
+    before = cluster.store.get("nodes", None, "mig-mixed")["status"]["allocatable"]
+    states = mig_states(cluster, "mig-mixed")
+    code, body = await put(
+        cluster,
+        "/sim/v1/nodes/mig-mixed/mig",
+        {"mig": {"strategy": "mixed", "devices": {"1g.10gb": 7}}},
+    )
+    assert code == 409, body
+    assert "in use (by default/busy)" in body["message"]
+    assert states == ["pending", "failed"]
+    node = cluster.store.get("nodes", None, "mig-mixed")
+    assert node["status"]["allocatable"] == before
+    offer = node_offer(node["metadata"]["labels"], node["status"]["allocatable"])
+    assert offer.repartitioning == "MIG re-partition failed"
+
+
+async def test_a_layout_that_does_not_fit_is_refused_before_anything_changes(cluster):
+    states = mig_states(cluster, "mig-mixed")
+    code, body = await put(
+        cluster, "/sim/v1/nodes/mig-mixed/mig", {"mig": {"strategy": "single", "profile": "9g.1gb"}}
+    )
+    assert code == 400
+    assert "'9g.1gb' is not a MIG profile of the A100 80GB" in body["message"]
+    assert states == []
