@@ -32,6 +32,8 @@ from .defaults import now_iso
 from .errors import ApiError
 from .faults import Faults
 from .kubelet import Kubelet
+from .migmanager import repartition
+from .partitions import Layout
 from .resources import RESOURCES
 from .scheduler import Scheduler
 from .server import make_app
@@ -266,7 +268,13 @@ class SimCluster:
         self.kubeconfig = ""
         self.store = Store(history_size=history_size, **({"clock": clock} if clock else {}))
         self.scheduler = Scheduler(self.store)
-        self.kubelet = Kubelet(self.store, run_processes=run_processes, start_delay=start_delay)
+        #: how partitioned nodes' GPUs are cut (MIG, shared, HAMi), by node name: the kubelet
+        #: hands out their devices and the DCGM exporter reports them
+        self.layouts: dict[str, Layout] = {}
+        self.node_specs: dict[str, NodeSpec] = {}
+        self.kubelet = Kubelet(
+            self.store, run_processes=run_processes, start_delay=start_delay, layouts=self.layouts
+        )
         self.node_lifecycle = NodeLifecycle(self.store)
         # GPU telemetry (GET /sim/v1/dcgm/metrics), from the kubelet's table of GPUs per pod.
         self.dcgm = DcgmExporter(self.store, self.kubelet.devices)
@@ -297,6 +305,10 @@ class SimCluster:
         body = node_object(spec, self.store.clock())
         # Status is written as the kubelet would: through the store directly, not the API.
         node = self.store.create("nodes", None, body)
+        self.node_specs[spec.name] = spec
+        layout = spec.gpu.layout()
+        if layout is not None:
+            self.layouts[spec.name] = layout
         self.node_lifecycle.settle()
         return node
 
@@ -372,6 +384,8 @@ class SimCluster:
                 with contextlib.suppress(ApiError):
                     self.store.delete("pods", md["namespace"], md["name"], grace_period=0)
         self.store.delete("nodes", None, name)
+        self.layouts.pop(name, None)
+        self.node_specs.pop(name, None)
         self.node_lifecycle.settle()
 
     def cordon(self, name: str, unschedulable: bool = True) -> dict[str, Any]:
@@ -418,6 +432,20 @@ class SimCluster:
                 labels[key] = value
 
         return self._update_node(name, change)
+
+    def repartition(
+        self, name: str, mig: Mapping[str, Any], config: str = "custom"
+    ) -> dict[str, Any]:
+        """Re-partition node ``name``'s MIG GPUs as ``mig`` (a cluster file's ``gpu.mig``), as
+        NVIDIA's MIG manager does: ``nvidia.com/mig.config=config``, then
+        ``nvidia.com/mig.config.state`` ``pending`` and ``success`` with the new allocatable (the
+        node). ApiError 409 while pods hold devices of the GPUs it would change (the state left
+        ``failed``), 400 for a layout that can't be, 404 for no such node."""
+        node = repartition(
+            self.store, self.kubelet.devices, self.node_specs, self.layouts, name, mig, config
+        )
+        self.node_lifecycle.settle()
+        return node
 
     def _update_node(self, name: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         old = self.store.get("nodes", None, name)

@@ -17,6 +17,8 @@ class ControlHandler(BaseHandler):
 
     - ``POST /sim/v1/nodes`` with a cluster-file node mapping adds a node
     - ``DELETE /sim/v1/nodes/NAME`` removes one (its pods go with it)
+    - ``PUT /sim/v1/nodes/NAME/mig`` ``{"mig": {"strategy": "mixed", "devices": {...}},
+      "config": "NAME"}`` re-partitions a MIG node as the MIG manager does (409 while in use)
     - ``PUT /sim/v1/nodes/NAME/cordon`` ``{"unschedulable": true}``
     - ``PUT /sim/v1/nodes/NAME/conditions`` ``{"Ready": false, "MemoryPressure": true}``
       (``"Unknown"`` too); the node lifecycle controller's taints follow
@@ -111,6 +113,15 @@ class ControlHandler(BaseHandler):
                 return c.set_dcgm_reachable(parts[2], body["reachable"])
 
             self._do(reachable)
+        elif len(parts) == 3 and parts[0] == "nodes" and parts[2] == "mig":
+
+            def mig() -> Any:
+                body = self._body()
+                if not isinstance(body.get("mig"), dict) or set(body) - {"mig", "config"}:
+                    raise ApiError(400, 'the body is {"mig": {...}, "config": "NAME"}')
+                return c.repartition(parts[1], body["mig"], str(body.get("config", "custom")))
+
+            self._do(mig)
         elif len(parts) == 3 and parts[0] == "nodes" and parts[2] == "cordon":
             self._do(lambda: c.cordon(parts[1], bool(self._body().get("unschedulable", True))))
         elif len(parts) == 3 and parts[0] == "nodes" and parts[2] == "conditions":

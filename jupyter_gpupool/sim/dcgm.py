@@ -40,7 +40,8 @@ from typing import Any
 
 from ..core.quantities import parse_quantity
 from .errors import ApiError, not_found
-from .gpudevices import GPU_RESOURCE, GPUDevices, GPUHolder, container_gpus, gpu_uuid
+from .gpudevices import GPU_RESOURCE, GPUDevices, GPUHolder, container_gpus
+from .partitions import Layout, gpu_uuid
 from .resources import RESOURCES
 from .store import Store
 from .watches import WatchEvent
@@ -53,11 +54,14 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
 FB_FREE = "DCGM_FI_DEV_FB_FREE"
 FB_USED = "DCGM_FI_DEV_FB_USED"
+#: MIG instances report no DCGM_FI_DEV_GPU_UTIL; their activity is this profiling field (0-1)
+GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 #: (field, Prometheus type, help), in the order of dcgm-exporter's default-counters.csv
 FIELDS = (
     (UTIL, "gauge", "GPU utilization (in %)."),
     (FB_FREE, "gauge", "Framebuffer memory free (in MiB)."),
     (FB_USED, "gauge", "Framebuffer memory used (in MiB)."),
+    (GR_ENGINE_ACTIVE, "gauge", "Ratio of time the graphics engine is active."),
 )
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -142,6 +146,11 @@ class GPUSample:
     memory_mib: int
     holder: GPUHolder | None
     percent: int
+    #: a MIG instance: its profile (``3g.40gb``) and GPU instance id
+    profile: str | None = None
+    gi: int | None = None
+    #: a shared GPU's replica the holder has (the exporter's ``vgpu`` label)
+    vgpu: int | None = None
 
     @property
     def uuid(self) -> str:
@@ -163,12 +172,25 @@ class GPUSample:
             ("pci_bus_id", f"00000000:{0x10 + self.index:02X}:00.0"),
             ("device", f"nvidia{self.index}"),
             ("modelName", self.model),
-            ("Hostname", self.node),
         ]
+        if self.profile is not None:
+            out += [("GPU_I_PROFILE", self.profile), ("GPU_I_ID", str(self.gi))]
+        out.append(("Hostname", self.node))
         if self.holder is not None:
             h = self.holder
             out += [("container", h.container), ("namespace", h.namespace), ("pod", h.pod)]
+            if self.vgpu is not None:
+                out.append(("vgpu", str(self.vgpu)))
         return out
+
+    def value(self, field: str) -> str | None:
+        """The sample's value of ``field`` as the page writes it; None when it does not report
+        it (a MIG instance has no ``DCGM_FI_DEV_GPU_UTIL``, a GPU no profiling field here)."""
+        if field == UTIL:
+            return None if self.profile is not None else str(self.percent)
+        if field == GR_ENGINE_ACTIVE:
+            return None if self.profile is None else f"{self.percent / 100:f}"
+        return str(self.free_mib if field == FB_FREE else self.used_mib)
 
 
 def _escape(value: str) -> str:
@@ -262,8 +284,8 @@ class DcgmExporter:
         node = self.devices.node_of(uid)
         gpus = [
             {
-                "gpu": i,
-                "UUID": gpu_uuid(node, i),
+                "gpu": self.devices.gpu_index(node, i),
+                "UUID": self.devices.device_id(node, i),
                 "container": container,
                 "percent": self.percent_of(uid, i),
             }
@@ -309,10 +331,47 @@ class DcgmExporter:
             model = labels.get(PRODUCT_LABEL) or labels.get(TYPE_LABEL) or DEFAULT_MODEL
             memory = gpu_memory_mib(labels)
             held = self.devices.holders(name)
+            layout = self.devices.layouts.get(name)
+            if layout is not None:
+                out += self._partitioned(name, layout, model, memory, held)
+                continue
             for i in range(count):
                 holder = held.get(i)
                 percent = self.percent_of(holder.uid, i) if holder is not None else 0
                 out.append(GPUSample(name, i, model, memory, holder, percent))
+        return out
+
+    def _partitioned(
+        self, node: str, layout: Layout, model: str, memory: int, held: dict[int, GPUHolder]
+    ) -> list[GPUSample]:
+        """A partitioned node's series: one per MIG instance (its own memory and activity), one
+        per whole GPU, and a shared GPU's one series for each container sharing it (the GPU's
+        utilization: what its pods' settings add up to, at most 100)."""
+        out = []
+        for g in range(layout.gpus):
+            keys = [k for k, u in enumerate(layout.units) if u.gpu == g]
+            units = [layout.units[k] for k in keys]
+            if any(u.profile is not None for u in units):
+                for k, u in zip(keys, units, strict=True):
+                    h = held.get(k)
+                    pct = self.percent_of(h.uid, k) if h is not None else 0
+                    out.append(
+                        GPUSample(node, g, model, u.memory_mib or 0, h, pct, u.profile, u.gi)
+                    )
+                continue
+            gpu_mem = memory
+            holders = [(k, held[k]) for k in keys if k in held]
+            if len(units) == 1:  # a whole GPU
+                h = holders[0][1] if holders else None
+                pct = self.percent_of(h.uid, keys[0]) if h is not None else 0
+                out.append(GPUSample(node, g, model, gpu_mem, h, pct))
+                continue
+            total = min(100, sum(self.percent_of(h.uid, k) for k, h in holders))
+            if not holders:
+                out.append(GPUSample(node, g, model, gpu_mem, None, 0))
+            for k, h in holders:
+                replica = layout.units[k].replica
+                out.append(GPUSample(node, g, model, gpu_mem, h, total, vgpu=replica))
         return out
 
     def set_reachable(self, node: str, reachable: bool) -> dict[str, Any]:
@@ -339,10 +398,14 @@ class DcgmExporter:
         samples = [s for s in self.samples(node) if s.node not in self.down]
         lines = []
         for field, ptype, help_text in FIELDS:
+            if field == GR_ENGINE_ACTIVE and not any(s.profile for s in samples):
+                continue  # only MIG instances report it here
             lines.append(f"# HELP {field} {help_text}")
             lines.append(f"# TYPE {field} {ptype}")
             for s in samples:
-                value = {UTIL: s.percent, FB_FREE: s.free_mib, FB_USED: s.used_mib}[field]
+                value = s.value(field)
+                if value is None:
+                    continue
                 labels = ",".join(f'{k}="{_escape(v)}"' for k, v in s.labels())
                 lines.append(f"{field}{{{labels}}} {value}")
         return "\n".join(lines) + "\n"

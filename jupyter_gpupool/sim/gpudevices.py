@@ -11,33 +11,39 @@ the device plugin's default ``envvar`` strategy sets it; the simulated DCGM expo
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..core.quantities import parse_quantity
+from .partitions import Layout, Unit, gpu_uuid, is_device_resource
 from .store import Store
+
+__all__ = ["GPUDevices", "GPUHolder", "container_gpus", "gpu_uuid", "store_gpu_capacity"]
 
 log = logging.getLogger(__name__)
 
 GPU_RESOURCE = "nvidia.com/gpu"
-_GPU_UUIDS = uuid.UUID("5d0c3a4e-7a0b-4c55-9a43-2f6a0d1e8b17")  # a fixed namespace for uuid5
 
 
-def gpu_uuid(node: str, index: int) -> str:
-    """The UUID of GPU ``index`` of ``node``, as NVML names GPUs (``GPU-`` + a UUID): stable for a
-    node name and index, so the same GPU keeps its UUID across restarts of the simulator."""
-    return f"GPU-{uuid.uuid5(_GPU_UUIDS, f'{node}/{index}')}"
+def container_devices(container: Mapping[str, Any]) -> dict[str, int]:
+    """The device-plugin resources a container asks for (``nvidia.com/gpu``, ``nvidia.com/gpu.
+    shared``, ``nvidia.com/mig-…``), by name: its limits (requests equal limits)."""
+    res = container.get("resources") or {}
+    asked = dict(res.get("requests") or {})
+    asked.update(res.get("limits") or {})
+    out = {}
+    for name, q in asked.items():
+        if is_device_resource(name) and q is not None:
+            n = int(parse_quantity(q))
+            if n > 0:
+                out[name] = n
+    return out
 
 
 def container_gpus(container: Mapping[str, Any]) -> int:
-    """How many ``nvidia.com/gpu`` a container asks for (its limit; requests equal limits)."""
-    res = container.get("resources") or {}
-    want = (res.get("limits") or {}).get(
-        GPU_RESOURCE, (res.get("requests") or {}).get(GPU_RESOURCE)
-    )
-    return int(parse_quantity(want)) if want is not None else 0
+    """How many devices (whole GPUs, MIG instances, shared replicas) a container asks for."""
+    return sum(container_devices(container).values())
 
 
 @dataclass(frozen=True)
@@ -63,8 +69,15 @@ class GPUDevices:
     (``UnexpectedAdmissionError``).
     """
 
-    def __init__(self, capacity: Callable[[str], int | None] | None = None):
+    def __init__(
+        self,
+        capacity: Callable[[str], int | None] | None = None,
+        layouts: Mapping[str, Layout] | None = None,
+    ):
         self._capacity = capacity or (lambda node: None)
+        #: partitioned nodes' layouts, by node name: their devices are the layout's units, each
+        #: held by its index in ``Layout.units`` (whole-GPU nodes: the GPU's index)
+        self.layouts: Mapping[str, Layout] = layouts if layouts is not None else {}
         self._nodes: dict[str, dict[int, GPUHolder]] = {}
         self._pods: dict[str, str] = {}  # pod uid -> node
 
@@ -76,6 +89,8 @@ class GPUDevices:
             return self.of_pod(uid)
         node = (pod.get("spec") or {}).get("nodeName")
         containers = (pod.get("spec") or {}).get("containers") or []
+        if node and node in self.layouts:
+            return self._allocate_units(pod, node, containers)
         wants = [(c["name"], container_gpus(c)) for c in containers]
         wants = [(name, n) for name, n in wants if n > 0]
         if not node or not wants:
@@ -104,6 +119,77 @@ class GPUDevices:
                 held[i] = GPUHolder(uid, md.get("namespace", ""), md.get("name", ""), name)
             out[name] = take
         return out
+
+    def _allocate_units(
+        self, pod: Mapping[str, Any], node: str, containers: list[Any]
+    ) -> dict[str, list[int]]:
+        """As the device plugin of a partitioned node: each container gets the lowest free units
+        of each resource it asks for (MIG instances, shared replicas)."""
+        md = pod["metadata"]
+        layout = self.layouts[node]
+        held = self._nodes.setdefault(node, {})
+        free: dict[str, list[int]] = {}
+        for i, u in enumerate(layout.units):
+            if i not in held:
+                free.setdefault(u.resource, []).append(i)
+        plan: list[tuple[str, list[int]]] = []
+        for c in containers:
+            take: list[int] = []
+            for resource, n in sorted(container_devices(c).items()):
+                have = free.get(resource, [])
+                if len(have) < n:
+                    log.warning(
+                        "pod %s/%s asks for %d %s on node %s, which has %d free: it holds none",
+                        md.get("namespace"),
+                        md.get("name"),
+                        n,
+                        resource,
+                        node,
+                        len(have),
+                    )
+                    return {}
+                take += have[:n]
+                free[resource] = have[n:]
+            if take:
+                plan.append((c["name"], take))
+        if not plan:
+            return {}
+        self._pods[md["uid"]] = node
+        for name, take in plan:
+            for i in take:
+                held[i] = GPUHolder(md["uid"], md.get("namespace", ""), md.get("name", ""), name)
+        return dict(plan)
+
+    def unit(self, node: str, key: int) -> Unit | None:
+        """The unit ``key`` of a partitioned node (None on a whole-GPU node)."""
+        layout = self.layouts.get(node)
+        if layout is None or not 0 <= key < len(layout.units):
+            return None
+        return layout.units[key]
+
+    def gpu_index(self, node: str, key: int) -> int:
+        """The physical GPU a held device is on."""
+        unit = self.unit(node, key)
+        return key if unit is None else unit.gpu
+
+    def device_id(self, node: str, key: int) -> str:
+        """What the device plugin puts in ``NVIDIA_VISIBLE_DEVICES`` for this device: the GPU's
+        UUID, a MIG device's ``MIG-…`` UUID, or a shared replica's GPU's UUID."""
+        layout = self.layouts.get(node)
+        unit = self.unit(node, key)
+        if layout is None or unit is None:
+            return gpu_uuid(node, key)
+        return layout.uuid(node, unit)
+
+    def visible_devices(self, node: str, keys: list[int]) -> str:
+        """``NVIDIA_VISIBLE_DEVICES`` for these devices (a GPU's UUID once, however many of its
+        replicas)."""
+        ids: list[str] = []
+        for k in keys:
+            d = self.device_id(node, k)
+            if d not in ids:
+                ids.append(d)
+        return ",".join(ids)
 
     def release(self, uid: str) -> None:
         """The pod is done with its GPUs (finished or deleted)."""

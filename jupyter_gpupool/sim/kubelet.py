@@ -27,6 +27,7 @@ from typing import Any
 
 from .defaults import now_iso
 from .gpudevices import GPUDevices, store_gpu_capacity
+from .partitions import Layout
 from .podhost import PodHost, StoreHost
 from .podprocess import PodProcesses, argv
 from .store import Store
@@ -93,11 +94,15 @@ class Kubelet:
         run_processes: bool = False,
         start_delay: float = 0.0,
         workdir: str | None = None,
+        layouts: Mapping[str, Layout] | None = None,
     ):
         self.host: PodHost = StoreHost(host) if isinstance(host, Store) else host
         # On the simulator's store, a node's GPUs are its allocatable nvidia.com/gpu; on another
         # API server the kubelet does not read nodes, and hands out indices without a bound.
-        self.devices = GPUDevices(store_gpu_capacity(host) if isinstance(host, Store) else None)
+        # Partitioned nodes (MIG, shared GPUs, HAMi) hand out the units of their ``layouts``.
+        self.devices = GPUDevices(
+            store_gpu_capacity(host) if isinstance(host, Store) else None, layouts
+        )
         self.run_processes = run_processes
         self.start_delay = start_delay
         self.ips = IPAllocator()

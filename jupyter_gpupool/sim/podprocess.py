@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .gpudevices import GPUDevices, gpu_uuid
+from .gpudevices import GPUDevices
 from .podhost import PodHost
 
 # Variables of the simulator's own environment that must not leak into pods.
@@ -77,13 +77,13 @@ class PodProcesses:
 
     def device_env(self, pod: Mapping[str, Any], c: Mapping[str, Any]) -> dict[str, str]:
         """What NVIDIA's device plugin adds to a container holding GPUs: ``NVIDIA_VISIBLE_DEVICES``,
-        their UUIDs (comma-separated); nothing for a container without GPUs."""
+        their UUIDs (comma-separated; ``MIG-…`` for MIG devices, the GPU's for shared replicas); nothing for a container without GPUs."""
         md = pod["metadata"]
         node = self.devices.node_of(md["uid"])
         indices = self.devices.of_pod(md["uid"]).get(c.get("name", ""), [])
         if node is None or not indices:
             return {}
-        return {"NVIDIA_VISIBLE_DEVICES": ",".join(gpu_uuid(node, i) for i in indices)}
+        return {"NVIDIA_VISIBLE_DEVICES": self.devices.visible_devices(node, indices)}
 
     async def pod_env(
         self, pod: Mapping[str, Any], c: Mapping[str, Any], ip: str

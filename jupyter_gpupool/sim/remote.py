@@ -271,8 +271,16 @@ class RemoteNodes:
         await self.register()
         self.host = ApiHost(self.api)
         await self.host.start()
+        layouts = {}
+        for node in self.spec.nodes:
+            layout = node.gpu.layout()
+            if layout is not None:
+                layouts[node.name] = layout
         self.kubelet = Kubelet(
-            self.host, run_processes=self.run_processes, start_delay=self.start_delay
+            self.host,
+            run_processes=self.run_processes,
+            start_delay=self.start_delay,
+            layouts=layouts,
         )
         self.kubelet.start()
         return self

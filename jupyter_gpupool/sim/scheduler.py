@@ -63,6 +63,18 @@ class Requests:
         self.memory += sign * other.memory
         self.gpu += sign * other.gpu
         self.pods += sign * other.pods
+        for name, n in other.other.items():
+            self.other[name] = self.other.get(name, 0) + sign * n
+
+
+def _extended(resources: Mapping[str, Any]) -> dict[str, int]:
+    """Extended resources (a domain-prefixed name, such as ``nvidia.com/mig-1g.10gb``) other than
+    ``nvidia.com/gpu``: whole counts, as kube-scheduler counts any scalar resource."""
+    return {
+        k: int(parse_quantity(v))
+        for k, v in resources.items()
+        if "/" in k and k != GPU and not k.startswith(("kubernetes.io/", "hugepages-"))
+    }
 
 
 def pod_requests(pod: Mapping[str, Any]) -> Requests:
@@ -77,6 +89,7 @@ def pod_requests(pod: Mapping[str, Any]) -> Requests:
             cpu_m=cpu_millis(req["cpu"]) if "cpu" in req else 0,
             memory=memory_bytes(req["memory"]) if "memory" in req else 0,
             gpu=int(parse_quantity(req[GPU])) if GPU in req else 0,
+            other=_extended(req),
         )
 
     total = Requests(pods=1)
@@ -87,6 +100,8 @@ def pod_requests(pod: Mapping[str, Any]) -> Requests:
         total.cpu_m = max(total.cpu_m, r.cpu_m)
         total.memory = max(total.memory, r.memory)
         total.gpu = max(total.gpu, r.gpu)
+        for name, n in r.other.items():
+            total.other[name] = max(total.other.get(name, 0), n)
     return total
 
 
@@ -130,6 +145,7 @@ class NodeInfo:
                 memory=memory_bytes(alloc.get("memory", "0")),
                 gpu=int(parse_quantity(alloc.get(GPU, "0"))),
                 pods=int(parse_quantity(alloc.get("pods", "110"))),
+                other=_extended(alloc),
             ),
         )
 
@@ -183,6 +199,9 @@ def _failures(pod: Mapping[str, Any], req: Requests, n: NodeInfo) -> tuple[list[
         out.append("Insufficient memory")
     if req.gpu and n.requested.gpu + req.gpu > n.allocatable.gpu:
         out.append(f"Insufficient {GPU}")
+    for name, want in sorted(req.other.items()):
+        if want and n.requested.other.get(name, 0) + want > n.allocatable.other.get(name, 0):
+            out.append(f"Insufficient {name}")
     return out, not unresolvable
 
 

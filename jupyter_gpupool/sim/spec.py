@@ -16,6 +16,11 @@ Example (see ``examples/cluster.yaml`` for the demo's layout)::
 and ``gpu.memory`` set the labels NVIDIA GPU Feature Discovery would (``nvidia.com/gpu.product``,
 ``nvidia.com/gpu.count``, ``nvidia.com/gpu.memory``); ``gpu.device-plugin: false`` leaves out the
 allocatable ``nvidia.com/gpu`` as on a node whose device plugin is not running.
+
+``gpu.mig`` (``{strategy: mixed, devices: {"3g.40gb": 2}}`` or ``{strategy: single, profile:
+"1g.10gb"}``), ``gpu.sharing`` (``{strategy: time-slicing|mps, replicas: 4, rename: false}``)
+and ``gpu.hami`` (``{split: 10}``) partition the node's GPUs (:mod:`.partitions`): the node then
+advertises the resources and labels NVIDIA's device plugin and GFD (or HAMi) would.
 """
 
 from __future__ import annotations
@@ -30,6 +35,14 @@ from ..core.kube.names import is_dns1123_label, is_dns1123_subdomain, is_label_v
 from ..core.kube.tolerations import EFFECTS
 from ..core.quantities import parse_quantity
 from ..core.yamldoc import Document, DocumentError, Problem, load_documents, unknown_key_message
+from .partitions import (
+    MIG_STRATEGIES,
+    SHARING_STRATEGIES,
+    Layout,
+    MigSpec,
+    SharingSpec,
+    build,
+)
 
 CONDITION_TYPES = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
 TAINT_EFFECTS = EFFECTS
@@ -47,7 +60,10 @@ _NODE_KEYS = {
     "conditions",
     "unschedulable",
 }
-_GPU_KEYS = {"count", "type", "product", "memory", "device-plugin"}
+_GPU_KEYS = {"count", "type", "product", "memory", "device-plugin", "mig", "sharing", "hami"}
+_MIG_KEYS = {"strategy", "profile", "devices"}
+_SHARING_KEYS = {"strategy", "replicas", "rename"}
+_HAMI_KEYS = {"split"}
 _TOP_KEYS = {"nodes", "defaults", "namespaces"}
 _DEFAULT_KEYS = {"cpu", "memory", "pods"}
 _TAINT_KEYS = {"key", "value", "effect"}
@@ -60,6 +76,18 @@ class GPUSpec:
     product: str | None = None
     memory_mib: int | None = None
     device_plugin: bool = True
+    mig: MigSpec | None = None
+    sharing: SharingSpec | None = None
+    hami_split: int | None = None
+
+    def layout(self) -> Layout | None:
+        """How the GPUs are cut (None: whole GPUs); the spec was checked when it was read."""
+        built = build(
+            self.count, self.product, self.memory_mib, self.mig, self.sharing, self.hami_split
+        )
+        if isinstance(built, str):
+            raise ValueError(built)
+        return built
 
 
 @dataclass
@@ -94,13 +122,20 @@ class NodeSpec:
             labels["nvidia.com/gpu.count"] = str(self.gpu.count)
             if self.gpu.memory_mib is not None:
                 labels["nvidia.com/gpu.memory"] = str(self.gpu.memory_mib)
+        layout = self.gpu.layout()
+        if layout is not None:
+            labels.update(layout.labels(self.gpu.product, self.gpu.memory_mib))
         labels.update(self.labels)  # explicit labels win
         return labels
 
     def capacity(self) -> dict[str, str]:
         cap = {"cpu": self.cpu, "memory": self.memory, "pods": str(self.pods)}
         if self.gpu.count and self.gpu.device_plugin:
-            cap[GPU_RESOURCE] = str(self.gpu.count)
+            layout = self.gpu.layout()
+            if layout is None:
+                cap[GPU_RESOURCE] = str(self.gpu.count)
+            else:
+                cap.update((k, str(v)) for k, v in sorted(layout.resources().items()))
         return cap
 
     def condition_status(self, ctype: str) -> bool:
@@ -163,6 +198,81 @@ class _Checker:
         return value
 
 
+def _parse_partitions(c: _Checker, gpu: dict, path: tuple[Any, ...], spec: GPUSpec) -> None:
+    """``gpu.mig``, ``gpu.sharing``, ``gpu.hami``: at most one, each checked against the GPUs."""
+    given = [k for k in ("mig", "sharing", "hami") if k in gpu]
+    if len(given) > 1:
+        c.add((*path, given[1]), f"a node's GPUs are cut one way: {' and '.join(given)} given")
+        return
+    if not given:
+        return
+    key = given[0]
+    where = (*path, key)
+    if key == "mig":
+        mig = c.mapping(gpu["mig"], where, _MIG_KEYS)
+        strategy = mig.get("strategy")
+        if strategy not in MIG_STRATEGIES:
+            c.add((*where, "strategy"), f"must be one of {', '.join(MIG_STRATEGIES)}")
+            return
+        if strategy == "single":
+            if "devices" in mig:
+                c.add((*where, "devices"), "the single strategy takes a profile, not devices")
+            profile = mig.get("profile")
+            if not isinstance(profile, str) or not profile:
+                c.add((*where, "profile"), 'needs a MIG profile such as "1g.10gb"')
+                return
+            spec.mig = MigSpec("single", profile=profile)
+        else:
+            if "profile" in mig:
+                c.add((*where, "profile"), "the mixed strategy takes devices, not a profile")
+            devices = c.mapping(mig.get("devices"), (*where, "devices"), None)
+            if not devices:
+                c.add((*where, "devices"), 'needs MIG devices such as {"3g.40gb": 2}')
+                return
+            pairs = []
+            for name, n in devices.items():
+                if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                    c.add((*where, "devices", str(name)), f"must be a whole number >= 1, not {n!r}")
+                    return
+                pairs.append((str(name), n))
+            spec.mig = MigSpec("mixed", devices=tuple(pairs))
+    elif key == "sharing":
+        sharing = c.mapping(gpu["sharing"], where, _SHARING_KEYS)
+        strategy = sharing.get("strategy")
+        if strategy not in SHARING_STRATEGIES:
+            c.add((*where, "strategy"), f"must be one of {', '.join(SHARING_STRATEGIES)}")
+            return
+        replicas = sharing.get("replicas")
+        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 2:
+            c.add(
+                (*where, "replicas"),
+                f"must be a whole number >= 2 (the device plugin refuses fewer), not {replicas!r}",
+            )
+            return
+        rename = sharing.get("rename", False)
+        if not isinstance(rename, bool):
+            c.add((*where, "rename"), "must be true or false")
+            return
+        spec.sharing = SharingSpec(strategy, replicas, rename)
+    else:
+        hami = c.mapping(gpu["hami"], where, _HAMI_KEYS)
+        split = hami.get("split", 10)
+        if isinstance(split, bool) or not isinstance(split, int) or split < 1:
+            c.add((*where, "split"), f"must be a whole number >= 1, not {split!r}")
+            return
+        spec.hami_split = split
+    if not spec.count:
+        c.add(where, "needs gpu.count: there are no GPUs to cut")
+        spec.mig = spec.sharing = spec.hami_split = None
+        return
+    built = build(
+        spec.count, spec.product, spec.memory_mib, spec.mig, spec.sharing, spec.hami_split
+    )
+    if isinstance(built, str):
+        c.add(where, built)
+        spec.mig = spec.sharing = spec.hami_split = None
+
+
 def _parse_node(c: _Checker, raw: Any, path: tuple[Any, ...], defaults: dict) -> NodeSpec | None:
     data = c.mapping(raw, path, _NODE_KEYS)
     if not data:
@@ -207,6 +317,7 @@ def _parse_node(c: _Checker, raw: Any, path: tuple[Any, ...], defaults: dict) ->
                 c.add((*path, "gpu", "device-plugin"), "must be true or false")
             else:
                 node.gpu.device_plugin = gpu["device-plugin"]
+        _parse_partitions(c, gpu, (*path, "gpu"), node.gpu)
     taints = data.get("taints") or []
     if not isinstance(taints, list):
         c.add((*path, "taints"), "must be a list of {key, value, effect}")
