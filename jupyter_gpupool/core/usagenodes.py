@@ -151,8 +151,7 @@ class NodeBook:
             ps.eligible_free += after - before
             shape = node.gpu_shape
             if shape is not None:
-                shape._remove(before)
-                shape._add(after)
+                shape._move(before, after)
         else:
             node.gpu_used += delta
         ps.gpu_used += delta
@@ -173,9 +172,9 @@ class NodeBook:
                 add_count(used, resource, sign * n)
                 continue
             offered, count = held
-            count._remove(node.shape_free(resource, offered))
+            before = node.shape_free(resource, offered)
             add_count(used, resource, sign * n)
-            count._add(node.shape_free(resource, offered))
+            count._move(before, node.shape_free(resource, offered))
 
 
 def add_count(counter: dict[str, int], key: str, delta: int) -> None:

@@ -109,6 +109,9 @@ def pod_gpus(spec: Mapping[str, Any], resource: str = GPU_RESOURCE) -> int:
     return max(total + sidecars, init_peak)
 
 
+_SHAPE_PREFIXES = (MIG_RESOURCE_PREFIX, SHARED_RESOURCE)
+
+
 def is_shape_resource(resource: str) -> bool:
     """Whether a pod resource is a shape's other than ``nvidia.com/gpu``: a MIG device of the
     mixed strategy, or the device plugin's renamed shared GPU."""
@@ -118,23 +121,25 @@ def is_shape_resource(resource: str) -> bool:
 def pod_shape_units(spec: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
     """``(resource, units)`` the scheduler reserves for a pod spec, for each shape resource other
     than ``nvidia.com/gpu`` it asks for (``nvidia.com/mig-3g.40gb``, ``nvidia.com/gpu.shared``),
-    sorted; ``()`` for almost every pod (one pass over the containers' resource names)."""
-    found: set[str] | None = None
+    sorted; ``()`` for almost every pod, found in one pass over the containers' limits (an
+    extended resource must have a limit; requests are read only where there are none)."""
+    found: list[str] | None = None
     for key in ("containers", "initContainers"):
         for c in spec.get(key) or ():
             res = c.get("resources")
             if not res:
                 continue
-            for part in (res.get("limits"), res.get("requests")):
-                if part:
-                    for name in part:
-                        if is_shape_resource(name):
-                            if found is None:
-                                found = set()
-                            found.add(name)
+            names = res.get("limits") or res.get("requests")
+            if not names:
+                continue
+            for name in names:
+                if name.startswith(_SHAPE_PREFIXES) and is_shape_resource(name):
+                    if found is None:
+                        found = []
+                    found.append(name)
     if found is None:
         return ()
-    units = ((r, pod_gpus(spec, r)) for r in sorted(found))
+    units = ((r, pod_gpus(spec, r)) for r in sorted(set(found)))
     return tuple((intern(r), n) for r, n in units if n)
 
 
@@ -162,6 +167,17 @@ class ShapeCount:
     def _remove(self, free: int) -> None:
         self.counts[free] -= 1
         self.free -= free
+
+    def _move(self, before: int, after: int) -> None:
+        """A node's free units went from ``before`` to ``after`` (one pod's event)."""
+        counts = self.counts
+        counts[before] -= 1
+        if after < len(counts):
+            counts[after] += 1
+            self.free += after - before
+        else:
+            self.free -= before
+            self._add(after)
 
     def max_free(self) -> int:
         for f in range(len(self.counts) - 1, -1, -1):
