@@ -67,6 +67,9 @@ class PoolSummary(TypedDict, total=False):
     default_platform: str | None
     limits: dict[str, Any]
     defined: bool
+    # what its nodes offer: {id, kind, resource, model, memory_mib, equivalent,
+    # equivalent_gpus, isolates, total, free, largest_free, text} (docs/service.md)
+    shapes: list[dict[str, Any]]
 
 
 class Admission(TypedDict, total=False):

@@ -26,7 +26,10 @@ def node(
     extra_labels: dict[str, str] | None = None,
     product: str | None = None,
     device_plugin: bool = True,
+    extra_allocatable: dict[str, str] | None = None,
 ) -> dict[str, Any]:
+    """A node; ``extra_labels`` and ``extra_allocatable`` add what GFD and the device plugin
+    write for MIG devices and shared GPUs (``nvidia.com/mig-3g.40gb: "1"``)."""
     labels = {L.HOSTNAME_LABEL: name}
     if pool is not None:
         labels[L.POOL_LABEL] = pool
@@ -39,6 +42,7 @@ def node(
     allocatable = {"cpu": "64", "memory": "512Gi", "pods": "110"}
     if gpus and device_plugin:
         allocatable[L.GPU_RESOURCE] = str(gpus)
+    allocatable.update(extra_allocatable or {})
     conds = [{"type": "Ready", "status": "True" if ready else "False"}]
     for ctype, value in (conditions or {}).items():
         conds.append({"type": ctype, "status": "True" if value else "False"})
@@ -71,7 +75,10 @@ def pod(
     uid: str | None = None,
     deleting: bool = False,
     init_gpus: int = 0,
+    limits: dict[str, str] | None = None,
 ) -> dict[str, Any]:
+    """A pod; ``limits`` adds other resources to its container's limits (a MIG device:
+    ``{"nvidia.com/mig-3g.40gb": "1"}`` with ``gpus=0``)."""
     labels: dict[str, str] = {}
     annotations: dict[str, str] = {}
     if user is not None:
@@ -85,8 +92,9 @@ def pod(
     if admission is not None:
         labels[L.POD_ADMISSION] = admission
     container: dict[str, Any] = {"name": "notebook", "image": "jupyter/base"}
-    if gpus:
-        container["resources"] = {"limits": {L.GPU_RESOURCE: str(gpus)}}
+    if gpus or limits:
+        own = {L.GPU_RESOURCE: str(gpus)} if gpus else {}
+        container["resources"] = {"limits": {**own, **(limits or {})}}
     spec: dict[str, Any] = {"containers": [container]}
     if init_gpus:
         spec["initContainers"] = [

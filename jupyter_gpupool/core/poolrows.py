@@ -1,5 +1,6 @@
 """What a pool is and holds, as the service lists it: its name among the pools, its definition,
-and its row of ``GET api/v1/pools`` (gpuctl's columns, and what can still be admitted).
+and its row of ``GET api/v1/pools`` (gpuctl's columns, what can still be admitted, and the
+shapes its nodes offer, :mod:`.shaperows`).
 
 Pure: read off the registry, the usage index and the reservations. The live state caches these
 rows (:class:`jupyter_gpupool.service.state.ServiceState`); the API and the pages show them.
@@ -11,6 +12,7 @@ from typing import Any
 
 from .pools import DEFAULT_POOL, Pool, Registry
 from .reservations import Reservations
+from .shaperows import pool_shapes
 from .usage import PoolUsage, UsageIndex
 
 JSON = dict[str, Any]
@@ -125,4 +127,5 @@ def pool_summary(
         },
         "defined": pool.source is not None,
         "nodes_taken_out": taken_out,
+        "shapes": pool_shapes(index, reservations, pool.name),
     }

@@ -18,8 +18,16 @@ from __future__ import annotations
 import math
 import re
 from decimal import ROUND_CEILING, Context, Decimal, InvalidOperation
+from typing import Any
 
-__all__ = ["canonical_quantity", "cpu_millis", "format_memory", "memory_bytes", "parse_quantity"]
+__all__ = [
+    "canonical_quantity",
+    "cpu_millis",
+    "format_memory",
+    "memory_bytes",
+    "parse_quantity",
+    "quantity_int",
+]
 
 # Enough digits for any realistic quantity ("123.456789Ei" needs ~30) to stay exact.
 _CTX = Context(prec=80, Emax=10_000, Emin=-10_000)
@@ -98,6 +106,20 @@ _DECIMAL_SUFFIX = {
     18: "E",
 }
 _BINARY_SUFFIX = {bits: suffix for suffix, bits in _BINARY.items()}
+
+
+def quantity_int(value: Any) -> int:
+    """A count of devices from a quantity (``2``, ``"2"``); fractions round up as the
+    scheduler's do; what is not a quantity counts 0."""
+    if type(value) is int:
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    try:
+        q = parse_quantity(value)
+    except ValueError:
+        return 0
+    return max(0, int(q.to_integral_value(rounding="ROUND_CEILING")))
 
 
 def canonical_quantity(value: str | int | float | Decimal) -> str:

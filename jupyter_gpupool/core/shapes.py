@@ -40,7 +40,7 @@ from .labels import (
     GPU_RESOURCE,
     GPU_TYPE_LABEL,
 )
-from .usagerecords import quantity_int
+from .quantities import quantity_int
 
 # --- names ---------------------------------------------------------------------------------------
 
@@ -151,6 +151,10 @@ class Offer:
     def count(self, shape_id: str) -> int:
         """How many of the shape with this id the node has (0 when none)."""
         return sum(o.count for o in self.shapes if o.shape.id == shape_id)
+
+
+#: A node that offers nothing (no GPU of any kind) and has nothing wrong.
+NO_OFFER = Offer()
 
 
 # --- reading a node --------------------------------------------------------------------------------

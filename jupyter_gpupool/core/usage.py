@@ -30,8 +30,17 @@ Accounting rules (the ones the issue left open are marked *decided*):
 - A node's pool is its pool label's value; else the first pool whose ``selector`` matches the
   node's labels; else ``default``. A node that changes pool takes its pods' usage with it.
 - A node takes new servers only when Ready, not cordoned, and free of memory, disk or PID
-  pressure and network trouble. A node with GPU labels but no allocatable ``nvidia.com/gpu``
-  (device plugin missing) is reported with that reason and offers no GPUs.
+  pressure and network trouble, and while its GPUs are not being re-partitioned
+  (``nvidia.com/mig.config.state`` pending, rebooting or failed) and what it offers can be read
+  (:func:`.shapes.node_offer`); those two are reported in the offer's words. A node with GPU
+  labels but no GPU resource at all (device plugin missing) is reported with that reason and
+  offers no GPUs.
+- *Shapes* (:mod:`.shapes`): each node's offer is kept, and each pool counts every shape its
+  nodes offer: units on all its nodes, and per schedulable node the units free, so "the most
+  free on one node" is a scan of a few counters. A pod uses the units it asks of each shape
+  resource (``nvidia.com/mig-3g.40gb: 1``), counted as its GPUs are; ``nvidia.com/gpu`` stays
+  the GPUs above, whatever it stands for on the node (whole GPUs, single-strategy MIG devices,
+  shared replicas, HAMi slices).
 """
 
 from __future__ import annotations
@@ -41,7 +50,15 @@ from typing import Any
 
 from .labels import POOL_LABEL
 from .usagepods import AdmissionListener, PodBook
-from .usagerecords import CORDONED, NOT_READY, NodeRecord, PlacementGroup, PodRecord, reasons_of
+from .usagerecords import (
+    CORDONED,
+    NOT_READY,
+    NodeRecord,
+    PlacementGroup,
+    PodRecord,
+    ShapeCount,
+    node_reasons,
+)
 from .usagerelist import Relist
 
 # The service imports the rows from here; they live in .usagerows.
@@ -123,6 +140,18 @@ class UsageIndex(PodBook):
     def node_hostname(self, node: str) -> str:
         n = self._nodes.get(node)
         return n.hostname if n is not None else node
+
+    def shape_counts(self, pool: str) -> list[ShapeCount]:
+        """Each shape the pool's nodes offer, counted (in no particular order); read them
+        before the index changes again."""
+        ps = self._pools.get(pool)
+        return list(ps.shapes.values()) if ps is not None else []
+
+    def node_gpu_shape(self, node: str) -> ShapeCount | None:
+        """The pool's count of the shape a schedulable node offers as ``nvidia.com/gpu`` (the
+        one its free GPUs, :meth:`node_free`, are of), None when it takes no servers."""
+        n = self._nodes.get(node)
+        return n.gpu_shape if n is not None else None
 
     def has_pool(self, pool: str) -> bool:
         return pool in self._pools
@@ -221,7 +250,7 @@ class UsageIndex(PodBook):
             gpu_used=n.gpu_used,
             gpu_free=n.free,
             status=ready + (",SchedulingDisabled" if n.flags & CORDONED else ""),
-            reasons=reasons_of(n.flags),
+            reasons=node_reasons(n),
             schedulable=n.group is not None,
             pods=len(n.pods) + self._others_on.get(n.name, 0),
         )

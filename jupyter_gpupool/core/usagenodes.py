@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from .labels import GPU_RESOURCE
 from .pools import DEFAULT_POOL
-from .usagerecords import BLOCKING, GroupKey, NodeRecord, PlacementGroup
+from .shapes import Shape
+from .usagerecords import BLOCKING, GroupKey, NodeRecord, PlacementGroup, ShapeCount
 
 
 class PoolState:
-    """One pool's nodes, servers and GPU counts in the usage index."""
+    """One pool's nodes, servers and GPU counts in the usage index; ``shapes`` counts each shape
+    its nodes offer (:class:`~.usagerecords.ShapeCount`)."""
 
     __slots__ = (
         "eligible_free",
@@ -28,6 +31,7 @@ class PoolState:
         "nodes",
         "over_quota",
         "servers",
+        "shapes",
         "subject_used",
         "user_used",
     )
@@ -40,6 +44,7 @@ class PoolState:
         self.eligible_nodes = 0
         self.eligible_free = 0
         self.groups: dict[GroupKey, PlacementGroup] = {}
+        self.shapes: dict[Shape, ShapeCount] = {}
         self.servers: dict[str, None] = {}
         self.over_quota: dict[str, None] = {}
         self.subject_used: dict[str, int] = {}
@@ -85,6 +90,23 @@ class NodeBook:
             group._add(node.name, node.free)
             ps.eligible_nodes += 1
             ps.eligible_free += node.free
+        for offered in node.offer.shapes:
+            count = ps.shapes.get(offered.shape)
+            if count is None:
+                count = ps.shapes[offered.shape] = ShapeCount(offered.shape)
+            count.total += offered.count
+            count.nodes += 1
+            if node.group is None:
+                continue
+            resource = offered.shape.resource
+            if resource == GPU_RESOURCE:  # offered.count is gpu_total
+                node.gpu_shape = count
+                count._add(node.free)
+            else:
+                if node.shape_counts is None:
+                    node.shape_counts = {}
+                node.shape_counts[resource] = (offered.count, count)
+                count._add(node.shape_free(resource, offered.count))
 
     def _remove_node(self, node: NodeRecord) -> None:
         del self._nodes[node.name]
@@ -92,6 +114,19 @@ class NodeBook:
         del ps.nodes[node.name]
         ps.gpu_total -= node.gpu_total
         ps.gpu_used -= node.gpu_used
+        for offered in node.offer.shapes:
+            count = ps.shapes[offered.shape]
+            count.total -= offered.count
+            count.nodes -= 1
+            if node.group is not None:
+                resource = offered.shape.resource
+                if resource == GPU_RESOURCE:
+                    count._remove(node.free)
+                else:
+                    count._remove(node.shape_free(resource, offered.count))
+            if not count.nodes:
+                del ps.shapes[offered.shape]
+        node.gpu_shape = node.shape_counts = None
         if node.group is not None:
             node.group._remove(node.name, node.free)
             ps.eligible_nodes -= 1
@@ -111,11 +146,35 @@ class NodeBook:
             before = node.free
             node.group._remove(node.name, before)
             node.gpu_used += delta
-            node.group._add(node.name, node.free)
-            ps.eligible_free += node.free - before
+            after = node.free
+            node.group._add(node.name, after)
+            ps.eligible_free += after - before
+            shape = node.gpu_shape
+            if shape is not None:
+                shape._move(before, after)
         else:
             node.gpu_used += delta
         ps.gpu_used += delta
+
+    def _node_shapes_used(
+        self, node: NodeRecord, units: tuple[tuple[str, int], ...], sign: int
+    ) -> None:
+        """A pod's units of shape resources other than ``nvidia.com/gpu`` taken (``sign`` 1) or
+        given back (-1) on its node, and on its pool's shape counts while the node is
+        schedulable."""
+        used = node.shape_used
+        if used is None:
+            used = node.shape_used = {}
+        counts = node.shape_counts
+        for resource, n in units:
+            held = counts.get(resource) if counts is not None else None
+            if held is None:
+                add_count(used, resource, sign * n)
+                continue
+            offered, count = held
+            before = node.shape_free(resource, offered)
+            add_count(used, resource, sign * n)
+            count._move(before, node.shape_free(resource, offered))
 
 
 def add_count(counter: dict[str, int], key: str, delta: int) -> None:

@@ -159,7 +159,7 @@ class PodBook(NodeBook):
             if old.pool == pool:
                 return
             new = NodeRecord(name)
-            for attr in ("labels", "gpu_total", "gpu_type", "type_key", "flags", "taints"):
+            for attr in ("labels", "gpu_total", "gpu_type", "type_key", "flags", "taints", "offer"):
                 setattr(new, attr, getattr(old, attr))
             new.hostname = old.hostname
             new.pool = pool
@@ -199,6 +199,8 @@ class PodBook(NodeBook):
             node.pods[p.key] = None
             if p.gpus:
                 self._node_used(node, p.gpus)
+            if p.shapes:
+                self._node_shapes_used(node, p.shapes, 1)
         pool = node.pool if node is not None else p.pool_label
         p.linked_pool = pool
         if p.user is not None:
@@ -233,6 +235,8 @@ class PodBook(NodeBook):
             node.pods.pop(p.key, None)
             if p.gpus:
                 self._node_used(node, -p.gpus)
+            if p.shapes:
+                self._node_shapes_used(node, p.shapes, -1)
         pool = p.linked_pool
         if p.user is not None:
             if pool is None:

@@ -30,7 +30,8 @@ from .labels import (
     POOL_LABEL,
 )
 from .pools import DEFAULT_POOL
-from .quantities import parse_quantity
+from .quantities import quantity_int
+from .shapes import MIG_RESOURCE_PREFIX, NO_OFFER, SHARED_RESOURCE, Shape, node_offer
 
 # Node problems, as bits. The first six keep servers off the node.
 NOT_READY = 1
@@ -40,8 +41,17 @@ PID_PRESSURE = 8
 NETWORK_UNAVAILABLE = 16
 CORDONED = 32
 GPU_MISSING = 64
+#: The node's GPUs are being re-partitioned (MIG), or what it offers cannot be read: its own
+#: words are its offer's (:attr:`.shapes.Offer.repartitioning` or ``problem``).
+OFFER_BLOCKED = 128
 BLOCKING = (
-    NOT_READY | MEMORY_PRESSURE | DISK_PRESSURE | PID_PRESSURE | NETWORK_UNAVAILABLE | CORDONED
+    NOT_READY
+    | MEMORY_PRESSURE
+    | DISK_PRESSURE
+    | PID_PRESSURE
+    | NETWORK_UNAVAILABLE
+    | CORDONED
+    | OFFER_BLOCKED
 )
 
 #: Words for each problem, in the order they are reported (Run:ai's node status column).
@@ -52,6 +62,7 @@ REASONS: tuple[tuple[int, str], ...] = (
     (PID_PRESSURE, "PID pressure"),
     (NETWORK_UNAVAILABLE, "network unavailable"),
     (CORDONED, "cordoned (scheduling disabled)"),
+    (OFFER_BLOCKED, "GPUs being re-partitioned"),  # the node's own words replace these
     (GPU_MISSING, "GPU resource missing (no device plugin)"),
 )
 _PRESSURE = {
@@ -68,46 +79,111 @@ Taint = tuple[str, str, str]  # key, value, effect
 GroupKey = tuple[str, str | None, tuple[Taint, ...]]  # gpu type, label it came from, taints
 
 
-def quantity_int(value: Any) -> int:
-    """A GPU count from a quantity (``2``, ``"2"``); fractions round up as the scheduler's do."""
-    if type(value) is int:
-        return value
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    try:
-        q = parse_quantity(value)
-    except ValueError:
-        return 0
-    return max(0, int(q.to_integral_value(rounding="ROUND_CEILING")))
-
-
-def _container_gpus(container: Mapping[str, Any]) -> int:
+def _container_units(container: Mapping[str, Any], resource: str) -> int:
     res = container.get("resources")
     if not res:
         return 0
     limits = res.get("limits")
-    value = limits.get(GPU_RESOURCE) if limits else None
+    value = limits.get(resource) if limits else None
     if value is None:
         requests = res.get("requests")
-        value = requests.get(GPU_RESOURCE) if requests else None
+        value = requests.get(resource) if requests else None
     return 0 if value is None else quantity_int(value)
 
 
-def pod_gpus(spec: Mapping[str, Any]) -> int:
-    """GPUs the scheduler reserves for a pod spec (containers, init containers, sidecars)."""
+def pod_gpus(spec: Mapping[str, Any], resource: str = GPU_RESOURCE) -> int:
+    """GPUs (units of ``resource``) the scheduler reserves for a pod spec (containers, init
+    containers, sidecars)."""
     total = 0
     for c in spec.get("containers") or ():
-        total += _container_gpus(c)
+        total += _container_units(c, resource)
     init_peak = 0
     sidecars = 0
     for c in spec.get("initContainers") or ():
-        g = _container_gpus(c)
+        g = _container_units(c, resource)
         if c.get("restartPolicy") == "Always":  # a sidecar runs alongside everything after it
             sidecars += g
             init_peak = max(init_peak, sidecars)
         else:
             init_peak = max(init_peak, sidecars + g)
     return max(total + sidecars, init_peak)
+
+
+_SHAPE_PREFIXES = (MIG_RESOURCE_PREFIX, SHARED_RESOURCE)
+
+
+def is_shape_resource(resource: str) -> bool:
+    """Whether a pod resource is a shape's other than ``nvidia.com/gpu``: a MIG device of the
+    mixed strategy, or the device plugin's renamed shared GPU."""
+    return resource.startswith(MIG_RESOURCE_PREFIX) or resource == SHARED_RESOURCE
+
+
+def pod_shape_units(spec: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """``(resource, units)`` the scheduler reserves for a pod spec, for each shape resource other
+    than ``nvidia.com/gpu`` it asks for (``nvidia.com/mig-3g.40gb``, ``nvidia.com/gpu.shared``),
+    sorted; ``()`` for almost every pod, found in one pass over the containers' limits (an
+    extended resource must have a limit; requests are read only where there are none)."""
+    found: list[str] | None = None
+    for key in ("containers", "initContainers"):
+        for c in spec.get(key) or ():
+            res = c.get("resources")
+            if not res:
+                continue
+            names = res.get("limits") or res.get("requests")
+            if not names:
+                continue
+            for name in names:
+                if name.startswith(_SHAPE_PREFIXES) and is_shape_resource(name):
+                    if found is None:
+                        found = []
+                    found.append(name)
+    if found is None:
+        return ()
+    units = ((r, pod_gpus(spec, r)) for r in sorted(set(found)))
+    return tuple((intern(r), n) for r, n in units if n)
+
+
+class ShapeCount:
+    """One shape in one pool: its units on all the pool's nodes (``total``), and its schedulable
+    nodes counted by free units (``counts[f]`` nodes with exactly ``f`` free), as
+    :class:`PlacementGroup` counts GPUs, so "the most free on one node" is a scan of a few
+    counters. ``free`` is the sum over the schedulable nodes."""
+
+    __slots__ = ("counts", "free", "nodes", "shape", "total")
+
+    def __init__(self, shape: Shape):
+        self.shape = shape
+        self.total = 0
+        self.nodes = 0
+        self.free = 0
+        self.counts: list[int] = []
+
+    def _add(self, free: int) -> None:
+        while len(self.counts) <= free:
+            self.counts.append(0)
+        self.counts[free] += 1
+        self.free += free
+
+    def _remove(self, free: int) -> None:
+        self.counts[free] -= 1
+        self.free -= free
+
+    def _move(self, before: int, after: int) -> None:
+        """A node's free units went from ``before`` to ``after`` (one pod's event)."""
+        counts = self.counts
+        counts[before] -= 1
+        if after < len(counts):
+            counts[after] += 1
+            self.free += after - before
+        else:
+            self.free -= before
+            self._add(after)
+
+    def max_free(self) -> int:
+        for f in range(len(self.counts) - 1, -1, -1):
+            if self.counts[f]:
+                return f
+        return 0
 
 
 class PlacementGroup:
@@ -154,8 +230,15 @@ class PlacementGroup:
 
 
 class NodeRecord:
+    """A node as the index keeps it. ``offer`` is what it offers (:func:`.shapes.node_offer`);
+    ``shape_used`` the units pods use of each shape resource other than ``nvidia.com/gpu``
+    (whose are ``gpu_used``). While the node is schedulable, ``gpu_shape`` is its pool's count
+    of the shape it offers as ``nvidia.com/gpu`` and ``shape_counts`` maps its other shape
+    resources to ``(units on the node, the pool's count)``."""
+
     __slots__ = (
         "flags",
+        "gpu_shape",
         "gpu_total",
         "gpu_type",
         "gpu_used",
@@ -163,8 +246,11 @@ class NodeRecord:
         "hostname",
         "labels",
         "name",
+        "offer",
         "pods",
         "pool",
+        "shape_counts",
+        "shape_used",
         "taints",
         "type_key",
     )
@@ -182,6 +268,10 @@ class NodeRecord:
         self.hostname = name
         self.group: PlacementGroup | None = None
         self.pods: dict[str, None] = {}
+        self.offer = NO_OFFER
+        self.shape_used: dict[str, int] | None = None
+        self.gpu_shape: ShapeCount | None = None
+        self.shape_counts: dict[str, tuple[int, ShapeCount]] | None = None
 
     def signature(self) -> tuple[Any, ...]:
         return (
@@ -192,12 +282,18 @@ class NodeRecord:
             self.flags,
             self.taints,
             self.hostname,
+            self.offer,
         )
 
     @property
     def free(self) -> int:
         free = self.gpu_total - self.gpu_used
         return free if free > 0 else 0
+
+    def shape_free(self, resource: str, count: int) -> int:
+        """Free units of a shape resource other than ``nvidia.com/gpu`` (``count`` offered)."""
+        used = self.shape_used.get(resource, 0) if self.shape_used else 0
+        return count - used if count > used else 0
 
 
 class PodRecord:
@@ -214,6 +310,7 @@ class PodRecord:
         "platform",
         "pool_label",
         "server",
+        "shapes",
         "terminating",
         "uid",
         "user",
@@ -223,6 +320,7 @@ class PodRecord:
     uid: str
     node: str | None
     gpus: int
+    shapes: tuple[tuple[str, int], ...]  # units of shape resources other than nvidia.com/gpu
     user: str | None
     server: str
     charged: str | None
@@ -250,6 +348,19 @@ def reasons_of(flags: int) -> tuple[str, ...]:
     return tuple(words for bit, words in REASONS if flags & bit)
 
 
+def node_reasons(node: NodeRecord) -> tuple[str, ...]:
+    """A node's problems in words, its offer's own words for :data:`OFFER_BLOCKED`
+    ("MIG re-partition pending", "rebooting to change MIG mode"...)."""
+    if not node.flags & OFFER_BLOCKED:
+        return reasons_of(node.flags)
+    own = node.offer.repartitioning or node.offer.problem or ""
+    return tuple(
+        (own or words) if bit == OFFER_BLOCKED else words
+        for bit, words in REASONS
+        if node.flags & bit
+    )
+
+
 def read_node(name: str, pool: str, meta: Mapping[str, Any], obj: Mapping[str, Any]) -> NodeRecord:
     """What the index keeps of a Node object, ``pool`` being the pool its labels put it in."""
     # most label values (pool, GPU type, zone, OS...) are the same on many nodes: kept once
@@ -259,7 +370,9 @@ def read_node(name: str, pool: str, meta: Mapping[str, Any], obj: Mapping[str, A
     new = NodeRecord(name)
     new.labels = labels
     new.pool = pool
-    new.gpu_total = quantity_int((status.get("allocatable") or {}).get(GPU_RESOURCE, 0))
+    allocatable = status.get("allocatable") or {}
+    new.gpu_total = quantity_int(allocatable.get(GPU_RESOURCE, 0))
+    new.offer = node_offer(labels, allocatable)
     gpu_type = labels.get(GPU_TYPE_LABEL)
     if gpu_type:
         new.gpu_type, new.type_key = gpu_type, GPU_TYPE_LABEL
@@ -275,7 +388,13 @@ def read_node(name: str, pool: str, meta: Mapping[str, Any], obj: Mapping[str, A
             flags |= _PRESSURE[ctype]
     if spec.get("unschedulable"):
         flags |= CORDONED
-    if new.gpu_total == 0 and (new.gpu_type or quantity_int(labels.get(GFD_COUNT_LABEL, 0)) > 0):
+    if not new.offer.admits:
+        flags |= OFFER_BLOCKED
+    if (
+        new.gpu_total == 0
+        and not new.offer.shapes  # a node all in MIG devices has no nvidia.com/gpu left
+        and (new.gpu_type or quantity_int(labels.get(GFD_COUNT_LABEL, 0)) > 0)
+    ):
         flags |= GPU_MISSING
     new.flags = flags
     new.taints = tuple(
@@ -310,7 +429,10 @@ def read_pod(
     node = spec.get("nodeName")
     p.node = intern(node) if node else None
     # Container resources of a pod never change, so a known pod's count is reused.
-    p.gpus = old.gpus if old is not None and old.uid == uid else pod_gpus(spec)
+    if old is not None and old.uid == uid:
+        p.gpus, p.shapes = old.gpus, old.shapes
+    else:
+        p.gpus, p.shapes = pod_gpus(spec), pod_shape_units(spec)
     p.phase = intern(phase)
     p.terminating = bool(meta.get("deletionTimestamp"))
     p.created = meta.get("creationTimestamp") or ""
@@ -358,7 +480,8 @@ def is_other(meta: Mapping[str, Any], obj: Mapping[str, Any]) -> bool:
     labels = meta.get("labels") or {}
     if labels.get(POD_ADMISSION) or user_of(labels, meta.get("annotations") or {}):
         return False
-    return pod_gpus(obj.get("spec") or {}) == 0
+    spec = obj.get("spec") or {}
+    return pod_gpus(spec) == 0 and not pod_shape_units(spec)
 
 
 def same_pod(a: PodRecord, b: PodRecord) -> bool:
@@ -366,6 +489,7 @@ def same_pod(a: PodRecord, b: PodRecord) -> bool:
     return (
         a.node == b.node
         and a.gpus == b.gpus
+        and a.shapes == b.shapes
         and a.uid == b.uid
         and a.terminating == b.terminating
         and a.user == b.user

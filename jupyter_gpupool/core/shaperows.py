@@ -1,0 +1,134 @@
+"""A pool's shapes as ``GET api/v1/pools`` lists them: each with its free counts and the largest
+free block on one node, and a short text for the spawn form ("MIG 3g.40gb: 2 free").
+
+Pure: read off the usage index's shape counts (:class:`~.usagerecords.ShapeCount`) and the
+reservations. A reservation holds ``nvidia.com/gpu`` on its node (admission asks for nothing
+else yet), so it is taken from the shape the node offers under that resource.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from .reservations import Reservations
+from .shapes import HAMI, MIG, MPS, TIME_SLICING, WHOLE, Shape
+from .usage import UsageIndex
+from .usagerecords import ShapeCount
+
+JSON = dict[str, Any]
+
+#: Whole GPUs first, then MIG instances (largest first), then shared GPUs, then HAMi slices.
+_KIND_ORDER = {WHOLE: 0, MIG: 1, TIME_SLICING: 2, MPS: 2, HAMI: 3}
+
+#: Unicode's vulgar fractions, for the texts ("A10 shared ¼").
+_VULGAR = {
+    Fraction(1, 2): "½",
+    Fraction(1, 3): "⅓",
+    Fraction(2, 3): "⅔",
+    Fraction(1, 4): "¼",
+    Fraction(3, 4): "¾",
+    Fraction(1, 5): "⅕",
+    Fraction(1, 6): "⅙",
+    Fraction(1, 7): "⅐",
+    Fraction(1, 8): "⅛",
+    Fraction(1, 9): "⅑",
+    Fraction(1, 10): "⅒",
+}
+
+
+def shape_order(shape: Shape) -> tuple[Any, ...]:
+    """Sort key: kind (whole, MIG, shared, HAMi), then the larger first, then model and id."""
+    return (
+        _KIND_ORDER.get(shape.kind, len(_KIND_ORDER)),
+        -shape.equivalent,
+        -(shape.memory_mib or 0),
+        shape.model or "",
+        shape.id,
+        shape.resource,
+    )
+
+
+def fraction_text(value: Fraction) -> str:
+    """``¼`` for a quarter, ``2/7`` where Unicode has no sign, ``1`` for a whole."""
+    return _VULGAR.get(value) or str(value)
+
+
+def shape_text(shape: Shape, free: int, largest: int) -> str:
+    """The spawn form's line for a shape, in the issue's words."""
+    model = shape.model or "GPU"
+    if shape.kind == WHOLE:
+        more = f" (largest {largest} on one node)" if free else ""
+        return f"{model} whole: {free} free{more}"
+    if shape.kind == MIG:
+        name = f"MIG {shape.profile}"
+        if shape.replicas > 1:
+            name += f" shared {fraction_text(Fraction(1, shape.replicas))} (time-sliced)"
+        return f"{name}: {free} free"
+    if shape.kind == TIME_SLICING:
+        how = "time-sliced, no memory isolation"
+    elif shape.kind == MPS:
+        how = "MPS, a share of memory and compute"
+    else:
+        how = "HAMi, memory capped in user space"
+    word = "slice" if shape.kind == HAMI else "shared"
+    return f"{model} {word} {fraction_text(shape.equivalent)} ({how}): {free} free"
+
+
+def pool_shapes(index: UsageIndex, reservations: Reservations, pool: str) -> list[JSON]:
+    """The pool's shapes, ordered (:func:`shape_order`), each with ``total`` (on all its nodes),
+    ``free`` (on its schedulable nodes, less what reservations hold) and ``largest_free`` (the
+    most free on one schedulable node)."""
+    counts = index.shape_counts(pool)
+    if not counts:
+        return []
+    # per shape count: units reservations take, and its reserved nodes by (raw free, held)
+    taken: dict[int, int] = {}
+    reserved: dict[int, list[tuple[int, int]]] = {}
+    for node, gpus in reservations.pool_nodes(pool).items():
+        count = index.node_gpu_shape(node)
+        if count is None:
+            continue
+        free = index.node_free(node)
+        taken[id(count)] = taken.get(id(count), 0) + min(gpus, free)
+        reserved.setdefault(id(count), []).append((free, gpus))
+    out = []
+    for count in sorted(counts, key=lambda c: shape_order(c.shape)):
+        held = reserved.get(id(count))
+        free = count.free - taken.get(id(count), 0)
+        largest = _largest(count, held) if held else count.max_free()
+        out.append(shape_row(count.shape, count.total, free, largest))
+    return out
+
+
+def _largest(count: ShapeCount, held: list[tuple[int, int]]) -> int:
+    """The most free units on one node, the reserved nodes' held units counted as used: the
+    reserved nodes one by one, the counters only above the best found so far (as
+    :func:`.poolrows.largest_free_block` does for GPUs)."""
+    best = 0
+    at: dict[int, int] = {}  # raw free units -> reserved nodes with that many
+    for free, gpus in held:
+        at[free] = at.get(free, 0) + 1
+        best = max(best, free - gpus)
+    for free in range(len(count.counts) - 1, best, -1):
+        if count.counts[free] > at.get(free, 0):
+            return free
+    return best
+
+
+def shape_row(shape: Shape, total: int, free: int, largest: int) -> JSON:
+    """One entry of a pool row's ``shapes``."""
+    return {
+        "id": shape.id,
+        "kind": shape.kind,
+        "resource": shape.resource,
+        "model": shape.model,
+        "memory_mib": shape.memory_mib,
+        "equivalent": str(shape.equivalent),
+        "equivalent_gpus": float(shape.equivalent),
+        "isolates": shape.isolates,
+        "total": total,
+        "free": free,
+        "largest_free": largest,
+        "text": shape_text(shape, free, largest),
+    }
