@@ -246,7 +246,14 @@ def _mig_single(
         return [], "MIG single strategy, but the GPUs are not all partitioned alike"
     count = quantity_int(allocatable.get(GPU_RESOURCE, 0))
     replicas = _int(labels.get(REPLICAS_LABEL)) or 1
-    shape = _mig_shape(GPU_RESOURCE, profile, model, _int(labels.get(GFD_MEMORY_LABEL)), replicas)
+    shape = _mig_shape(
+        GPU_RESOURCE,
+        profile,
+        labels.get(GPU_TYPE_LABEL) or model,
+        _int(labels.get(GFD_MEMORY_LABEL)),
+        replicas,
+        card=model,
+    )
     if shape is None:
         return [], f"unknown MIG profile {profile!r}"
     return ([Offered(shape, count)] if count else []), None
@@ -267,24 +274,33 @@ def _mig_mixed(labels: Mapping[str, str], allocatable: Mapping[str, str]) -> lis
             name = "mig-" + profile
             replicas = _int(labels.get(f"nvidia.com/{name}.replicas")) or 1
         product = labels.get(f"nvidia.com/{name}.product") or ""
-        model = product.partition("-MIG-")[0] if "-MIG-" in product else gpu_model(labels)
+        card = product.partition("-MIG-")[0] if "-MIG-" in product else gpu_model(labels)
         memory = _int(labels.get(f"nvidia.com/{name}.memory"))
-        shape = _mig_shape(resource, profile, model, memory, replicas)
+        # shown by gpuctl's GPU type where the node has one, as its whole GPUs are
+        model = labels.get(GPU_TYPE_LABEL) or card
+        shape = _mig_shape(resource, profile, model, memory, replicas, card=card)
         if shape is not None and count:
             found.append(Offered(shape, count))
     return found
 
 
 def _mig_shape(
-    resource: str, profile: str, model: str | None, memory: int | None, replicas: int
+    resource: str,
+    profile: str,
+    model: str | None,
+    memory: int | None,
+    replicas: int,
+    card: str | None = None,
 ) -> Shape | None:
+    """``model`` is what the shape is shown as; ``card`` (GFD's product, by default the model)
+    tells the compute slices of the whole GPU."""
     parsed = parse_profile(profile)
     if parsed is None:
         return None
     compute = parsed[0]
     # NVML's names say "+me"; resource names cannot, and the device plugin writes ".me"
     profile = profile.replace("+", ".")
-    equivalent = Fraction(compute, total_slices(model))
+    equivalent = Fraction(compute, total_slices(card or model))
     shape_id = f"mig-{profile}"
     isolates = ISOLATION[MIG]
     if replicas > 1:
