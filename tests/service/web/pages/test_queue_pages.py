@@ -85,7 +85,7 @@ def waiting_badge(row: str) -> str | None:
 
 def pending_starts(row: str) -> str:
     """The words of a pool row's *Pending starts* cell."""
-    cell = re.search(r'<td[^>]*><span data-field="admissions">.*?</td>', row, re.S)
+    cell = re.search(r'<td[^>]*>(?:<span[^>]*>)?<span data-field="admissions">.*?</td>', row, re.S)
     assert cell is not None, row
     return " ".join(text(cell.group(0)).split())
 
