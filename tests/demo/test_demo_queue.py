@@ -193,7 +193,9 @@ async def test_the_issue_scenario_bob_then_carol_wait_in_line_and_start_when_ali
             assert gpus_of(pod) == gpus
         # what bob read: his place once (the spawner asked every 2 s), then his turn
         await asyncio.wait_for(bob.task, 30)
-        messages = bob.messages
+        # (JupyterHub adds its own "Server launch is taking longer than expected" after 60 s of
+        # a start, beside the place in line; a loaded CI run took that long to get here)
+        messages = [m for m in bob.messages if "Server launch is taking longer" not in m]
         assert messages.count("waiting for 2 GPUs: position 1 in line for dev-pool") == 1
         turn = messages.index("waiting for 2 GPUs: position 1 in line for dev-pool") + 1
         assert re.fullmatch(r"your turn came after \d+ s in line", messages[turn]), messages
