@@ -159,11 +159,17 @@ def leave_an_earlier_try(demo: DemoProcess) -> None:
         "POST", "/hub/api/users/dave/server", {"user_options": {"pools": ["dev-pool"], "gpus": 4}}
     )
     assert status in (201, 202), body
-    wait_for(lambda: demo.server_running("dave") and ready(demo, "dave"), what="dave's server")
+    # a server's start (its single-user process) took 5-11 s on a loaded 2-core machine
+    wait_for(
+        lambda: demo.server_running("dave") and ready(demo, "dave"),
+        what="dave's server",
+        timeout=60,
+        interval=0.2,
+    )
     options = {"pools": ["dev-pool"], "gpus": 1, "queue": True}
     status, body = demo.api("POST", "/hub/api/users/erin/server", {"user_options": options})
     assert status == 202, body  # still waiting when the hub answers
-    wait_for(lambda: line(demo) == ["erin"], what="erin's start to wait in line")
+    wait_for(lambda: line(demo) == ["erin"], what="erin's start to wait in line", timeout=30)
 
 
 def ready(demo: DemoProcess, user: str) -> bool:
