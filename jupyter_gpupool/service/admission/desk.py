@@ -41,7 +41,7 @@ from ..loops import Loop
 from ..monitoring.metrics import Metrics
 from ..state import ServiceState
 from .line import Line
-from .outcome import Outcome
+from .outcome import Outcome, committed
 
 log = logging.getLogger(__name__)
 
@@ -187,8 +187,7 @@ class AdmissionDesk:
     async def admitted_from_line(self, admission_id: str, outcome: Outcome) -> None:
         """Before a spawner hears that the line admitted it: the reservation is in the
         database. One that could not be written is dropped, the entry ends (503)."""
-        w = outcome.written
-        if w is None or (w.done() and not w.cancelled() and w.exception() is None):
+        if committed(outcome.written):
             return
         try:
             await self.kept(outcome)
@@ -234,7 +233,7 @@ class AdmissionDesk:
             return replace(refused, note="\n".join(x for x in (refused.note, never) if x))
         waiting, written = self.line.enqueue(decision.request, decision)
         place = self.line.row(waiting)
-        return replace(refused, status=202, waiting=waiting, place=place, written=written)
+        return replace(refused, status=202, place=place, written=written)
 
     def _admitted(self, decision: Decision, written: Future[None] | None, **kw: object) -> Outcome:
         res = self.state.reservations.get(decision.request.admission_id)

@@ -51,7 +51,7 @@ from ...core.queue import (
 )
 from .. import clock
 from ..loops import Loop
-from .outcome import Desk, Outcome
+from .outcome import Desk, Outcome, committed
 
 log = logging.getLogger(__name__)
 
@@ -357,12 +357,9 @@ class Line:
 
     def kept(self, w: Waiting) -> bool:
         """Whether ``w``'s place is in the database (or there is none): shown in listings."""
-        written = self.unkept.get(w.id)
-        if written is None:
-            return True
-        if not written.done() or written.cancelled() or written.exception() is not None:
-            return False  # a failed insert: the desk is about to end the entry
-        del self.unkept[w.id]
+        if not committed(self.unkept.get(w.id)):
+            return False  # not yet, or a failed insert: the desk is about to end the entry
+        self.unkept.pop(w.id, None)
         return True
 
     def rows(self, user: str | None = None) -> list[dict[str, Any]]:

@@ -12,16 +12,23 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ...core.admission import AdmissionRequest, Decision, ReclaimPlan
-from ...core.queue import Waiting
 from ...core.reservations import Reservation
 from ...core.usage import ServerUsage
 from ..monitoring.metrics import Metrics
 from ..state import ServiceState
 
 
+def committed(written: Future[None] | None) -> bool:
+    """Whether a durable write is done and took (None: nothing to write, as without a
+    database)."""
+    if written is None:
+        return True
+    return written.done() and not written.cancelled() and written.exception() is None
+
+
 @dataclass(frozen=True)
 class Outcome:
-    """How an admission request ended: 201 admitted, 202 waiting in line (``waiting``), 409
+    """How an admission request ended: 201 admitted, 202 waiting in line (``place``), 409
     not now, 403 no pool allowed."""
 
     status: int
@@ -29,7 +36,6 @@ class Outcome:
     reservation: Reservation | None = None
     reclaimed: tuple[ServerUsage, ...] = ()
     note: str = ""
-    waiting: Waiting | None = None
     #: A 202's body, its place in line as of when it was put there (under the desk's lock:
     #: by the time its entry is committed, a pass may have moved or admitted it)
     place: dict[str, Any] | None = None
