@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from service_kit import start_pod
 from sqlalchemy import create_engine, text
+from waiting import async_wait_for
 
 from jupyter_gpupool.client import GPUPoolError
 from jupyter_gpupool.db.store import DatabaseError
@@ -28,6 +29,20 @@ def sql(url: str, query: str) -> list[tuple]:
             return [tuple(r) for r in conn.execute(text(query))]
     finally:
         engine.dispose()
+
+
+def hold_back_queue_commits(db: Any) -> Future[None]:
+    """From now on, entries are written as ever but their commits are reported only when the
+    test completes the returned future (a database slow to commit, as seen by the desk)."""
+    commit: Future[None] = Future()
+    real_add = db.queue_add
+
+    def held_back(*args: Any, **kw: Any) -> Future[None]:
+        real_add(*args, **kw)
+        return commit
+
+    db.queue_add = held_back
+    return commit
 
 
 async def full_dev_pool(admin: Any) -> None:
@@ -116,21 +131,12 @@ async def test_a_place_is_shown_in_the_line_only_once_it_is_kept(db_url, start_s
     service = await start_service(db_url=db_url, **FAST)
     db, admin = service.ctx.records.db, service.admin()
     await full_dev_pool(admin)
-    commit: Future[None] = Future()
-    real_add = db.queue_add
-
-    def held_back(*args: Any, **kw: Any) -> Future[None]:
-        real_add(*args, **kw)  # written as ever; its commit is reported when the test says
-        return commit
-
-    db.queue_add = held_back
+    commit = hold_back_queue_commits(db)
     answer = asyncio.ensure_future(
         admin.admit(user="carol", groups=["students"], pools=["dev-pool"], gpus=1, queue=True)
     )
-    deadline = time.monotonic() + 10
-    while not service.ctx.desk.line.waiting:  # in line, in memory
-        assert time.monotonic() < deadline, "carol never reached the line"
-        await asyncio.sleep(0.05)
+    line = service.ctx.desk.line
+    await async_wait_for(lambda: line.waiting, what="carol in line, in memory", timeout=10)
     listed = await admin.queue()
     assert listed["queue"] == [] and listed["pools"] == {}
     assert not answer.done()
@@ -151,28 +157,18 @@ async def test_a_202_says_the_place_it_was_given_even_if_admitted_before_its_com
     service = await start_service(db_url=db_url, **FAST)
     db, admin = service.ctx.records.db, service.admin()
     await full_dev_pool(admin)
-    commit: Future[None] = Future()
-    real_add = db.queue_add
-
-    def held_back(*args: Any, **kw: Any) -> Future[None]:
-        real_add(*args, **kw)
-        return commit
-
-    db.queue_add = held_back
+    commit = hold_back_queue_commits(db)
     answer = asyncio.ensure_future(
         admin.admit(user="carol", groups=["students"], pools=["dev-pool"], gpus=2, queue=True)
     )
     line = service.ctx.desk.line
-    deadline = time.monotonic() + 10
-    while not line.waiting:
-        assert time.monotonic() < deadline, "carol never reached the line"
-        await asyncio.sleep(0.05)
+    await async_wait_for(lambda: line.waiting, what="carol in line, in memory", timeout=10)
     [carol_id] = list(line.waiting)
     for held in await admin.admissions():
         await admin.release(held["id"])  # dev-pool empties: the next pass admits carol
-    while carol_id in line.waiting:
-        assert time.monotonic() < deadline, "the line never admitted carol"
-        await asyncio.sleep(0.05)
+    await async_wait_for(
+        lambda: carol_id not in line.waiting, what="the line to admit carol", timeout=10
+    )
     commit.set_result(None)
     carol = await asyncio.wait_for(answer, 10)
     assert carol["queued"] and carol["position"] == 1
