@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from browser_setup import chromium, expect, log_in, shoot
-from test_browser import SVC, gpu_pod, kube
+from browser_setup import expect, log_in, shoot
+from test_browser import SVC, browser, gpu_pod, kube  # noqa: F401 - browser: the fixture
 from waiting import wait_for
 
 from jupyter_gpupool.demo.testing import DemoProcess
@@ -97,12 +97,6 @@ def demo(tmp_path_factory):
         yield demo
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as b:
-        yield b
-
-
 def layout(page, demo, path):
     page.goto(demo.url + SVC + path)
     # the first visit goes through the hub's OAuth and comes back
@@ -112,7 +106,7 @@ def layout(page, demo, path):
 
 
 @pytest.mark.parametrize("width", [*LAPTOPS, PHONE])
-def test_no_page_scrolls_sideways_and_every_column_can_be_reached(browser, demo, width):
+def test_no_page_scrolls_sideways_and_every_column_can_be_reached(browser, demo, width):  # noqa: F811
     pages = {}
     for user in ("alice", "admin"):
         context = browser.new_context(viewport={"width": width, "height": 800})
