@@ -35,8 +35,11 @@ HERE = Path(__file__).resolve().parent
 SERVICE_COMMAND_ENV = "GPUPOOL_DEMO_SERVICE_COMMAND"
 #: Seconds a child may take to exit after SIGTERM before the demo kills it (default 10).
 STOP_GRACE_ENV = "GPUPOOL_DEMO_STOP_GRACE"
-#: After its children are gone, how much longer the hub may take to finish its own cleanup.
-HUB_EXTRA_GRACE = 5.0
+#: After its children are gone, how much longer the hub may take to finish its own cleanup. The
+#: hub notices a service's death by polling with JupyterHub's exponential_backoff, whose sleeps
+#: grow to 5 s (random, up to max_wait): a child killed 3 s into its stop may go unseen for 5 s
+#: more, and the hub still has the proxy to stop after that.
+HUB_EXTRA_GRACE = 10.0
 
 
 def _stop_grace() -> float:
