@@ -83,16 +83,24 @@ def vector(*items: tuple[str, float]) -> dict:
 
 def test_prometheus_answers_per_pod():
     answers = {
-        "util": vector(("jupyter-alice", 50), ("jupyter-bob", 0)),
-        "util_max": vector(("jupyter-alice", 90), ("jupyter-bob", 0)),
+        # carol's MIG instance: an exporter that writes DCGM_FI_DEV_GPU_UTIL 0 for it
+        "util": vector(("jupyter-alice", 50), ("jupyter-bob", 0), ("jupyter-carol", 0)),
+        "util_max": vector(("jupyter-alice", 90), ("jupyter-bob", 0), ("jupyter-carol", 0)),
         "mem_used": vector(("jupyter-alice", 31000)),
         "mem_free": vector(("jupyter-alice", 131000)),
+        "mig_util": vector(("jupyter-carol", 35), ("jupyter-erin", 60)),
+        "mig_util_max": vector(("jupyter-carol", 35), ("jupyter-erin", 70)),
+        "shared": vector(("jupyter-bob", 1)),
     }
     assert set(answers) == set(DEFAULT_QUERIES)
     pods = from_prometheus(answers, at=5.0)
     alice, bob = pods[("jhub", "jupyter-alice")], pods[("jhub", "jupyter-bob")]
     assert (alice.util, alice.util_max, alice.mem_used, alice.mem_total) == (50, 90, 31000, 162000)
     assert (bob.util, bob.mem_used, bob.mem_total) == (0, None, None)
+    assert (alice.shared, alice.mig, bob.shared, bob.mig) == (False, False, True, False)
+    carol, erin = pods[("jhub", "jupyter-carol")], pods[("jhub", "jupyter-erin")]
+    assert (carol.util, carol.mig, carol.field) == (35, True, "DCGM_FI_PROF_GR_ENGINE_ACTIVE")
+    assert (erin.util, erin.util_max, erin.shared) == (60, 70, False)
     # a site's own query answers the mean only
     only = from_prometheus({"util": vector(("jupyter-alice", 12.5))}, at=5.0)
     assert only[("jhub", "jupyter-alice")].util_max == 12.5
@@ -126,3 +134,76 @@ def test_the_readings_are_prometheus_clients_own_on_the_simulators_page():
     assert mine == {k: tuple(v) for k, v in theirs.items()}
     assert mine[('odd "node"\\x', "9")] == ("p\nq", 7.0, None, None)
     assert len(mine) > 20  # every GPU of the example cluster
+
+
+def mig_series(metric: str, gpu: int, gi: int, value: float, pod: str = "") -> str:
+    """A MIG instance's series as dcgm-exporter's gpuMetricsFormat writes it: the GPU's labels,
+    then GPU_I_PROFILE and GPU_I_ID before Hostname."""
+    labels = (
+        f'gpu="{gpu}",UUID="GPU-n3-{gpu}",device="nvidia{gpu}",modelName="NVIDIA A100",'
+        f'GPU_I_PROFILE="1g.10gb",GPU_I_ID="{gi}",Hostname="n3"'
+    )
+    if pod:
+        labels += f',container="notebook",namespace="jhub",pod="{pod}"'
+    return f"{metric}{{{labels}}} {value}"
+
+
+def shared_series(metric: str, value: float, pod: str, vgpu: str = "") -> str:
+    labels = LABELS.format(node="n4", gpu=0) + f',container="notebook",namespace="jhub",pod="{pod}"'
+    if vgpu:
+        labels += f',vgpu="{vgpu}"'
+    return f"{metric}{{{labels}}} {value}"
+
+
+def test_a_mig_instance_is_read_from_its_engine_activity_and_its_own_memory():
+    page = "\n".join(
+        [
+            # two instances of GPU 0 held by two pods; an exporter that writes GPU_UTIL 0 for them
+            mig_series("DCGM_FI_DEV_GPU_UTIL", 0, 1, 0, "jupyter-carol"),
+            mig_series("DCGM_FI_DEV_GPU_UTIL", 0, 2, 0, "jupyter-dan"),
+            mig_series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 0, 1, 0.35, "jupyter-carol"),
+            mig_series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 0, 2, 0.9, "jupyter-dan"),
+            mig_series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 0, 3, 0),  # a free instance
+            mig_series("DCGM_FI_DEV_FB_USED", 0, 1, 2000, "jupyter-carol"),
+            mig_series("DCGM_FI_DEV_FB_FREE", 0, 1, 7856, "jupyter-carol"),
+            # carol's parent GPU, if an exporter gives it to her: left out beside her instance
+            series("DCGM_FI_DEV_GPU_UTIL", "n3", 0, 0, "jupyter-carol"),
+            # a whole GPU with both fields keeps DCGM_FI_DEV_GPU_UTIL; with only the ratio, it
+            series("DCGM_FI_DEV_GPU_UTIL", "n1", 0, 40, "jupyter-alice"),
+            series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "n1", 0, 0.1, "jupyter-alice"),
+            series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "n2", 0, 0.25, "jupyter-bob"),
+            "",
+        ]
+    )
+    pods = by_pod(parse_exporter(page), at=1.0)
+    carol, dan = pods[("jhub", "jupyter-carol")], pods[("jhub", "jupyter-dan")]
+    assert (carol.util, carol.gpus, carol.mig, carol.shared) == (35.0, 1, True, False)
+    assert (carol.mem_used, carol.mem_total) == (2000, 9856)
+    assert carol.as_json()["gpu_utilization_field"] == "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+    assert (dan.util, dan.util_max, dan.mem_used) == (90.0, 90.0, None)
+    alice, bob = pods[("jhub", "jupyter-alice")], pods[("jhub", "jupyter-bob")]
+    assert (alice.util, alice.mig, alice.field) == (40.0, False, "DCGM_FI_DEV_GPU_UTIL")
+    assert (bob.util, bob.mig) == (25.0, False)
+
+
+def test_a_shared_gpus_pods_each_read_the_whole_gpu_marked_shared():
+    # with the exporter's KUBERNETES_VIRTUAL_GPUS: a copy per pod, each with its replica
+    page = "\n".join(
+        [
+            shared_series("DCGM_FI_DEV_GPU_UTIL", 41, "jupyter-erin", vgpu="0"),
+            shared_series("DCGM_FI_DEV_GPU_UTIL", 41, "jupyter-finn", vgpu="1"),
+            series("DCGM_FI_DEV_GPU_UTIL", "n1", 0, 41, "jupyter-alice"),
+            "",
+        ]
+    )
+    pods = by_pod(parse_exporter(page), at=1.0)
+    erin, finn = pods[("jhub", "jupyter-erin")], pods[("jhub", "jupyter-finn")]
+    assert (erin.util, erin.shared, finn.util, finn.shared) == (41.0, True, 41.0, True)
+    assert erin.as_json()["gpu_utilization_shared"] is True
+    assert pods[("jhub", "jupyter-alice")].shared is False
+    # one GPU's series naming two pods without a vgpu label is shared too
+    two = "\n".join([shared_series("DCGM_FI_DEV_GPU_UTIL", 7, p) for p in ("a", "b")])
+    assert {k[1]: v.shared for k, v in by_pod(parse_exporter(two), at=1.0).items()} == {
+        "a": True,
+        "b": True,
+    }

@@ -11,6 +11,9 @@
 - ``prometheus``: ``prometheus_url``'s query API, with :data:`~..core.utilization.DEFAULT_QUERIES`
   (or ``prometheus_query`` for the mean utilization per pod).
 
+Which field is read for which shape (whole GPU, MIG instance, shared GPU) is
+:mod:`~..core.utilization`'s rule.
+
 What was measured is kept per server pod with a short history (:class:`Utilization`); a
 measurement older than three intervals is stale and shown as none. A source that fails leaves
 the last measurements to go stale and says why (:attr:`Utilization.problem`).
@@ -70,15 +73,15 @@ def pod_proxy_path(namespace: str, name: str, port: int, path: str = "metrics") 
 
 
 def _once_each(readings: list[GPUReading]) -> list[GPUReading]:
-    """One reading per GPU (node and index), the first: a node read twice (a URL and its
-    exporter pod) does not count its GPUs twice."""
-    seen: set[tuple[str, str]] = set()
+    """One reading per series (node, GPU index, MIG instance, pod, replica), the first: a node
+    read twice (a URL and its exporter pod) does not count its GPUs twice."""
+    seen: set[tuple[str, ...]] = set()
     out = []
     for r in readings:
         if r.node:
-            if (r.node, r.gpu) in seen:
+            if r.key in seen:
                 continue
-            seen.add((r.node, r.gpu))
+            seen.add(r.key)
         out.append(r)
     return out
 
@@ -324,6 +327,8 @@ class Utilization:
                 "gpu_memory_used_mib": None,
                 "gpu_memory_total_mib": None,
                 "measured_at": None,
+                "gpu_utilization_shared": None,
+                "gpu_utilization_field": None,
             }
         )
         fields["gpu_utilization_history"] = [
