@@ -2,7 +2,8 @@
 ``%gpupool status`` lines, from a row of ``GET api/v1/servers``.
 
 The row carries ``gpu_utilization`` (mean of the server's GPUs, %), ``gpu_utilization_max``,
-``gpu_memory_used_mib``, ``gpu_memory_total_mib`` (None when not measured or stale) and ``idle``
+``gpu_memory_used_mib``, ``gpu_memory_total_mib`` (None when not measured or stale),
+``gpu_utilization_shared`` (the figure is a shared GPU's, for all its servers) and ``idle``
 (None, or ``{"since", "warned", "stops_at", "action", ...}`` while its GPUs are idle). Durations
 are the idle policy's words (:func:`~.idle.duration_words`: ``1h05m``, ``55m``), times UTC.
 
@@ -19,6 +20,7 @@ from .budgets import when_text
 from .idle import duration_words
 
 __all__ = [
+    "SHARED_WORDS",
     "clock_words",
     "gib",
     "idle_cell",
@@ -31,6 +33,8 @@ __all__ = [
 
 Row = Mapping[str, Any]
 MIB_PER_GIB = 1024
+#: Said after the figure of a server on a time-sliced or MPS GPU: it is the GPU's, not its own.
+SHARED_WORDS = "shared GPU: all its servers"
 
 
 def percent(value: float | None) -> str | None:
@@ -55,19 +59,26 @@ def memory_cell(row: Row) -> str | None:
     return f"{gib(used)}/{gib(total, decimals=False)} GiB"
 
 
+def _shared(words: str, row: Row) -> str:
+    return f"{words} ({SHARED_WORDS})" if row.get("gpu_utilization_shared") else words
+
+
 def utilization_cell(row: Row) -> str | None:
-    """The mean utilization of the server's GPUs, ``50%``; None when not measured."""
-    return percent(row.get("gpu_utilization"))
+    """The mean utilization of the server's GPUs, ``50%`` (``41% (shared GPU: all its
+    servers)`` on a shared GPU); None when not measured."""
+    mean = percent(row.get("gpu_utilization"))
+    return None if mean is None else _shared(mean, row)
 
 
 def utilization_line(row: Row) -> str | None:
     """``50% (max 90%), memory 31.0 of 160 GiB``: the mean, the busiest GPU when it differs,
-    and the memory when measured; None when the utilization is not measured."""
+    and the memory when measured (``41% (shared GPU: all its servers), ...`` on a shared
+    GPU); None when the utilization is not measured."""
     mean = percent(row.get("gpu_utilization"))
     if mean is None:
         return None
     most = percent(row.get("gpu_utilization_max"))
-    words = mean if most is None or most == mean else f"{mean} (max {most})"
+    words = _shared(mean if most is None or most == mean else f"{mean} (max {most})", row)
     used, total = row.get("gpu_memory_used_mib"), row.get("gpu_memory_total_mib")
     if used is not None and total is not None:
         words += f", memory {gib(used)} of {gib(total, decimals=False)} GiB"

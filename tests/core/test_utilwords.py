@@ -72,3 +72,11 @@ def test_idle_lines_say_the_clock_time_in_utc():
 def test_clock_words_add_the_date_on_another_day():
     assert clock_words(NOW - 60, NOW) == "15:59 UTC"
     assert clock_words(NOW - 17 * 3600, NOW) == "2025-01-30 23:00 UTC"
+
+
+def test_a_shared_gpus_figure_says_it_is_all_its_servers():
+    shared = {**MEASURED, "gpu_utilization": 41.0, "gpu_utilization_max": 41.0}
+    shared["gpu_utilization_shared"] = True
+    assert utilization_cell(shared) == "41% (shared GPU: all its servers)"
+    assert utilization_line(shared) == ("41% (shared GPU: all its servers), memory 31.0 of 160 GiB")
+    assert utilization_cell({**NOT_MEASURED, "gpu_utilization_shared": None}) is None
