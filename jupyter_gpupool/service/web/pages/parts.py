@@ -95,30 +95,32 @@ def sparkline(history: Sequence[Sequence[float]] | None) -> str:
     return " ".join(out)
 
 
-def _util_title(row: Mapping[str, Any]) -> str:
-    """What the utilization figure is, for its cell's tooltip."""
+def utilization_title(row: Mapping[str, Any]) -> str:
+    """What a server's utilization figure is, for its cell's tooltip."""
     if row.get("gpu_utilization_shared"):
         return "the shared GPU's utilization: all the servers on it, not this one alone"
-    what = "mean of the server's MIG instances" if _is_mig(row) else "mean of the server's GPUs"
+    mig = row.get("gpu_utilization_field") == ENGINE_ACTIVE
+    what = "mean of the server's MIG instances" if mig else "mean of the server's GPUs"
     if row.get("gpu_utilization_max") is None:
         return what
     return f"{what}; busiest {utilization_text(row['gpu_utilization_max'])}"
 
 
-def _is_mig(row: Mapping[str, Any]) -> bool:
-    return row.get("gpu_utilization_field") == ENGINE_ACTIVE
-
-
-def utilization_cells(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A server row of ``GET api/v1/servers`` with the texts of its utilization cell
-    (``41% (shared GPU: all its servers)`` on a time-sliced or MPS GPU)."""
+def utilization_cell_text(row: Mapping[str, Any]) -> str:
+    """A server's utilization cell: ``50%``, ``41% (shared GPU: all its servers)`` on a
+    time-sliced or MPS GPU, ``—`` when not measured."""
     text = utilization_text(row.get("gpu_utilization"))
     if row.get("gpu_utilization") is not None and row.get("gpu_utilization_shared"):
         text = f"{text} ({SHARED_WORDS})"
+    return text
+
+
+def utilization_cells(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A server row of ``GET api/v1/servers`` with the texts of its utilization cell."""
     return {
         **row,
-        "util_text": text,
-        "util_title": _util_title(row),
+        "util_text": utilization_cell_text(row),
+        "util_title": utilization_title(row),
         "memory_text": memory_text(row.get("gpu_memory_used_mib"), row.get("gpu_memory_total_mib")),
         "idle_text": idle_text(row.get("idle")),
         "spark": sparkline(row.get("gpu_utilization_history")),

@@ -42,7 +42,9 @@ from jupyter_gpupool.service.web.pages.parts import (
     idle_text,
     memory_text,
     sparkline,
+    utilization_cell_text,
     utilization_text,
+    utilization_title,
 )
 from jupyter_gpupool.service.web.pages.templating import make_environment
 
@@ -344,13 +346,16 @@ RUNNER = r"""
 const src = require("fs").readFileSync(process.argv[1], "utf8");
 const start = src.indexOf("  function oneDecimal(x)");
 const end = src.indexOf("  function keyOf(");
-const f = new Function(src.slice(start, end) + "; return {percentText, memory, idle, spark};")();
+const f = new Function(
+  src.slice(start, end) + "; return {percentText, utilText, utilTitle, memory, idle, spark};"
+)();
 const cases = JSON.parse(process.argv[2]);
 console.log(JSON.stringify({
   memory: cases.memory.map(([u, t]) => f.memory(u, t)),
   idle: cases.idle.map((v) => f.idle(v)),
   spark: cases.spark.map((h) => f.spark(h)),
   util: cases.util.map((v) => f.percentText(v)),
+  rows: cases.rows.map((r) => [f.utilText(r), f.utilTitle(r)]),
 }));
 """
 
@@ -373,6 +378,17 @@ def test_the_pages_script_writes_the_cell_as_the_server_does():
             [[30 * i, i * 7 % 101] for i in range(240)],  # a full history: 60 points of it
         ],
         "util": [50.0, 33.3, 0.0, None],
+        # whole GPUs, a MIG instance, a shared GPU, a shared GPU not measured
+        "rows": [
+            {"gpu_utilization": 50.0, "gpu_utilization_max": 90.0},
+            {
+                "gpu_utilization": 35.0,
+                "gpu_utilization_max": 35.0,
+                "gpu_utilization_field": "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+            },
+            {"gpu_utilization": 41.0, "gpu_utilization_shared": True},
+            {"gpu_utilization": None, "gpu_utilization_shared": None},
+        ],
     }
     run = subprocess.run(
         [NODE or "node", "-e", RUNNER, str(SCRIPT), json.dumps(cases)],
@@ -388,4 +404,6 @@ def test_the_pages_script_writes_the_cell_as_the_server_does():
         "idle": [idle_text(v) for v in cases["idle"]],
         "spark": [sparkline(h) for h in cases["spark"]],
         "util": [utilization_text(v) for v in cases["util"]],
+        "rows": [[utilization_cell_text(r), utilization_title(r)] for r in cases["rows"]],
     }
+    assert browser["rows"][2][0] == "41% (shared GPU: all its servers)"

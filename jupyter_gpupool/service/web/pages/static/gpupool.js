@@ -81,6 +81,22 @@
   function percentText(v) {
     return v == null ? "\u2014" : v + "%";
   }
+  function utilText(item) {
+    const v = item.gpu_utilization;
+    const text = percentText(v);
+    return v != null && item.gpu_utilization_shared ? text + " (shared GPU: all its servers)" : text;
+  }
+  function utilTitle(item) {
+    if (item.gpu_utilization_shared) {
+      return "the shared GPU's utilization: all the servers on it, not this one alone";
+    }
+    const what =
+      item.gpu_utilization_field === "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+        ? "mean of the server's MIG instances"
+        : "mean of the server's GPUs";
+    const max = item.gpu_utilization_max;
+    return what + (max == null ? "" : "; busiest " + percentText(max));
+  }
   function memory(used, total) {
     if (used == null) return "";
     const u = oneDecimal(used / 1024);
@@ -142,9 +158,8 @@
       } else if (fmt === "quota") {
         c.textContent = v ? "over quota (borrowed)" : "within quota";
       } else if (fmt === "util") {
-        c.textContent = percentText(v);
-        const max = item.gpu_utilization_max;
-        c.title = "mean of the server's GPUs" + (max == null ? "" : "; busiest " + percentText(max));
+        c.textContent = utilText(item);
+        c.title = utilTitle(item);
       } else if (fmt === "memory") {
         c.textContent = memory(v, item.gpu_memory_total_mib);
       } else if (fmt === "idle") {
