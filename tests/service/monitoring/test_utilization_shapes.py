@@ -14,6 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from prom import Target, token_and_ca_file
+from prom import running as prometheus
 from test_idle import DCGM, T0, polled_at, rows
 from test_pages import Browser
 from test_utilization_pages import server_cells
@@ -67,8 +69,10 @@ def server_pod(user: str, node: str, resources: dict[str, str]) -> dict[str, Any
 async def start_server(cluster, user: str, node: str, resources: dict[str, str]) -> None:
     cluster.store.create("pods", "default", server_pod(user, node, resources))
     await async_wait_for(
-        lambda: ((cluster.pod("default", f"{user}-nb") or {}).get("status") or {}).get("phase")
-        == "Running",
+        lambda: (
+            ((cluster.pod("default", f"{user}-nb") or {}).get("status") or {}).get("phase")
+            == "Running"
+        ),
         what=f"{user}'s server to run",
         timeout=15,
     )
@@ -157,3 +161,35 @@ async def test_the_idle_policy_stops_an_idle_mig_server_and_keeps_a_busy_one(
     assert [u for u, _ in service.hub.stopped] == ["carol"]
     for name in ("dave-nb", "erin-nb", "finn-nb"):
         assert cluster.pod("default", name) is not None, f"{name} kept"
+
+
+async def test_a_real_prometheus_gives_the_mig_and_shared_readings_too(
+    start_service, sim_cluster, tmp_path
+):
+    """The default queries on Prometheus scraping the simulator's exporter: a MIG server's
+    figure from ``mig_util``, the time-sliced ones' marked by ``shared``."""
+    cluster = sim_cluster
+    await start_server(cluster, "carol", "mig-node", MIG)
+    await start_server(cluster, "erin", "sliced-node", SLICE)
+    await start_server(cluster, "finn", "sliced-node", SLICE)
+    cluster.set_gpu_utilization("default", "carol-nb", 35)
+    cluster.set_gpu_utilization("default", "erin-nb", 30)
+    cluster.set_gpu_utilization("default", "finn-nb", 11)
+    token, ca = token_and_ca_file(cluster.kubeconfig, tmp_path)
+    target = Target(cluster.url + "/sim/v1/dcgm/metrics", token=token, ca_file=ca, job="dcgm")
+    with prometheus([target]) as prom:
+        await prom.async_wait_for_series(
+            'DCGM_FI_PROF_GR_ENGINE_ACTIVE{pod="carol-nb"}', what="carol's instance", timeout=30
+        )
+        service = await start_service(
+            utilization_source="prometheus", prometheus_url=prom.url, utilization_interval=0.2
+        )
+        got = await measured(service, {"carol-nb": 35.0, "erin-nb": 41.0, "finn-nb": 41.0})
+    assert (
+        got["carol-nb"]["gpu_utilization_field"],
+        got["carol-nb"]["gpu_utilization_shared"],
+    ) == (
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        False,
+    )
+    assert [got[n]["gpu_utilization_shared"] for n in ("erin-nb", "finn-nb")] == [True, True]
