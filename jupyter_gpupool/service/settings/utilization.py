@@ -158,8 +158,9 @@ class UtilizationSettings(HasTraits):
         ``namespace`` and ``pod`` labels, instead of the default
         ``avg by (namespace, pod) (DCGM_FI_DEV_GPU_UTIL)``.
 
-        With the default, the service also asks for the highest GPU's utilization and the
-        GPU memory used and free; with a query of your own, only for that.
+        With the default, the service also asks for the highest GPU's utilization, the
+        GPU memory used and free, the MIG instances' ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (x 100)
+        and which pods share a GPU (docs/shapes.md); with a query of your own, only for that.
 
         Example::
 
