@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..core.admission import AdmissionState, Decision, group_subject, quota_headroom, user_subject
+from ..core.amounts import Amount
 from ..core.budgets import applying, budget_rows
 from ..core.formatting import csv_text
 from ..core.poolrows import pool_names, pool_or_bare
@@ -135,7 +136,7 @@ def quotas(
             continue
         per_pool[name] = pool_quota(registry, index, reservations, name, user, groups)
 
-    def cap(gpu: int | None, used: int, reserved: int) -> JSON:
+    def cap(gpu: int | None, used: Amount, reserved: Amount) -> JSON:
         return {"gpu": gpu, "used": used, "reserved": reserved}
 
     group_caps = {
