@@ -295,6 +295,9 @@ class UsageIndex(PodBook):
             platform=p.platform,
             created=p.created,
             uid=p.uid,
+            shape=p.shape,
+            units=p.gpus + sum(n for _, n in p.shapes),
+            equivalents=p.quota,
         )
 
     def server(self, namespace: str, name: str) -> ServerUsage | None:
