@@ -43,10 +43,12 @@ from .decision import (
     group_subject,
     user_subject,
 )
-from .labels import is_label_value
+from .labels import GPU_RESOURCE, is_label_value
 from .overrides import GPU_TOLERATION, build_overrides
 from .pools import Platform, Pool
 from .quota import Headroom, charge_for, quota_headroom
+from .shapefit import fit_units, need_of, offered, offered_ids, unit_groups
+from .shapes import Shape
 
 __all__ = [
     "GPU_TOLERATION",
@@ -97,7 +99,7 @@ def validate_gpus(pool: Pool, n: int) -> str | None:
     return None
 
 
-def _evaluate(name: str, ctx: Context) -> _Outcome:
+def _evaluate(name: str, shape_id: str | None, ctx: Context) -> _Outcome:
     req, reg = ctx.req, ctx.registry
     pool = reg.pool(name)
     if pool is None:
@@ -107,6 +109,8 @@ def _evaluate(name: str, ctx: Context) -> _Outcome:
     if not pool.allows(req.user, req.groups):
         return _Outcome(Skip(name, "you don't have access to this pool"))
     n = req.gpus
+    if n and shape_id is not None:
+        return _evaluate_shape(pool, shape_id, ctx)
     if problem := validate_gpus(pool, n):
         return _Outcome(Skip(name, problem))
 
@@ -125,19 +129,14 @@ def _evaluate(name: str, ctx: Context) -> _Outcome:
         platform = pool.platforms[pool.default_platform]
         type_filter = platform.gpu_type
 
-    charge = charge_for(pool, ctx)
-    if isinstance(charge, str):
-        return _Outcome(Skip(name, charge))
+    ctx.need = n
+    charge = _charge(pool, ctx)
+    if isinstance(charge, Skip):
+        return _Outcome(charge)
     charged, over_quota = charge
-    if over_quota and n and name in ctx.state.promised:
-        return _Outcome(Skip(name, PROMISED))
-    book = ctx.state.budgets
-    if n and book is not None and reg.budgets:
-        spent = refusal(reg.budgets, req.user, charged, name, book, ctx.state.now)
-        if spent is not None:
-            return _Outcome(Skip(name, spent))
 
     groups, untolerated = candidate_groups(pool, platform, type_filter, ctx)
+    groups = unit_groups(groups, None)
     placement = Capacity(groups, ctx, name)
     fit = placement.fit(n, spread=pool.placement == "spread")
     if fit.node is None or fit.group is None:
@@ -181,6 +180,92 @@ def _evaluate(name: str, ctx: Context) -> _Outcome:
     )
 
 
+def _charge(pool: Pool, ctx: Context) -> tuple[str, bool] | Skip:
+    """Who is charged for ``ctx.need`` in ``pool``, over quota or not; or why no one can be
+    (quota, a line within quota waiting here, a spent budget)."""
+    req, reg, name = ctx.req, ctx.registry, pool.name
+    charge = charge_for(pool, ctx)
+    if isinstance(charge, str):
+        return Skip(name, charge)
+    charged, over_quota = charge
+    if over_quota and ctx.need and name in ctx.state.promised:
+        return Skip(name, PROMISED)
+    book = ctx.state.budgets
+    if ctx.need and book is not None and reg.budgets:
+        spent = refusal(reg.budgets, req.user, charged, name, book, ctx.state.now)
+        if spent is not None:
+            return Skip(name, spent)
+    return charged, over_quota
+
+
+def _evaluate_shape(pool: Pool, shape_id: str, ctx: Context) -> _Outcome:
+    """:func:`_evaluate` for a request of a shape other than whole GPUs: one unit of it on one
+    node (:mod:`.shapefit`), charged its GPU-equivalents."""
+    req, name = ctx.req, pool.name
+    n = req.gpus
+    counts = offered(ctx, name, shape_id, req.gpu_type)
+    if not counts:
+        ids = offered_ids(ctx, name)
+        has = f"it offers {_or_list(ids)}" if ids else "it offers whole GPUs only"
+        of_type = f" of GPU type {req.gpu_type}" if req.gpu_type else ""
+        return _Outcome(Skip(name, f"this pool has no {shape_id}{of_type} ({has})"))
+    if n != 1:
+        return _Outcome(Skip(name, f"a server gets one {shape_id} (you asked for {n})"))
+    ctx.need = need_of(counts, n)
+    charge = _charge(pool, ctx)
+    if isinstance(charge, Skip):
+        return _Outcome(charge)
+    charged, over_quota = charge
+
+    groups, untolerated = candidate_groups(pool, None, None, ctx)
+    spread = pool.placement == "spread"
+    node: str | None = None
+    shape: Shape | None = None
+    gpu_type, nodes_fit, largest = "", 0, 0
+    if counts[0].shape.resource == GPU_RESOURCE:
+        mine = unit_groups(groups, shape_id)
+        fit = Capacity(mine, ctx, name).fit(n, spread=spread)
+        if fit.node is not None and fit.group is not None:
+            node, shape, gpu_type = fit.node, fit.group.shape, fit.group.gpu_type
+        nodes_fit, largest = fit.nodes_fit, fit.largest
+    else:
+        ufit = fit_units(counts, n, spread, groups, ctx, name)
+        node, shape, gpu_type = ufit.node, ufit.shape, ufit.gpu_type
+        nodes_fit, largest = ufit.nodes_fit, ufit.largest
+    if node is None or shape is None:
+        if not groups and untolerated:
+            why = "its nodes' taints are not tolerated by this pool's template"
+        else:
+            why = f"no node has a {shape_id} free (largest free: {largest})"
+        return _Outcome(Skip(name, why))
+
+    platform = pool.platform_of_type(gpu_type) if pool.platforms else None
+    decision = Decision(
+        admitted=True,
+        request=req,
+        pool=name,
+        platform=platform.name if platform else None,
+        gpu_type=gpu_type or None,
+        node=node,
+        over_quota=over_quota,
+        charged=charged,
+        nodes_fit=nodes_fit,
+        shape=shape,
+    )
+    overrides = build_overrides(
+        registry=ctx.registry,
+        pool=pool,
+        platform=platform,
+        request=req,
+        charged=charged,
+        over_quota=over_quota,
+        pool_label=ctx.state.pool_label,
+        node_hostname=ctx.usage.node_hostname(node),
+        shape=shape,
+    )
+    return _Outcome(decision=replace(decision, overrides=overrides))
+
+
 def decide(request: AdmissionRequest, state: AdmissionState) -> Decision:
     """Admit ``request`` to the first pool of its list that can take it, or say why none can."""
     if request.gpus < 0:
@@ -191,12 +276,8 @@ def decide(request: AdmissionRequest, state: AdmissionState) -> Decision:
     ctx = Context(request, state)
     pools = request.pools or state.registry.default_pool_order(request.groups)
     skipped: list[Skip] = []
-    seen: set[str] = set()
-    for name in pools:
-        if name in seen:
-            continue
-        seen.add(name)
-        out = _evaluate(name, ctx)
+    for name, shape_id in request.choices(pools):
+        out = _evaluate(name, shape_id, ctx)
         if out.decision is not None:
             return _with_skips(out.decision, skipped)
         assert out.skip is not None

@@ -11,11 +11,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .amounts import Amount, whole_if_whole
 from .budgets import BudgetSessions
-from .labels import POOL_LABEL
+from .labels import GPU_RESOURCE, POOL_LABEL
 from .pools import Registry
 from .reservations import Reservation
-from .usagerecords import PlacementGroup
+from .shapes import Shape
+from .usagerecords import PlacementGroup, ShapeCount
 from .usagerows import ServerUsage
 
 
@@ -27,11 +29,12 @@ class UsageView(Protocol):
     def node_group(self, node: str) -> PlacementGroup | None: ...
     def node_hostname(self, node: str) -> str: ...
     def has_pool(self, pool: str) -> bool: ...
+    def shape_counts(self, pool: str) -> list[ShapeCount]: ...
     def pool_totals(self, pool: str) -> tuple[int, int, int]: ...
-    def subject_used(self, pool: str, subject: str) -> int: ...
-    def user_used(self, pool: str, user: str) -> int: ...
-    def subject_used_total(self, subject: str) -> int: ...
-    def user_used_total(self, user: str) -> int: ...
+    def subject_used(self, pool: str, subject: str) -> Amount: ...
+    def user_used(self, pool: str, user: str) -> Amount: ...
+    def subject_used_total(self, subject: str) -> Amount: ...
+    def user_used_total(self, user: str) -> Amount: ...
     def over_quota_servers(self, pool: str) -> list[ServerUsage]: ...
 
 
@@ -39,10 +42,11 @@ class ReservationView(Protocol):
     """What admission reads from :class:`~jupyter_gpupool.core.reservations.Reservations`."""
 
     def pool_nodes(self, pool: str) -> Mapping[str, int]: ...
-    def subject_reserved(self, pool: str, subject: str) -> int: ...
-    def user_reserved(self, pool: str, user: str) -> int: ...
-    def subject_reserved_total(self, subject: str) -> int: ...
-    def user_reserved_total(self, user: str) -> int: ...
+    def pool_units(self, pool: str) -> Mapping[tuple[str, str], int]: ...
+    def subject_reserved(self, pool: str, subject: str) -> Amount: ...
+    def user_reserved(self, pool: str, user: str) -> Amount: ...
+    def subject_reserved_total(self, subject: str) -> Amount: ...
+    def user_reserved_total(self, user: str) -> Amount: ...
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,23 @@ class AdmissionRequest:
     server: str = ""
     admission_id: str = ""
     reclaim: bool = True
+    #: The shape asked of each entry of ``pools`` (same order; None or ``whole``: whole GPUs);
+    #: empty: whole GPUs everywhere. ``gpus`` counts units of it (one, for any other shape).
+    shapes: tuple[str | None, ...] = ()
+
+    def choices(self, pools: Iterable[str] | None = None) -> list[tuple[str, str | None]]:
+        """``(pool, shape id or None)`` in order, each pair once (``pools``: the default order,
+        for a request that names none)."""
+        names = self.pools if pools is None else tuple(pools)
+        shapes = self.shapes if names is self.pools else ()
+        out = []
+        for i, name in enumerate(names):
+            shape = shapes[i] if i < len(shapes) else None
+            if shape in ("", "whole"):
+                shape = None
+            if (name, shape) not in out:
+                out.append((name, shape))
+        return out
 
 
 @dataclass(frozen=True)
@@ -123,6 +144,19 @@ class Decision:
     overrides: Mapping[str, Any] = field(default_factory=dict)
     skipped: tuple[Skip, ...] = ()
     reclaim: ReclaimPlan | None = None
+    #: The shape admitted when not whole GPUs (None: whole GPUs, or no GPU)
+    shape: Shape | None = None
+
+    @property
+    def resource(self) -> str:
+        """The extended resource the pod asks for."""
+        return self.shape.resource if self.shape is not None else GPU_RESOURCE
+
+    @property
+    def equivalents(self) -> Amount:
+        """What the server counts against quotas, in GPU-equivalents."""
+        n = self.request.gpus
+        return n * self.shape.equivalent if self.shape is not None else n
 
     @property
     def reasons(self) -> list[str]:
@@ -162,6 +196,8 @@ class Decision:
             charged=self.charged,
             over_quota=self.over_quota,
             expires_at=expires_at,
+            resource=self.resource,
+            equivalents=whole_if_whole(self.equivalents) if self.shape is not None else None,
         )
 
 
@@ -189,17 +225,20 @@ class Context:
         self.usage = state.usage
         self.res = state.reservations
         self.member = set(req.groups)
+        #: What the request counts against quotas in the pool being considered (GPU-equivalents:
+        #: its units times its shape's equivalent); admission sets it per pool.
+        self.need: Amount = req.gpus
 
-    def used(self, pool: str, subject: str) -> int:
+    def used(self, pool: str, subject: str) -> Amount:
         return self.usage.subject_used(pool, subject) + self.res.subject_reserved(pool, subject)
 
-    def used_total(self, subject: str) -> int:
+    def used_total(self, subject: str) -> Amount:
         return self.usage.subject_used_total(subject) + self.res.subject_reserved_total(subject)
 
-    def user_used(self, pool: str) -> int:
+    def user_used(self, pool: str) -> Amount:
         u = self.req.user
         return self.usage.user_used(pool, u) + self.res.user_reserved(pool, u)
 
-    def user_used_total(self) -> int:
+    def user_used_total(self) -> Amount:
         u = self.req.user
         return self.usage.user_used_total(u) + self.res.user_reserved_total(u)

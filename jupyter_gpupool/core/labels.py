@@ -61,6 +61,11 @@ POD_ADMISSION = PREFIX + "admission"
 POD_CHARGED = PREFIX + "charged"
 #: The platform (GPU type route inside the pool) the server was admitted to (label).
 POD_PLATFORM = PREFIX + "platform"
+#: The shape the server was admitted with (label): ``whole``, ``mig-1g.10gb``, ``shared-4``...
+#: (:mod:`.shapes`); absent on servers without GPUs.
+POD_SHAPE = PREFIX + "shape"
+#: What the server counts against quotas, in GPU-equivalents (annotation): ``2``, ``1/7``.
+POD_EQUIVALENTS = PREFIX + "gpu-equivalents"
 
 #: gpuctl's pool label is also put on pods, so ``gpuctl get jobs --pool`` style queries work.
 POD_RUNWHERE_POOL = POOL_LABEL

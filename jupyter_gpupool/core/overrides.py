@@ -11,11 +11,13 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from .amounts import amount_text
 from .labels import (
     GPU_RESOURCE,
     HOSTNAME_LABEL,
     POD_ADMISSION,
     POD_CHARGED,
+    POD_EQUIVALENTS,
     POD_GPUS,
     POD_GROUPS,
     POD_OVER_QUOTA,
@@ -23,12 +25,14 @@ from .labels import (
     POD_POOL,
     POD_RUNWHERE_POOL,
     POD_SERVER,
+    POD_SHAPE,
     POD_USER,
     POOL_LABEL,
     safe_label_value,
 )
 from .pools import DEFAULT_POOL, Defaults, Platform, Pool, Registry
 from .quantities import format_cpu, format_memory, parse_quantity
+from .shapes import HAMI, HAMI_MEMORY_RESOURCE, Shape
 from .templates import merge_templates
 
 if TYPE_CHECKING:
@@ -68,11 +72,14 @@ def build_overrides(
     pool_label: str = POOL_LABEL,
     type_pin: tuple[str, str] | None = None,
     node_hostname: str | None = None,
+    shape: Shape | None = None,
 ) -> dict[str, Any]:
     """The pod settings for an admitted request: defaults, pool and platform templates, ours.
 
     Ours come last so a template cannot break accounting: pool selection, GPU limits and the
-    labels/annotations the usage index reads back.
+    labels/annotations the usage index reads back. A ``shape`` other than whole GPUs asks for its
+    resource instead of ``nvidia.com/gpu`` (and HAMi's memory), and is named on the pod: its id
+    in a label, its GPU-equivalents in an annotation (what quotas count).
     """
     n = request.gpus
     defaults = pool.defaults.overlay(platform.defaults if platform else None)
@@ -134,7 +141,12 @@ def build_overrides(
         "annotations": annotations,
     }
     if n:
-        gpu = {GPU_RESOURCE: str(n)}
+        gpu = {shape.resource if shape is not None else GPU_RESOURCE: str(n)}
+        if shape is not None:
+            labels[POD_SHAPE] = shape.id
+            annotations[POD_EQUIVALENTS] = amount_text(n * shape.equivalent)
+            if shape.kind == HAMI and shape.memory_mib:
+                gpu[HAMI_MEMORY_RESOURCE] = str(shape.memory_mib)
         ours["resources"] = {"requests": dict(gpu), "limits": dict(gpu)}
         ours["tolerations"] = [dict(GPU_TOLERATION)]
     else:

@@ -40,6 +40,7 @@ from .decision import (
 )
 from .pools import Pool
 from .quota import charge_for
+from .shapefit import need_of, offered
 
 __all__ = [
     "ADMITTED",
@@ -113,16 +114,19 @@ def standing(w: Waiting, state: AdmissionState) -> Standing:
     ctx = Context(req, state)
     best: Standing | None = None
     within: set[str] = set()
-    for name in pools_of(req, state):
+    pools = req.pools or tuple(state.registry.default_pool_order(req.groups))
+    for name, shape_id in req.choices(pools):
         pool = state.registry.pool(name) or Pool(name)
         if not pool.allows(req.user, req.groups):
             continue
+        counts = offered(ctx, name, shape_id, req.gpu_type) if shape_id and req.gpus else []
+        ctx.need = need_of(counts, req.gpus) if counts else req.gpus
         charge = charge_for(pool, ctx)
         if isinstance(charge, str):
             continue
         subject, over = charge
         guaranteed = _guaranteed(state, name, subject)
-        share = 0.0 if guaranteed is None else ctx.used(name, subject) / max(guaranteed, 1)
+        share = 0.0 if guaranteed is None else float(ctx.used(name, subject)) / max(guaranteed, 1)
         here = Standing(not over, share, subject)
         if not over:
             within.add(name)

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .amounts import Amount, amount_gpus_text, amount_words
 from .decision import (
     AdmissionRequest,
     AdmissionState,
@@ -38,15 +39,15 @@ from .decision import (
 from .pools import Pool
 
 
-def _asked(used: int, limit: int, n: int) -> str:
+def _asked(used: Amount, limit: int, n: Amount) -> str:
     """Say what was asked when the limit is not simply used up."""
-    return f" (you asked for {n})" if used < limit else ""
+    return f" (you asked for {amount_words(n)})" if used < limit else ""
 
 
 def charge_for(pool: Pool, ctx: Context) -> tuple[str, bool] | str:
     """``(subject, over_quota)``, or the reason the request is over a guarantee or limit."""
     req, reg = ctx.req, ctx.registry
-    n = req.gpus
+    n = ctx.need
     me = user_subject(req.user)
     if n == 0:
         return me, False
@@ -56,7 +57,7 @@ def charge_for(pool: Pool, ctx: Context) -> tuple[str, bool] | str:
         used = ctx.user_used(pool.name)
         if used + n > entry.limit:
             return (
-                f"you use {used} of your limit of {gpus_text(entry.limit)} in this pool"
+                f"you use {amount_words(used)} of your limit of {gpus_text(entry.limit)} in this pool"
                 f"{_asked(used, entry.limit, n)}"
             )
     cap = reg.user_cap(req.user, req.groups)
@@ -64,7 +65,7 @@ def charge_for(pool: Pool, ctx: Context) -> tuple[str, bool] | str:
         used = ctx.user_used_total()
         if used + n > cap:
             return (
-                f"you use {used} of your limit of {gpus_text(cap)} across all pools"
+                f"you use {amount_words(used)} of your limit of {gpus_text(cap)} across all pools"
                 f"{_asked(used, cap, n)}"
             )
 
@@ -76,7 +77,7 @@ def charge_for(pool: Pool, ctx: Context) -> tuple[str, bool] | str:
         if used + n <= gcap:
             return True, ""
         return False, (
-            f"your group {group} uses {used} of its limit of {gpus_text(gcap)} across all pools"
+            f"your group {group} uses {amount_words(used)} of its limit of {gpus_text(gcap)} across all pools"
             f"{_asked(used, gcap, n)}"
         )
 
@@ -108,19 +109,19 @@ def charge_for(pool: Pool, ctx: Context) -> tuple[str, bool] | str:
             if len(parts) == 1:
                 g, used, gua = parts[0]
                 return (
-                    f"your group {g} uses {used} of its {gua} guaranteed GPUs"
+                    f"your group {g} uses {amount_words(used)} of its {gua} guaranteed GPUs"
                     f"{_asked(used, gua, n)} "
                     "and the pool allows no borrowing"
                 )
-            listed = ", ".join(f"{g} uses {u} of {gu}" for g, u, gu in parts)
+            listed = ", ".join(f"{g} uses {amount_words(u)} of {gu}" for g, u, gu in parts)
             return (
-                f"your groups have no {gpus_text(n)} of guaranteed quota left ({listed}) "
+                f"your groups have no {amount_gpus_text(n)} of guaranteed quota left ({listed}) "
                 "and the pool allows no borrowing"
             )
         if entry is not None and entry.guaranteed:
             used = ctx.used(pool.name, me)
             return (
-                f"you use {used} of your {entry.guaranteed} guaranteed GPUs"
+                f"you use {amount_words(used)} of your {entry.guaranteed} guaranteed GPUs"
                 f"{_asked(used, entry.guaranteed, n)} "
                 "and the pool allows no borrowing"
             )
@@ -136,7 +137,7 @@ def charge_for(pool: Pool, ctx: Context) -> tuple[str, bool] | str:
         used = ctx.used(pool.name, subject)
         if limit is not None and used + n > limit:
             first_reason = first_reason or (
-                f"your group {g} uses {used} of its limit of {gpus_text(limit)} in this pool, "
+                f"your group {g} uses {amount_words(used)} of its limit of {gpus_text(limit)} in this pool, "
                 f"borrowing included{_asked(used, limit, n)}"
             )
             continue

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .amounts import Amount
+
 #: The ``pool`` of rows for cluster-wide caps (gpuctl's quota documents), which span every pool.
 ALL_POOLS = "(all pools)"
 #: The ``subject`` of the row that shows a pool's per-user default.
@@ -35,7 +37,7 @@ def _row(pool: str, subject: str, entry: Mapping[str, Any] | None, **more: Any) 
 
 def quota_rows(
     quotas: Mapping[str, Any],
-    by_subject: Mapping[str, Mapping[str, int]] | None = None,
+    by_subject: Mapping[str, Mapping[str, Amount]] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per pool and subject: guaranteed, limit, used, reserved and borrowed GPUs.
 

@@ -21,11 +21,17 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
+
+from .amounts import Amount, whole_if_whole
+from .labels import GPU_RESOURCE
 
 
 @dataclass(frozen=True)
 class Reservation:
-    """What an admission promised: ``gpus`` on ``node`` of ``pool``, charged to ``charged``."""
+    """What an admission promised: ``gpus`` units of ``resource`` on ``node`` of ``pool``,
+    charged to ``charged``. ``equivalents`` is what it counts against quotas (GPU-equivalents;
+    None: ``gpus``, as for whole GPUs)."""
 
     admission_id: str
     pool: str
@@ -35,6 +41,13 @@ class Reservation:
     charged: str
     over_quota: bool
     expires_at: float
+    resource: str = GPU_RESOURCE
+    equivalents: Amount | None = None
+
+    @property
+    def quota(self) -> Amount:
+        """What it counts against quotas while its pod is not seen."""
+        return self.equivalents if self.equivalents is not None else self.gpus
 
 
 class _Entry:
@@ -46,8 +59,8 @@ class _Entry:
         self.holds_node = reservation.node is not None
 
 
-def _add(counter: dict[str, int], key: str, delta: int) -> None:
-    value = counter.get(key, 0) + delta
+def _add(counter: dict[Any, Any], key: Any, delta: Amount) -> None:
+    value = whole_if_whole(counter.get(key, 0) + delta)
     if value:
         counter[key] = value
     else:
@@ -60,10 +73,12 @@ class Reservations:
     def __init__(self) -> None:
         self._entries: dict[str, _Entry] = {}
         self._pool_nodes: dict[str, dict[str, int]] = {}
-        self._subject: dict[str, dict[str, int]] = {}  # pool -> subject -> GPUs
-        self._user: dict[str, dict[str, int]] = {}  # pool -> user -> GPUs
-        self._subject_total: dict[str, int] = {}
-        self._user_total: dict[str, int] = {}
+        # pool -> (node, resource) -> units, for resources other than nvidia.com/gpu
+        self._pool_units: dict[str, dict[tuple[str, str], int]] = {}
+        self._subject: dict[str, dict[str, Amount]] = {}  # pool -> subject -> GPU-equivalents
+        self._user: dict[str, dict[str, Amount]] = {}  # pool -> user -> GPU-equivalents
+        self._subject_total: dict[str, Amount] = {}
+        self._user_total: dict[str, Amount] = {}
         self._heap: list[tuple[float, int, str]] = []
         self._seq = 0
         #: Told of each reservation dropped (released, expired, its pod bound or gone)
@@ -128,19 +143,27 @@ class Reservations:
         return out
 
     def _count_quota(self, r: Reservation, sign: int) -> None:
-        if not r.gpus:
+        amount = r.quota
+        if not amount:
             return
-        _add(self._subject.setdefault(r.pool, {}), r.charged, sign * r.gpus)
-        _add(self._user.setdefault(r.pool, {}), r.user, sign * r.gpus)
-        _add(self._subject_total, r.charged, sign * r.gpus)
-        _add(self._user_total, r.user, sign * r.gpus)
+        _add(self._subject.setdefault(r.pool, {}), r.charged, sign * amount)
+        _add(self._user.setdefault(r.pool, {}), r.user, sign * amount)
+        _add(self._subject_total, r.charged, sign * amount)
+        _add(self._user_total, r.user, sign * amount)
 
     def _count_node(self, r: Reservation, sign: int) -> None:
-        if r.node is not None and r.gpus:
+        if r.node is None or not r.gpus:
+            return
+        if r.resource == GPU_RESOURCE:
             nodes = self._pool_nodes.setdefault(r.pool, {})
             _add(nodes, r.node, sign * r.gpus)
             if not nodes:
                 del self._pool_nodes[r.pool]
+        else:
+            units = self._pool_units.setdefault(r.pool, {})
+            _add(units, (r.node, r.resource), sign * r.gpus)
+            if not units:
+                del self._pool_units[r.pool]
 
     # --- reading ---------------------------------------------------------------------------------
 
@@ -158,17 +181,22 @@ class Reservations:
         return iter([e.reservation for e in self._entries.values()])
 
     def pool_nodes(self, pool: str) -> Mapping[str, int]:
-        """GPUs held per node of ``pool`` (only nodes with a reservation)."""
+        """``nvidia.com/gpu`` units held per node of ``pool`` (only nodes with a reservation)."""
         return self._pool_nodes.get(pool, {})
 
-    def subject_reserved(self, pool: str, subject: str) -> int:
+    def pool_units(self, pool: str) -> Mapping[tuple[str, str], int]:
+        """Units of the other shape resources (MIG devices, renamed shared GPUs) held per
+        ``(node, resource)`` of ``pool``."""
+        return self._pool_units.get(pool, {})
+
+    def subject_reserved(self, pool: str, subject: str) -> Amount:
         return self._subject.get(pool, {}).get(subject, 0)
 
-    def user_reserved(self, pool: str, user: str) -> int:
+    def user_reserved(self, pool: str, user: str) -> Amount:
         return self._user.get(pool, {}).get(user, 0)
 
-    def subject_reserved_total(self, subject: str) -> int:
+    def subject_reserved_total(self, subject: str) -> Amount:
         return self._subject_total.get(subject, 0)
 
-    def user_reserved_total(self, user: str) -> int:
+    def user_reserved_total(self, user: str) -> Amount:
         return self._user_total.get(user, 0)

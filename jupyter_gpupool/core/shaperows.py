@@ -132,3 +132,30 @@ def shape_row(shape: Shape, total: int, free: int, largest: int) -> JSON:
         "largest_free": largest,
         "text": shape_text(shape, free, largest),
     }
+
+
+#: Initial letters whose names start with a vowel sound: "an A100", "an H100", "a T4".
+_AN = "AEFHILMNORSX8"
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1].upper() in _AN else "a"
+
+
+def admitted_text(shape: Shape | None, n: int, gpu_type: str | None) -> str:
+    """What a server got, in words for the pages, the CLI, the magics and the status item:
+    ``MIG 1g.10gb of an A100-80G``, ``A10 shared ¼ (time-sliced)``, ``2 \u00d7 A100-80G``;
+    ``no GPU`` for a server without one."""
+    if n == 0:
+        return "no GPU"
+    model = (shape.model if shape is not None else None) or gpu_type or "GPU"
+    if shape is None or shape.kind == WHOLE:
+        return f"{n} \u00d7 {model}"
+    if shape.kind == MIG:
+        text = f"MIG {shape.profile} of {_article(model)} {model}"
+        if shape.replicas > 1:
+            text += f", shared {fraction_text(Fraction(1, shape.replicas))} (time-sliced)"
+        return text
+    how = {TIME_SLICING: "time-sliced", MPS: "MPS", HAMI: "HAMi"}.get(shape.kind, shape.kind)
+    word = "slice" if shape.kind == HAMI else "shared"
+    return f"{model} {word} {fraction_text(shape.equivalent)} ({how})"

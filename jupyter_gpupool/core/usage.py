@@ -48,6 +48,7 @@ from __future__ import annotations
 from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import Any
 
+from .amounts import Amount
 from .labels import POOL_LABEL
 from .usagepods import AdmissionListener, PodBook
 from .usagerecords import (
@@ -163,20 +164,20 @@ class UsageIndex(PodBook):
             return 0, 0, 0
         return ps.gpu_total, len(ps.nodes), ps.eligible_nodes
 
-    def subject_used(self, pool: str, subject: str) -> int:
-        """GPUs charged to ``subject`` (``group:NAME`` / ``user:NAME``) in ``pool``."""
+    def subject_used(self, pool: str, subject: str) -> Amount:
+        """GPU-equivalents charged to ``subject`` (``group:NAME`` / ``user:NAME``) in ``pool``."""
         ps = self._pools.get(pool)
         return ps.subject_used.get(subject, 0) if ps is not None else 0
 
-    def user_used(self, pool: str, user: str) -> int:
-        """All of ``user``'s GPUs in ``pool``, whoever they are charged to."""
+    def user_used(self, pool: str, user: str) -> Amount:
+        """All of ``user``'s GPU-equivalents in ``pool``, whoever they are charged to."""
         ps = self._pools.get(pool)
         return ps.user_used.get(user, 0) if ps is not None else 0
 
-    def subject_used_total(self, subject: str) -> int:
+    def subject_used_total(self, subject: str) -> Amount:
         return self._subject_total.get(subject, 0)
 
-    def user_used_total(self, user: str) -> int:
+    def user_used_total(self, user: str) -> Amount:
         return self._user_total.get(user, 0)
 
     def over_quota_servers(self, pool: str) -> list[ServerUsage]:
@@ -294,6 +295,9 @@ class UsageIndex(PodBook):
             platform=p.platform,
             created=p.created,
             uid=p.uid,
+            shape=p.shape,
+            units=p.gpus + sum(n for _, n in p.shapes),
+            equivalents=p.quota,
         )
 
     def server(self, namespace: str, name: str) -> ServerUsage | None:
@@ -330,14 +334,14 @@ class UsageIndex(PodBook):
             if p.user is not None and p.uid not in skip_uids and _state(p) in states
         ]
 
-    def usage_by_subject(self, pool: str | None = None) -> dict[str, int]:
-        """GPUs per charged subject, in one pool or across all."""
+    def usage_by_subject(self, pool: str | None = None) -> dict[str, Amount]:
+        """GPU-equivalents per charged subject, in one pool or across all."""
         if pool is None:
             return {k: v for k, v in self._subject_total.items() if v}
         ps = self._pools.get(pool)
         return {k: v for k, v in ps.subject_used.items() if v} if ps is not None else {}
 
-    def usage_by_user(self, pool: str | None = None) -> dict[str, int]:
+    def usage_by_user(self, pool: str | None = None) -> dict[str, Amount]:
         if pool is None:
             return {k: v for k, v in self._user_total.items() if v}
         ps = self._pools.get(pool)

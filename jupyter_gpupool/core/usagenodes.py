@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from .amounts import Amount, whole_if_whole
 from .labels import GPU_RESOURCE
 from .pools import DEFAULT_POOL
-from .shapes import Shape
+from .shapes import WHOLE, Shape
 from .usagerecords import BLOCKING, GroupKey, NodeRecord, PlacementGroup, ShapeCount
 
 
@@ -47,8 +48,8 @@ class PoolState:
         self.shapes: dict[Shape, ShapeCount] = {}
         self.servers: dict[str, None] = {}
         self.over_quota: dict[str, None] = {}
-        self.subject_used: dict[str, int] = {}
-        self.user_used: dict[str, int] = {}
+        self.subject_used: dict[str, Amount] = {}
+        self.user_used: dict[str, Amount] = {}
 
 
 class NodeBook:
@@ -82,10 +83,11 @@ class NodeBook:
         ps.gpu_total += node.gpu_total
         ps.gpu_used += node.gpu_used
         if not node.flags & BLOCKING:
-            key: GroupKey = (node.gpu_type, node.type_key, node.taints)
+            unit = gpu_unit_shape(node)
+            key: GroupKey = (node.gpu_type, node.type_key, node.taints, unit)
             group = ps.groups.get(key)
             if group is None:
-                group = ps.groups[key] = PlacementGroup(node.gpu_type, node.type_key, node.taints)
+                group = ps.groups[key] = PlacementGroup(*key)
             node.group = group
             group._add(node.name, node.free)
             ps.eligible_nodes += 1
@@ -101,12 +103,12 @@ class NodeBook:
             resource = offered.shape.resource
             if resource == GPU_RESOURCE:  # offered.count is gpu_total
                 node.gpu_shape = count
-                count._add(node.free)
+                count._add(node.name, node.free)
             else:
                 if node.shape_counts is None:
                     node.shape_counts = {}
                 node.shape_counts[resource] = (offered.count, count)
-                count._add(node.shape_free(resource, offered.count))
+                count._add(node.name, node.shape_free(resource, offered.count))
 
     def _remove_node(self, node: NodeRecord) -> None:
         del self._nodes[node.name]
@@ -121,9 +123,9 @@ class NodeBook:
             if node.group is not None:
                 resource = offered.shape.resource
                 if resource == GPU_RESOURCE:
-                    count._remove(node.free)
+                    count._remove(node.name, node.free)
                 else:
-                    count._remove(node.shape_free(resource, offered.count))
+                    count._remove(node.name, node.shape_free(resource, offered.count))
             if not count.nodes:
                 del ps.shapes[offered.shape]
         node.gpu_shape = node.shape_counts = None
@@ -132,7 +134,7 @@ class NodeBook:
             ps.eligible_nodes -= 1
             ps.eligible_free -= node.free
             if not len(node.group):
-                del ps.groups[(node.group.gpu_type, node.group.type_key, node.group.taints)]
+                del ps.groups[node.group.key]
             node.group = None
         self._drop_if_empty(ps)
 
@@ -151,7 +153,7 @@ class NodeBook:
             ps.eligible_free += after - before
             shape = node.gpu_shape
             if shape is not None:
-                shape._move(before, after)
+                shape._move(node.name, before, after)
         else:
             node.gpu_used += delta
         ps.gpu_used += delta
@@ -174,12 +176,29 @@ class NodeBook:
             offered, count = held
             before = node.shape_free(resource, offered)
             add_count(used, resource, sign * n)
-            count._move(before, node.shape_free(resource, offered))
+            count._move(node.name, before, node.shape_free(resource, offered))
+
+
+def gpu_unit_shape(node: NodeRecord) -> Shape | None:
+    """The shape of the node's ``nvidia.com/gpu`` units when they are not whole GPUs."""
+    for offered in node.offer.shapes:
+        if offered.shape.resource == GPU_RESOURCE:
+            return None if offered.shape.kind == WHOLE else offered.shape
+    return None
 
 
 def add_count(counter: dict[str, int], key: str, delta: int) -> None:
     """Add ``delta`` to ``counter[key]``, dropping the key at zero."""
     value = counter.get(key, 0) + delta
+    if value:
+        counter[key] = value
+    else:
+        del counter[key]
+
+
+def add_amount(counter: dict[str, Amount], key: str, delta: Amount) -> None:
+    """:func:`add_count` for GPU-equivalents: an ``int`` again once the sum is whole."""
+    value = whole_if_whole(counter.get(key, 0) + delta)
     if value:
         counter[key] = value
     else:

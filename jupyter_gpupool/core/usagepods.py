@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .usagenodes import NodeBook, add_count
+from .amounts import Amount
+from .usagenodes import NodeBook, add_amount, add_count
 from .usagerecords import (
     NodeRecord,
     PodRecord,
@@ -43,8 +44,8 @@ class PodBook(NodeBook):
         self._pods: dict[str, PodRecord] = {}
         self._orphans: dict[str, dict[str, None]] = {}  # node name -> pods bound to unknown node
         self._unpooled: dict[str, None] = {}  # servers with no pool yet (unbound, no label)
-        self._subject_total: dict[str, int] = {}
-        self._user_total: dict[str, int] = {}
+        self._subject_total: dict[str, Amount] = {}
+        self._user_total: dict[str, Amount] = {}
         self._by_admission: dict[str, str] = {}
         # Pods with no GPUs that are not servers: key -> node (None while unbound), and how
         # many are bound to each node.
@@ -211,14 +212,14 @@ class PodBook(NodeBook):
                 ps.servers[p.key] = None
                 if p.over_quota and node is not None:
                     ps.over_quota[p.key] = None
-                if p.gpus:
-                    add_count(ps.user_used, p.user, p.gpus)
+                if p.quota:
+                    add_amount(ps.user_used, p.user, p.quota)
                     if p.charged:
-                        add_count(ps.subject_used, p.charged, p.gpus)
-            if p.gpus:
-                add_count(self._user_total, p.user, p.gpus)
+                        add_amount(ps.subject_used, p.charged, p.quota)
+            if p.quota:
+                add_amount(self._user_total, p.user, p.quota)
                 if p.charged:
-                    add_count(self._subject_total, p.charged, p.gpus)
+                    add_amount(self._subject_total, p.charged, p.quota)
         if p.admission:
             self._by_admission[p.admission] = p.key
             self._notify(p, "bound" if p.node else "pending")
@@ -245,15 +246,15 @@ class PodBook(NodeBook):
                 ps = self._pools[pool]
                 ps.servers.pop(p.key, None)
                 ps.over_quota.pop(p.key, None)
-                if p.gpus:
-                    add_count(ps.user_used, p.user, -p.gpus)
+                if p.quota:
+                    add_amount(ps.user_used, p.user, -p.quota)
                     if p.charged:
-                        add_count(ps.subject_used, p.charged, -p.gpus)
+                        add_amount(ps.subject_used, p.charged, -p.quota)
                 self._drop_if_empty(ps)
-            if p.gpus:
-                add_count(self._user_total, p.user, -p.gpus)
+            if p.quota:
+                add_amount(self._user_total, p.user, -p.quota)
                 if p.charged:
-                    add_count(self._subject_total, p.charged, -p.gpus)
+                    add_amount(self._subject_total, p.charged, -p.quota)
         if p.admission and self._by_admission.get(p.admission) == p.key:
             del self._by_admission[p.admission]
         p.linked_pool = None

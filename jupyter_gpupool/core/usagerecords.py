@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .amounts import Amount, parse_amount
 from .labels import (
     GFD_COUNT_LABEL,
     GFD_PRODUCT_LABEL,
@@ -22,10 +23,12 @@ from .labels import (
     KUBESPAWNER_USER,
     POD_ADMISSION,
     POD_CHARGED,
+    POD_EQUIVALENTS,
     POD_OVER_QUOTA,
     POD_PLATFORM,
     POD_POOL,
     POD_SERVER,
+    POD_SHAPE,
     POD_USER,
     POOL_LABEL,
 )
@@ -76,7 +79,8 @@ _TAINT_EFFECTS = ("NoSchedule", "NoExecute")
 _SYSTEM_TAINT_PREFIX = "node.kubernetes.io/"
 
 Taint = tuple[str, str, str]  # key, value, effect
-GroupKey = tuple[str, str | None, tuple[Taint, ...]]  # gpu type, label it came from, taints
+# gpu type, label it came from, taints, and the shape of its nvidia.com/gpu (None: whole GPUs)
+GroupKey = tuple[str, str | None, tuple[Taint, ...], "Shape | None"]
 
 
 def _container_units(container: Mapping[str, Any], resource: str) -> int:
@@ -149,7 +153,7 @@ class ShapeCount:
     :class:`PlacementGroup` counts GPUs, so "the most free on one node" is a scan of a few
     counters. ``free`` is the sum over the schedulable nodes."""
 
-    __slots__ = ("counts", "free", "nodes", "shape", "total")
+    __slots__ = ("counts", "free", "members", "nodes", "shape", "total")
 
     def __init__(self, shape: Shape):
         self.shape = shape
@@ -157,27 +161,27 @@ class ShapeCount:
         self.nodes = 0
         self.free = 0
         self.counts: list[int] = []
+        #: ``members[f]``: the schedulable nodes with exactly ``f`` free units, in the order they
+        #: got there (as :class:`PlacementGroup`'s), so admission picks one without a scan
+        self.members: list[dict[str, None]] = []
 
-    def _add(self, free: int) -> None:
+    def _add(self, node: str, free: int) -> None:
         while len(self.counts) <= free:
             self.counts.append(0)
+            self.members.append({})
         self.counts[free] += 1
+        self.members[free][node] = None
         self.free += free
 
-    def _remove(self, free: int) -> None:
+    def _remove(self, node: str, free: int) -> None:
         self.counts[free] -= 1
+        del self.members[free][node]
         self.free -= free
 
-    def _move(self, before: int, after: int) -> None:
+    def _move(self, node: str, before: int, after: int) -> None:
         """A node's free units went from ``before`` to ``after`` (one pod's event)."""
-        counts = self.counts
-        counts[before] -= 1
-        if after < len(counts):
-            counts[after] += 1
-            self.free += after - before
-        else:
-            self.free -= before
-            self._add(after)
+        self._remove(node, before)
+        self._add(node, after)
 
     def max_free(self) -> int:
         for f in range(len(self.counts) - 1, -1, -1):
@@ -187,20 +191,34 @@ class ShapeCount:
 
 
 class PlacementGroup:
-    """Schedulable nodes of one pool with the same GPU type and taints, counted by free GPUs.
+    """Schedulable nodes of one pool with the same GPU type, taints and ``nvidia.com/gpu`` shape,
+    counted by free GPUs (units of that shape).
 
     ``members[f]`` holds the nodes with exactly ``f`` free GPUs, in the order they got there (a
     dict used as an ordered set, so choices are deterministic).
     """
 
-    __slots__ = ("counts", "gpu_type", "members", "taints", "type_key")
+    __slots__ = ("counts", "gpu_type", "members", "shape", "taints", "type_key")
 
-    def __init__(self, gpu_type: str, type_key: str | None, taints: tuple[Taint, ...]):
+    def __init__(
+        self,
+        gpu_type: str,
+        type_key: str | None,
+        taints: tuple[Taint, ...],
+        shape: Shape | None = None,
+    ):
         self.gpu_type = gpu_type
         self.type_key = type_key
         self.taints = taints
+        #: What its nodes' ``nvidia.com/gpu`` units are when not whole GPUs: time-sliced or MPS
+        #: replicas, MIG devices (single strategy), HAMi slices. None: whole GPUs.
+        self.shape = shape
         self.counts: list[int] = []
         self.members: list[dict[str, None]] = []
+
+    @property
+    def key(self) -> GroupKey:
+        return (self.gpu_type, self.type_key, self.taints, self.shape)
 
     def _add(self, node: str, free: int) -> None:
         while len(self.counts) <= free:
@@ -309,7 +327,9 @@ class PodRecord:
         "phase",
         "platform",
         "pool_label",
+        "quota",
         "server",
+        "shape",
         "shapes",
         "terminating",
         "uid",
@@ -321,6 +341,8 @@ class PodRecord:
     node: str | None
     gpus: int
     shapes: tuple[tuple[str, int], ...]  # units of shape resources other than nvidia.com/gpu
+    quota: Amount  # what it counts against quotas, in GPU-equivalents
+    shape: str | None  # the shape id it was admitted with (our pods), else None
     user: str | None
     server: str
     charged: str | None
@@ -446,8 +468,25 @@ def read_pod(
     p.admission = labels.get(POD_ADMISSION)
     p.pool_label = _intern(labels.get(POD_POOL) or labels.get(POOL_LABEL))
     p.platform = _intern(labels.get(POD_PLATFORM))
+    p.shape = _intern(labels.get(POD_SHAPE))
+    # what the pod counts against quotas is written once, at admission: a known pod's is reused
+    if old is not None and old.uid == uid:
+        p.quota = old.quota
+    else:
+        p.quota = pod_equivalents(ann.get(POD_EQUIVALENTS), p.gpus)
     p.linked_pool = None
     return p
+
+
+def pod_equivalents(annotation: str | None, gpus: int) -> Amount:
+    """What a pod counts against quotas: its ``gpu-equivalents`` annotation (written at admission:
+    ``1/7`` for a MIG 1g instance of an A100), else its ``nvidia.com/gpu`` count. A pod we did not
+    admit, on a MIG device of its own asking, counts nothing against quotas, as before shapes."""
+    if annotation:
+        value = parse_amount(annotation)
+        if value is not None:
+            return value
+    return gpus
 
 
 #: One copy of each value many pods share (namespaces, nodes, users, subjects, pools, phases):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .amounts import Amount
+
 
 @dataclass(frozen=True)
 class PoolUsage:
@@ -59,3 +61,10 @@ class ServerUsage:
     platform: str | None
     created: str
     uid: str = ""
+    #: The shape it was admitted with when not whole GPUs (``mig-1g.10gb``, ``shared-4``...)
+    shape: str | None = None
+    #: Units of any GPU resource it asks for: ``gpus`` (``nvidia.com/gpu``) plus MIG devices
+    #: and renamed shared GPUs; a server has a GPU of some shape when this is not 0
+    units: int = 0
+    #: What it counts against quotas, GPU-hours and budgets, in GPU-equivalents
+    equivalents: Amount = 0

@@ -120,3 +120,7 @@ class ReservationRow(Base):
     charged: Mapped[str] = mapped_column(String(255))
     over_quota: Mapped[bool] = mapped_column(Boolean)
     expires_at: Mapped[float] = mapped_column(Float, index=True)
+    #: The extended resource held on ``node`` (``nvidia.com/mig-1g.10gb``...)
+    resource: Mapped[str] = mapped_column(String(255), server_default="nvidia.com/gpu")
+    #: What it counts against quotas, GPU-equivalents as text (``1/7``); None: ``gpus``
+    equivalents: Mapped[str | None] = mapped_column(String(64), nullable=True)

@@ -72,6 +72,8 @@ RESERVATION_FIELDS = (
     "charged",
     "over_quota",
     "expires_at",
+    "resource",
+    "equivalents",
 )
 
 

@@ -113,6 +113,8 @@ class AdmissionBody:
     reclaim: bool
     #: wait in line when no pool can take it now (202) instead of a refusal (409)
     queue: bool = False
+    #: the shape asked of each entry of ``pools`` (None: whole GPUs), same order
+    shapes: tuple[str | None, ...] = ()
 
 
 ADMISSION_FIELDS = ("user", "groups", "pools", "gpus", "gpu_type", "server", "reclaim", "queue")
@@ -128,17 +130,60 @@ def parse_admission(value: Any, *, max_gpus: int) -> AdmissionBody:
     for key, value in (("reclaim", reclaim), ("queue", queue)):
         if not isinstance(value, bool):
             raise bad_request(f"{key} must be true or false, not {_describe(value)}")
-    pools = _names(data.get("pools", []), "pools", limit=MAX_POOLS_PER_REQUEST)
+    # a pool listed twice (with the same shape) is tried once
+    entries = dict.fromkeys(_pool_entries(data.get("pools", [])))
     return AdmissionBody(
         user=None if user is None else _name(user, "user"),
         groups=None if groups is None else _names(groups, "groups"),
-        pools=tuple(dict.fromkeys(pools)),  # a pool listed twice is tried once
+        pools=tuple(p for p, _ in entries),
+        shapes=tuple(s for _, s in entries) if any(s for _, s in entries) else (),
         gpus=_gpu_count(data.get("gpus", 0), "gpus", max_gpus),
         gpu_type=None if gpu_type in (None, "") else _name(gpu_type, "gpu_type"),
         server=_name(data.get("server", ""), "server", empty_ok=True),
         reclaim=reclaim,
         queue=queue,
     )
+
+
+POOL_ENTRY_FIELDS = ("pool", "shape")
+
+
+def _pool_entries(value: Any) -> list[tuple[str, str | None]]:
+    """``pools``: each entry a pool name (whole GPUs) or ``{"pool": NAME, "shape": ID}``."""
+    if not isinstance(value, list):
+        raise bad_request(
+            'pools must be a list of pool names or {"pool": ..., "shape": ...} objects, '
+            f"not {_describe(value)}"
+        )
+    if len(value) > MAX_POOLS_PER_REQUEST:
+        raise bad_request(
+            f"pools lists {len(value)} entries; at most {MAX_POOLS_PER_REQUEST} are allowed"
+        )
+    out: list[tuple[str, str | None]] = []
+    for i, entry in enumerate(value):
+        field = f"pools[{i}]"
+        if isinstance(entry, str):
+            out.append((_name(entry, field), None))
+            continue
+        if not isinstance(entry, Mapping):
+            raise bad_request(
+                f'{field} must be a pool name or a {{"pool": ..., "shape": ...}} object, '
+                f"not {_describe(entry)}"
+            )
+        obj = _object(entry, field, POOL_ENTRY_FIELDS)
+        if "pool" not in obj:
+            raise bad_request(f"{field} needs a pool")
+        pool = _name(obj["pool"], f"{field}.pool")
+        shape = obj.get("shape")
+        if shape is not None:
+            shape = _name(shape, f"{field}.shape", empty_ok=True)
+            if shape and not is_label_value(shape):
+                raise bad_request(
+                    f"{field}.shape {_describe(shape)} is not a shape id "
+                    "(whole, mig-1g.10gb, shared-4...: see the pool's shapes in api/v1/pools)"
+                )
+        out.append((pool, None if shape in (None, "", "whole") else shape))
+    return out
 
 
 def parse_groups(text: str) -> tuple[str, ...]:

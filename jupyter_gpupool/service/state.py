@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..core.admission import AdmissionState
+from ..core.amounts import json_default
 from ..core.budgets import BudgetSessions
 from ..core.labels import POOL_LABEL
 from ..core.poolrows import pool_names, pool_or_bare, pool_summary
@@ -166,7 +167,7 @@ class ServiceState:
             if hit is None or hit[0] is not usage or hit[1] != version or hit[2] is not registry:
                 pool = pool_or_bare(registry, name)
                 row = pool_summary(pool, usage, self.index, self.reservations)
-                hit = (usage, version, registry, pool, row, json.dumps(row))
+                hit = (usage, version, registry, pool, row, json.dumps(row, default=json_default))
                 self._summaries[name] = hit
             if user is not None and not hit[3].allows(user, groups):
                 continue

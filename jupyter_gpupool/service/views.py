@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..core.admission import AdmissionState, Decision, group_subject, quota_headroom, user_subject
+from ..core.amounts import Amount, amount_text
 from ..core.budgets import applying, budget_rows
 from ..core.formatting import csv_text
 from ..core.poolrows import pool_names, pool_or_bare
@@ -68,6 +69,8 @@ def reservation_row(r: Reservation) -> JSON:
         "pool": r.pool,
         "node": r.node,
         "gpus": r.gpus,
+        "resource": r.resource,
+        "gpu_equivalents": amount_text(r.quota),
         "user": r.user,
         "charged": r.charged,
         "over_quota": r.over_quota,
@@ -135,7 +138,7 @@ def quotas(
             continue
         per_pool[name] = pool_quota(registry, index, reservations, name, user, groups)
 
-    def cap(gpu: int | None, used: int, reserved: int) -> JSON:
+    def cap(gpu: int | None, used: Amount, reserved: Amount) -> JSON:
         return {"gpu": gpu, "used": used, "reserved": reserved}
 
     group_caps = {

@@ -341,7 +341,9 @@ def test_the_status_item_shows_gpu_utilization_and_the_idle_stop(lab, alice):
         expect(item).to_have_class(re.compile(r"\bjp-gpupool-warning\b"))
         title = item.get_attribute("title") or ""
         assert re.search(
-            r"GPUs idle since \d\d:\d\d UTC; will be stopped at \d\d:\d\d UTC \(in (10m|9m\d\ds)\)",
+            # a stop after midnight says its date too
+            r"GPUs idle since \d\d:\d\d UTC; will be stopped at (\d{4}-\d\d-\d\d )?\d\d:\d\d UTC "
+            r"\(in (10m|9m\d\ds)\)",
             title,
         ), title
         shoot(lab, "lab-status-idle")

@@ -343,6 +343,10 @@ class Line:
             "gpus": w.request.gpus,
             "gpu_type": w.request.gpu_type,
             "pools": pools,
+            # the pools with the shape asked of each (None: whole GPUs), for shaped requests
+            "entries": [{"pool": p, "shape": sh} for p, sh in w.request.choices()]
+            if w.request.shapes
+            else None,
             "position": place,
             "within_quota": bool(s and s.within),
             "subject": subject_words(s.subject) if s else "",
@@ -410,7 +414,10 @@ def entry_of(w: Waiting) -> dict[str, Any]:
         "since": w.since,
         "user": r.user,
         "groups": list(r.groups),
-        "pools": list(r.pools),
+        # a pool with a shape as {"pool", "shape"}, as the API takes it
+        "pools": [
+            name if shape is None else {"pool": name, "shape": shape} for name, shape in r.choices()
+        ],
         "gpus": r.gpus,
         "gpu_type": r.gpu_type,
         "server": r.server,
@@ -420,10 +427,14 @@ def entry_of(w: Waiting) -> dict[str, Any]:
 
 def waiting_from_row(row: Mapping[str, Any]) -> Waiting:
     """An entry from the database's copy (:meth:`Line.take_up`)."""
+    entries = [
+        (e, None) if isinstance(e, str) else (e["pool"], e.get("shape")) for e in row["pools"]
+    ]
     request = AdmissionRequest(
         user=str(row["user"]),
         groups=tuple(row["groups"]),
-        pools=tuple(row["pools"]),
+        pools=tuple(str(name) for name, _ in entries),
+        shapes=tuple(shape for _, shape in entries) if any(s for _, s in entries) else (),
         gpus=int(row["gpus"]),
         gpu_type=row.get("gpu_type"),
         server=str(row.get("server") or ""),

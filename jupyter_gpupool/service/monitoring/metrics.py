@@ -89,7 +89,7 @@ class StateCollector(Collector):
                 if e.limit is not None:
                     limit.add_metric([pool, subject], e.limit)
             for subject, gpus in index.usage_by_subject(pool).items():
-                charged.add_metric([pool, subject], gpus)
+                charged.add_metric([pool, subject], float(gpus))
         yield from (guaranteed, limit, charged)
 
         held = GaugeMetricFamily("gpupool_reservations", "Admissions waiting for their pod")

@@ -19,6 +19,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from ...core import ledger
+from ...core.amounts import amount_text, parse_amount
 from ...core.budgets import Budget
 from ...core.history import parse_range
 from ...core.queue import Waiting
@@ -198,7 +199,10 @@ class Records:
         """An admission holds GPUs: the future of its durable insert (None without a
         database: nothing to wait for)."""
         if self.db is not None and self.ledger is not None:
-            return self.db.reservation_add({f: getattr(r, f) for f in RESERVATION_FIELDS})
+            fields = {f: getattr(r, f) for f in RESERVATION_FIELDS}
+            if r.equivalents is not None:
+                fields["equivalents"] = amount_text(r.equivalents)
+            return self.db.reservation_add(fields)
         return None
 
     def unreserve(self, r: Reservation) -> None:
@@ -213,7 +217,11 @@ class Records:
             return []
         assert self.db is not None
         rows = await asyncio.to_thread(self.db.reservations, now)
-        return [Reservation(**r) for r in rows]
+        out = []
+        for r in rows:
+            text = r.pop("equivalents", None)
+            out.append(Reservation(**r, equivalents=parse_amount(text) if text else None))
+        return out
 
     # --- what the pages and the API read ---------------------------------------------------------
 

@@ -9,8 +9,10 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from ...core.admission import AdmissionRequest
+from ...core.admission import AdmissionRequest, Decision
+from ...core.amounts import amount_text
 from ...core.queue import Waiting
+from ...core.shaperows import admitted_text
 from .. import views
 from ..admission.outcome import Outcome
 from ..bodies import parse_admission, parse_json
@@ -25,6 +27,19 @@ if TYPE_CHECKING:
 
 
 # --- admissions ----------------------------------------------------------------------------------
+
+
+def shape_keys(d: Decision) -> dict[str, Any]:
+    """What an admitted server got, by shape (``shape`` None: no GPU)."""
+    n = d.request.gpus
+    shape = d.shape.id if d.shape is not None else ("whole" if n else None)
+    return {
+        "shape": shape,
+        "shape_text": admitted_text(d.shape, n, d.gpu_type),
+        "resource": d.resource if n else None,
+        "gpu_equivalents": amount_text(d.equivalents),
+        "gpu_equivalents_float": float(d.equivalents),
+    }
 
 
 def admitted_body(outcome: Outcome) -> dict[str, Any]:
@@ -44,6 +59,7 @@ def admitted_body(outcome: Outcome) -> dict[str, Any]:
         "groups": list(d.request.groups),
         "server": d.request.server,
         "gpus": d.request.gpus,
+        **shape_keys(d),
         "nodes_fit": d.nodes_fit,
         "overrides": d.overrides,
         "reclaimed": [views.victim_row(v) for v in outcome.reclaimed],
@@ -117,6 +133,7 @@ class AdmissionsHandler(APIHandler):
             user=user,
             groups=groups,
             pools=body.pools,
+            shapes=body.shapes,
             gpus=body.gpus,
             gpu_type=body.gpu_type,
             server=body.server,

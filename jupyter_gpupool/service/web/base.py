@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
 from tornado import web
 
+from ...core.amounts import json_default
 from ..errors import ApiError
 from .auth import ADMIN_SCOPE, USE_SCOPE, Caller, access_scope_text
 
@@ -165,7 +166,7 @@ class APIHandler(StreamedBody):
     def write_json(self, value: Any, status: int = 200) -> None:
         self.set_status(status)
         self.set_header("Content-Type", "application/json; charset=UTF-8")
-        self.finish(json.dumps(value))
+        self.finish(json.dumps(value, default=json_default))
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         exc = kwargs.get("exc_info", (None, None, None))[1]
@@ -178,7 +179,7 @@ class APIHandler(StreamedBody):
             if status_code >= 500:
                 body["message"] = "internal error in the gpupool service; see its log"
         self.set_header("Content-Type", "application/json; charset=UTF-8")
-        self.finish(json.dumps(body))
+        self.finish(json.dumps(body, default=json_default))
 
     # --- who is asking ---------------------------------------------------------------------------
 

@@ -1,0 +1,101 @@
+"""Capacity for a request of one shape: the node of a pool that has a unit of it free.
+
+A request for whole GPUs goes to the placement groups of whole GPUs only (a time-sliced node's
+``nvidia.com/gpu`` units are replicas, not GPUs). A request for a shape whose units are the
+node's ``nvidia.com/gpu`` (time-sliced or MPS replicas not renamed, MIG single strategy, HAMi)
+goes to the placement groups of that shape, counted as today (:mod:`.capacity`). A request for
+a shape with a resource of its own (``nvidia.com/mig-<profile>``, ``nvidia.com/gpu.shared``)
+goes to :func:`fit_units`: one schedulable node whose taints the pool's template tolerates, with
+the units free, reservations of that resource counted as used; ``binpack`` takes the fullest
+such node, ``spread`` the emptiest, as for GPUs.
+
+One admission never spans two kinds or two nodes: a server gets units of one resource on one
+node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .amounts import Amount
+from .decision import Context
+from .shapes import WHOLE, Shape
+from .usagerecords import PlacementGroup, ShapeCount
+
+#: What ``shape`` in a request may say for whole GPUs.
+WHOLE_IDS = ("", WHOLE)
+
+
+def wants_shape(shape_id: str | None) -> str | None:
+    """The shape id a request entry asks for, None for whole GPUs."""
+    return None if shape_id is None or shape_id in WHOLE_IDS else shape_id
+
+
+def offered(ctx: Context, pool: str, shape_id: str, gpu_type: str | None) -> list[ShapeCount]:
+    """The pool's counts of the shape with this id (one per model and resource), of
+    ``gpu_type`` when the request names one."""
+    return [
+        c
+        for c in ctx.usage.shape_counts(pool)
+        if c.shape.id == shape_id and (gpu_type is None or c.shape.model == gpu_type)
+    ]
+
+
+def offered_ids(ctx: Context, pool: str) -> list[str]:
+    """The ids of the shapes other than whole GPUs the pool's nodes offer, sorted."""
+    return sorted({c.shape.id for c in ctx.usage.shape_counts(pool) if c.shape.kind != WHOLE})
+
+
+def need_of(counts: Iterable[ShapeCount], units: int) -> Amount:
+    """What ``units`` of the shape count against quotas: the largest equivalent among its
+    models (the node is not chosen yet; the one charged is never more)."""
+    return units * max(c.shape.equivalent for c in counts)
+
+
+def unit_groups(groups: list[PlacementGroup], shape_id: str | None) -> list[PlacementGroup]:
+    """The placement groups whose ``nvidia.com/gpu`` units are of this shape (None: whole)."""
+    if shape_id is None:
+        return [g for g in groups if g.shape is None]
+    return [g for g in groups if g.shape is not None and g.shape.id == shape_id]
+
+
+@dataclass
+class UnitFit:
+    node: str | None = None
+    shape: Shape | None = None
+    gpu_type: str = ""
+    nodes_fit: int = 0
+    largest: int = 0
+
+
+def fit_units(
+    counts: list[ShapeCount],
+    n: int,
+    spread: bool,
+    tolerated: list[PlacementGroup],
+    ctx: Context,
+    pool: str,
+) -> UnitFit:
+    """The node of ``counts`` (one shape, resources other than ``nvidia.com/gpu``) with ``n``
+    units free, reservations counted as used, on a node of a ``tolerated`` placement group."""
+    usage = ctx.usage
+    held = ctx.res.pool_units(pool)
+    ok = {id(g) for g in tolerated}
+    out = UnitFit()
+    best: int | None = None
+    for count in counts:
+        resource = count.shape.resource
+        for free in range(len(count.counts) - 1, -1, -1):
+            for node in count.members[free]:
+                group = usage.node_group(node)
+                if group is None or id(group) not in ok:
+                    continue
+                eff = free - held.get((node, resource), 0)
+                out.largest = max(out.largest, eff)
+                if eff < n:
+                    continue
+                out.nodes_fit += 1
+                if best is None or (eff > best if spread else eff < best):
+                    best, out.node, out.shape, out.gpu_type = eff, node, count.shape, group.gpu_type
+    return out

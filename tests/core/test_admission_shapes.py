@@ -1,0 +1,201 @@
+"""Admission by shape: a MIG instance, a time-sliced replica or whole GPUs, per entry of the
+pool list, each on one node of one resource, charged its GPU-equivalents.
+
+The nodes are the ones ``test_usage_shapes.py`` builds (GFD's labels, the device plugin's
+allocatable). The pods that "run" are built from the decision's overrides, as the spawner builds
+them, so what the index counts afterwards is what a real pod would make it count.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from k8s_factories import node
+from test_usage_shapes import mig_node, shared_node
+
+from jupyter_gpupool.core import labels as L
+from jupyter_gpupool.core.admission import AdmissionRequest, AdmissionState, Decision, decide
+from jupyter_gpupool.core.poolfile import load_string
+from jupyter_gpupool.core.reservations import Reservations
+from jupyter_gpupool.core.usage import UsageIndex
+
+POOLS = """
+kind: pool
+version: v0.1
+pool: {name: mig-pool}
+---
+kind: pool
+version: v0.1
+pool: {name: shared-pool}
+---
+kind: pool
+version: v0.1
+pool: {name: whole-pool}
+"""
+
+
+class World:
+    def __init__(self, text: str, *nodes: dict):
+        self.registry = load_string(text)
+        self.reservations = Reservations()
+        self.index = UsageIndex(on_admission=self.reservations.observe)
+        for n in nodes:
+            self.index.apply_node("ADDED", n)
+        self.count = 0
+
+    def decide(self, entries, gpus=1, user="alice", groups=()) -> Decision:
+        self.count += 1
+        pools = tuple(e if isinstance(e, str) else e[0] for e in entries)
+        shapes = tuple(None if isinstance(e, str) else e[1] for e in entries)
+        req = AdmissionRequest(
+            user, tuple(groups), pools, gpus, admission_id=f"adm-{self.count}", shapes=shapes
+        )
+        return decide(req, AdmissionState(self.registry, self.index, self.reservations))
+
+    def admit(self, entries, **kw) -> Decision:
+        d = self.decide(entries, **kw)
+        if d.admitted:
+            self.reservations.add(d.reservation(expires_at=100.0))
+        return d
+
+    def run(self, d: Decision) -> dict:
+        """The pod the spawner would make of the decision's overrides appears on its node."""
+        o = d.overrides
+        pod = {
+            "metadata": {
+                "name": f"jupyter-{d.request.admission_id}",
+                "namespace": "jhub",
+                "uid": d.request.admission_id,
+                "labels": dict(o["labels"]),
+                "annotations": dict(o["annotations"]),
+                "creationTimestamp": "2025-01-01T00:00:00Z",
+            },
+            "spec": {
+                "nodeName": d.node,
+                "containers": [{"name": "notebook", "resources": dict(o["resources"])}],
+            },
+            "status": {"phase": "Running"},
+        }
+        self.index.apply_pod("ADDED", pod)
+        return pod
+
+
+def world(text: str = POOLS) -> World:
+    return World(
+        text,
+        mig_node("m1", "mig-pool", {"3g.40gb": 1, "1g.10gb": 4}, whole=1),
+        shared_node("s1", "shared-pool", gpus=2, replicas=4),
+        shared_node("r1", "shared-pool", gpus=1, replicas=2, renamed=True),
+        node("w1", "whole-pool", 2),
+    )
+
+
+def limits(d: Decision) -> dict[str, str]:
+    return dict(d.overrides["resources"]["limits"])
+
+
+def test_a_mig_instance_is_admitted_on_its_resource_and_named_on_the_pod():
+    w = world()
+    d = w.admit([("mig-pool", "mig-3g.40gb")])
+    assert d.admitted and d.node == "m1", d.message
+    assert limits(d) == {"nvidia.com/mig-3g.40gb": "1"}
+    assert d.overrides["labels"][L.POD_SHAPE] == "mig-3g.40gb"
+    assert d.overrides["annotations"][L.POD_EQUIVALENTS] == "3/7"
+    assert (d.resource, d.equivalents) == ("nvidia.com/mig-3g.40gb", Fraction(3, 7))
+    # the one 3g is held by the reservation: the next is refused, whole GPUs still admit
+    again = w.decide([("mig-pool", "mig-3g.40gb")])
+    assert not again.admitted
+    assert again.reasons == ["mig-pool: no node has a mig-3g.40gb free (largest free: 0)"]
+    whole = w.decide(["mig-pool"])
+    assert whole.admitted and limits(whole) == {"nvidia.com/gpu": "1"}
+    assert L.POD_SHAPE not in whole.overrides["labels"]
+    # the pod runs: the index counts the device, and the reservation is gone
+    w.run(d)
+    assert len(w.reservations) == 0
+    assert not w.decide([("mig-pool", "mig-3g.40gb")]).admitted
+
+
+def test_each_1g_instance_is_taken_once():
+    w = world()
+    nodes = [w.admit([("mig-pool", "mig-1g.10gb")]) for _ in range(5)]
+    assert [d.admitted for d in nodes] == [True] * 4 + [False]
+    for d in nodes[:2]:
+        w.run(d)
+    assert not w.decide([("mig-pool", "mig-1g.10gb")]).admitted
+
+
+def test_whole_gpu_requests_never_take_a_time_sliced_replica():
+    w = world()
+    d = w.decide(["shared-pool"])
+    assert not d.admitted
+    shared = w.admit([("shared-pool", "shared-4")])
+    assert shared.admitted and shared.node == "s1", shared.message
+    assert limits(shared) == {"nvidia.com/gpu": "1"}
+    assert shared.equivalents == Fraction(1, 4)
+    renamed = w.admit([("shared-pool", "shared-2")])
+    assert renamed.admitted and renamed.node == "r1", renamed.message
+    assert limits(renamed) == {"nvidia.com/gpu.shared": "1"}
+    # 8 replicas on s1: 1 held, 7 more, then none
+    more = [w.admit([("shared-pool", "shared-4")]) for _ in range(8)]
+    assert [m.admitted for m in more] == [True] * 7 + [False]
+
+
+def test_a_shaped_server_gets_one_unit():
+    w = world()
+    d = w.decide([("mig-pool", "mig-1g.10gb")], gpus=2)
+    assert not d.admitted
+    assert d.reasons == ["mig-pool: a server gets one mig-1g.10gb (you asked for 2)"]
+
+
+def test_a_pool_without_the_shape_says_what_it_offers():
+    w = world()
+    d = w.decide([("mig-pool", "mig-7g.80gb"), ("whole-pool", "shared-4")])
+    assert d.reasons == [
+        "mig-pool: this pool has no mig-7g.80gb (it offers mig-1g.10gb or mig-3g.40gb)",
+        "whole-pool: this pool has no shared-4 (it offers whole GPUs only)",
+    ]
+
+
+def test_a_list_mixes_shapes_and_falls_back_in_order():
+    w = world()
+    first = w.admit([("mig-pool", "mig-3g.40gb"), "whole-pool"])
+    assert first.pool == "mig-pool" and first.shape is not None
+    second = w.admit([("mig-pool", "mig-3g.40gb"), "whole-pool"])
+    assert second.admitted and second.pool == "whole-pool" and second.shape is None
+    assert second.reasons == ["mig-pool: no node has a mig-3g.40gb free (largest free: 0)"]
+
+
+LIMITED = POOLS.replace(
+    "pool: {name: mig-pool}",
+    "pool: {name: mig-pool}\nquota:\n  borrowing: false\n  user-default: {guaranteed: 1, limit: 1}",
+)
+
+
+def test_quotas_count_gpu_equivalents_reserved_then_running():
+    w = world(LIMITED)
+    # 3g (3/7) + 4 x 1g (4/7) = exactly 1 GPU: all within a 1-GPU limit
+    big = w.admit([("mig-pool", "mig-3g.40gb")])
+    smalls = [w.admit([("mig-pool", "mig-1g.10gb")]) for _ in range(4)]
+    assert big.admitted and all(s.admitted for s in smalls), [s.message for s in smalls]
+    assert all(not s.over_quota for s in [big, *smalls])
+    assert w.reservations.user_reserved("mig-pool", "alice") == 1
+    # a whole GPU (the node has one free) is over the limit now
+    whole = w.decide(["mig-pool"])
+    assert not whole.admitted
+    assert whole.reasons == ["mig-pool: you use 1 of your limit of 1 GPU in this pool"]
+    for d in [big, *smalls]:
+        w.run(d)
+    # what the index counts now comes from the pods' annotations, not from the reservations
+    assert len(w.reservations) == 0
+    assert w.index.user_used("mig-pool", "alice") == 1
+    assert w.index.subject_used("mig-pool", "user:alice") == 1
+    assert not w.decide(["mig-pool"]).admitted
+    # bob has his own limit: one 1g instance shows as 1/7 used
+    w2 = world(LIMITED)
+    d = w2.admit([("mig-pool", "mig-1g.10gb")], user="bob")
+    w2.run(d)
+    assert w2.index.user_used("mig-pool", "bob") == Fraction(1, 7)
+    refused = w2.decide(["mig-pool"], gpus=1, user="bob")
+    assert refused.reasons == [
+        "mig-pool: you use 0.14 of your limit of 1 GPU in this pool (you asked for 1)"
+    ]

@@ -1,0 +1,144 @@
+"""Admitting a shape through the API (issue 29): ``pools`` entries ``{"pool", "shape"}``, the 201
+saying what the server got, the pod made of its overrides scheduled by the simulator onto a node
+with that device, quotas counted in GPU-equivalents, and a shaped reservation and place in line
+that survive a restart.
+
+Truth from outside the service: the simulator's scheduler (which node it binds the pod to, by
+the resources the pod asks for), the database's rows, and the cluster file the test writes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from service_kit import start_pod
+from sqlalchemy import create_engine, text
+from test_api_partitioned_shapes import NODES, POOL
+
+from jupyter_gpupool.client import AdmissionRejected, GPUPoolError
+from jupyter_gpupool.sim import parse_cluster
+
+MIG = {"pool": POOL, "shape": "mig-3g.40gb"}
+SHARED = {"pool": POOL, "shape": "shared-4"}
+
+
+@pytest.fixture
+def sim_cluster_spec():
+    return parse_cluster(yaml.safe_dump({"nodes": NODES}))
+
+
+@pytest.fixture
+def pools_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "pools"
+    d.mkdir()
+    doc = {
+        "kind": "pool",
+        "version": "v0.1",
+        "pool": {"name": POOL},
+        "nodes": {},
+        # each user: at most one GPU-equivalent here
+        "quota": {"borrowing": False, "user-default": {"guaranteed": 1, "limit": 1}},
+    }
+    (d / f"{POOL}.yaml").write_text(yaml.safe_dump(doc))
+    return d
+
+
+def limits(admission: dict) -> dict:
+    return admission["overrides"]["resources"]["limits"]
+
+
+async def test_a_mig_instance_and_a_replica_are_admitted_and_scheduled_where_they_are(
+    start_service,
+):
+    service = await start_service()
+    admin = service.admin()
+    mig = await admin.admit(user="alice", groups=[], pools=[MIG], gpus=1)
+    assert (mig["shape"], mig["resource"], mig["gpu_equivalents"]) == (
+        "mig-3g.40gb",
+        "nvidia.com/mig-3g.40gb",
+        "3/7",
+    )
+    assert mig["shape_text"] == "MIG 3g.40gb of an A100-80G"
+    assert limits(mig) == {"nvidia.com/mig-3g.40gb": "1"}
+    pod = await start_pod(service.cluster, mig, "alice-nb")
+    assert pod["spec"]["nodeName"] == "mig-node"  # the simulator's scheduler, by the resource
+
+    shared = await admin.admit(user="alice", groups=[], pools=[SHARED], gpus=1)
+    assert (shared["shape"], shared["gpu_equivalents"]) == ("shared-4", "1/4")
+    assert shared["shape_text"] == "A10 shared ¼ (time-sliced)"
+    pod = await start_pod(service.cluster, shared, "alice-shared")
+    assert pod["spec"]["nodeName"] == "shared-node"
+
+    # alice holds 3/7 + 1/4 = 0.68 of her 1 GPU: another 3g (3/7) is over it; 1/4 is not
+    with pytest.raises(AdmissionRejected) as over:
+        await admin.admit(user="alice", groups=[], pools=[MIG], gpus=1)
+    assert "you use 0.68 of your limit of 1 GPU" in str(over.value)
+    await admin.admit(user="alice", groups=[], pools=[SHARED], gpus=1)
+    quotas = await service.user("alice").quotas()
+    alice = quotas["pools"][POOL]["users"]["alice"]
+    assert alice["used"] + alice["reserved"] == pytest.approx(3 / 7 + 2 / 4, abs=0.001)
+
+    # a whole-GPU request never lands on the time-sliced node: the pool's one whole A100 only
+    whole = await admin.admit(user="bob", groups=[], pools=[POOL], gpus=1)
+    assert (whole["shape"], whole["node"], limits(whole)) == (
+        "whole",
+        "mig-node",
+        {"nvidia.com/gpu": "1"},
+    )
+    with pytest.raises(AdmissionRejected):
+        await admin.admit(user="carol", groups=[], pools=[POOL], gpus=1)
+
+
+@pytest.mark.parametrize(
+    "entry, says",
+    [
+        ({"pool": POOL, "shape": "mig 3g"}, "is not a shape id"),
+        ({"shape": "mig-3g.40gb"}, "pools[0] needs a pool"),
+        ({"pool": POOL, "size": 1}, "size"),
+        (7, "must be a pool name or"),
+    ],
+)
+async def test_bad_pool_entries_are_refused_with_what_is_wrong(start_service, entry, says):
+    service = await start_service()
+    with pytest.raises(GPUPoolError) as refused:
+        await service.admin().admit(user="alice", groups=[], pools=[entry], gpus=1)
+    assert refused.value.status == 400
+    assert says in str(refused.value)
+
+
+def sql(url: str, query: str) -> list[tuple]:
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(text(query))]
+    finally:
+        engine.dispose()
+
+
+async def test_a_shaped_reservation_and_place_in_line_survive_a_restart(db_url, start_service):
+    service = await start_service(db_url=db_url)
+    admin = service.admin()
+    first = await admin.admit(user="alice", groups=[], pools=[MIG], gpus=1)
+    second = await admin.admit(user="bob", groups=[], pools=[MIG], gpus=1)
+    assert {first["node"], second["node"]} == {"mig-node"}
+    queued = await admin.admit(user="carol", groups=[], pools=[MIG], gpus=1, queue=True)
+    assert queued["queued"]
+    assert sorted(sql(db_url, "SELECT resource, equivalents FROM reservations")) == [
+        ("nvidia.com/mig-3g.40gb", "3/7"),
+        ("nvidia.com/mig-3g.40gb", "3/7"),
+    ]
+    await service.stop()
+
+    again = await start_service(db_url=db_url)
+    held = {r["id"]: r for r in await again.admin().admissions()}
+    assert set(held) == {first["id"], second["id"]}
+    assert held[first["id"]]["resource"] == "nvidia.com/mig-3g.40gb"
+    assert held[first["id"]]["gpu_equivalents"] == "3/7"
+    [line] = (await again.admin().queue())["queue"]
+    assert line["id"] == queued["id"]
+    assert line["entries"] == [{"pool": POOL, "shape": "mig-3g.40gb"}]
+    # both 3g instances are still held: dave gets none
+    with pytest.raises(AdmissionRejected):
+        await again.admin().admit(user="dave", groups=[], pools=[MIG], gpus=1)
