@@ -4,9 +4,9 @@ line, the time in its ledger session; the API's ``idle`` field, which the status
 pages show), one due for its action is stopped through JupyterHub (the ledger says "culled")
 or, under ``action: report``, listed by ``GET api/v1/idle`` and the Idle GPUs page.
 
-A server with GPUs is one that asks for ``nvidia.com/gpu`` (whole GPUs, single-strategy MIG
-devices, time-sliced or MPS replicas) or that the utilization source measures (a GPU device
-attributed to it: a mixed-strategy MIG instance asks for ``nvidia.com/mig-…`` only). A server on
+A server with GPUs is one that asks for a GPU of any shape (``nvidia.com/gpu``, a MIG device
+``nvidia.com/mig-…``, a renamed shared GPU: its ``units``) or that the utilization source
+measures (a GPU device attributed to it). A server on
 a shared GPU is judged by the GPU's figure (:mod:`..core.utilization`): it is not idle while
 the GPU is busy, even if it does nothing itself (its own share cannot be told apart); once the
 GPU is idle, all its servers are, and each is warned and stopped on its own clock as any other.
@@ -79,7 +79,7 @@ class IdleWatch:
             s
             for s in index.servers()
             if s.state == "running"
-            and (s.gpus > 0 or utilization.of(s.namespace, s.name, now) is not None)
+            and (s.units > 0 or utilization.of(s.namespace, s.name, now) is not None)
         ]
         keys = {(s.namespace, s.name) for s in running}
         self.clock.forget_all_but(keys)
