@@ -1,0 +1,287 @@
+"""A day of sessions replayed on gpupool's pure core with a moved clock (``bench_density.py``).
+
+No service, no HTTP, no sleeps: events (arrivals, ends, retries, users giving up, utilization
+polls) are taken from a heap in time order, and each is applied the way the service applies
+it. An admission is ``core.admission.decide`` over a ``core.usage.UsageIndex`` fed the demo
+cluster's Node objects and ``core.reservations.Reservations``; the admitted server's pod then
+appears in the index as the watch would show it (bound to the decided node, with the
+decision's overrides' labels, annotations and resources), which drops its reservation; it
+vanishes when the session ends or the idle policy stops it. The line is ``core.queue``'s
+order and passes, run as the service's line runs them (a pass whenever GPUs come free), and the
+idle policy is ``core.idle``'s clock fed one measurement per server every ``poll`` seconds.
+
+The replay keeps its own ledger, apart from the index: per node and resource, the units held
+now and at most, against the node's allocatable (the smoke test checks no node was
+over-committed), and per session how it ended.
+
+What the service does that is left out: reclaiming borrowed GPUs (requests ask with
+``reclaim=False``, so every policy falls through to the next pool instead), budgets, the pod's
+start time (a pod is bound the moment it is admitted) and the scheduler refusing a pod.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from typing import Any
+
+from density_workload import Session
+
+from jupyter_gpupool.core import labels as L
+from jupyter_gpupool.core.admission import AdmissionRequest, AdmissionState, Decision, decide
+from jupyter_gpupool.core.idle import IdleClock, IdlePolicy
+from jupyter_gpupool.core.pools import Registry
+from jupyter_gpupool.core.queue import Pass, Waiting, never_reason, order, promised_pools, standing
+from jupyter_gpupool.core.reservations import Reservations
+from jupyter_gpupool.core.shapes import node_offer
+from jupyter_gpupool.core.usage import UsageIndex
+
+# Events at the same second: ends first (they free GPUs), then polls, then users.
+END, POLL, GIVE_UP, RETRY, ARRIVE = range(5)
+
+#: Builds a session's request for one attempt (the policy's choice of pools and shapes).
+RequestFor = Callable[[Session, str], AdmissionRequest]
+
+
+@dataclass
+class Running:
+    session: Session
+    admission_id: str
+    pod: dict[str, Any]
+    node: str
+    units: dict[str, int]  # resource -> units held on the node
+    equivalents: Fraction  # GPU-equivalents held
+    start: float
+    pool: str
+
+
+@dataclass
+class Result:
+    """How each session ended, and what was held."""
+
+    outcome: dict[int, str] = field(default_factory=dict)  # served | abandoned | refused
+    waits: list[float] = field(default_factory=list)  # seconds, served sessions
+    held_gpu_hours: float = 0.0
+    idle_gpu_hours: float = 0.0
+    idle_stopped: int = 0
+    cut_short: int = 0  # stopped idle, though the user would have used the GPU again
+    served_by_pool: dict[str, int] = field(default_factory=dict)
+    peak: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> resource -> units
+    capacity: dict[str, dict[str, int]] = field(default_factory=dict)
+    passes: int = 0
+    decisions: int = 0
+
+
+def is_gpu_resource(name: str) -> bool:
+    return name == L.GPU_RESOURCE or name.startswith("nvidia.com/mig-") or name.endswith(".shared")
+
+
+class Replay:
+    def __init__(
+        self,
+        registry: Registry,
+        nodes: Sequence[dict[str, Any]],
+        request_for: RequestFor,
+        *,
+        queue: bool,
+        idle: IdlePolicy | None,
+        patience: float,
+        retry: float,
+        poll: float,
+    ):
+        self.registry = registry
+        self.request_for = request_for
+        self.queue, self.idle = queue, idle
+        self.patience, self.retry, self.poll = patience, retry, poll
+        self.reservations = Reservations()
+        self.index = UsageIndex(on_admission=self.reservations.observe)
+        self.result = Result()
+        #: per node, each GPU resource's GPU-equivalents per unit (from the node's offer)
+        self.per_unit: dict[str, dict[str, Fraction]] = {}
+        self.held: dict[str, dict[str, int]] = {}
+        for n in nodes:
+            self.index.apply_node("ADDED", n)
+            name = n["metadata"]["name"]
+            alloc = n["status"]["allocatable"]
+            self.result.capacity[name] = {
+                r: int(v) for r, v in alloc.items() if is_gpu_resource(r) and int(v)
+            }
+            offer = node_offer(n["metadata"]["labels"], alloc)
+            self.per_unit[name] = {o.shape.resource: o.shape.equivalent for o in offer.shapes}
+            self.held[name] = {}
+            self.result.peak[name] = {}
+        self.now = 0.0
+        self.heap: list[tuple[float, int, int, Any]] = []
+        self.seq = 0
+        self.running: dict[str, Running] = {}
+        self.waiting: dict[str, Waiting] = {}
+        self.waiting_session: dict[str, Session] = {}
+        self.promised: frozenset[str] = frozenset()
+        self.attempts: dict[int, int] = {}
+        self.clock = IdleClock()
+
+    # --- the event loop --------------------------------------------------------------------------
+
+    def push(self, at: float, kind: int, what: Any) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (at, kind, self.seq, what))
+
+    def run(self, sessions: Sequence[Session]) -> Result:
+        for s in sessions:
+            self.push(s.arrival, ARRIVE, s)
+        if self.idle is not None:
+            self.push(self.poll, POLL, None)
+        handlers = {
+            END: self.on_end,
+            POLL: self.on_poll,
+            GIVE_UP: self.on_give_up,
+            RETRY: self.on_attempt,
+            ARRIVE: self.on_attempt,
+        }
+        while self.heap:
+            at, kind, _, what = heapq.heappop(self.heap)
+            self.now = at
+            handlers[kind](what)
+        assert not self.running and not self.waiting
+        return self.result
+
+    def state(self) -> AdmissionState:
+        return AdmissionState(
+            self.registry, self.index, self.reservations, now=self.now, promised=self.promised
+        )
+
+    # --- users asking -----------------------------------------------------------------------------
+
+    def on_attempt(self, s: Session) -> None:
+        n = self.attempts[s.id] = self.attempts.get(s.id, 0) + 1
+        req = self.request_for(s, f"s{s.id}-{n}")
+        self.result.decisions += 1
+        decision = decide(req, self.state())
+        if decision.admitted:
+            self.start(s, decision)
+            return
+        if never_reason(req, self.state(), self.index.largest_node_gpus) is not None:
+            self.result.outcome[s.id] = "refused"  # no pool could ever take it
+        elif self.queue:
+            w = Waiting(req, s.id, self.now)
+            self.waiting[w.id] = w
+            self.waiting_session[w.id] = s
+            self.promised |= promised_pools([(w, standing(w, self.state()))])
+            self.push(s.arrival + self.patience, GIVE_UP, w.id)
+        elif self.now + self.retry <= s.arrival + self.patience:
+            self.push(self.now + self.retry, RETRY, s)  # refused now: the user tries again
+        else:
+            self.result.outcome[s.id] = "abandoned"
+
+    def on_give_up(self, admission_id: str) -> None:
+        if self.waiting.pop(admission_id, None) is not None:
+            s = self.waiting_session.pop(admission_id)
+            self.result.outcome[s.id] = "abandoned"
+
+    def line_pass(self) -> None:
+        """The line's pass: in fair order, admit what fits (reclaim left out)."""
+        if not self.waiting:
+            return
+        self.result.passes += 1
+        self.promised = frozenset()
+        base = self.state()
+        ranked = order(self.waiting.values(), base)
+        p = Pass(base, self.index.pool_max_free, ranked)
+        for w, st in ranked:
+            if not p.worth_deciding(w, st, lambda pool: False):
+                continue
+            self.result.decisions += 1
+            decision = decide(w.request, replace(self.state(), promised=p.promised))
+            if decision.admitted:
+                del self.waiting[w.id]
+                self.start(self.waiting_session.pop(w.id), decision)
+        self.promised = p.promised
+
+    # --- servers running ---------------------------------------------------------------------------
+
+    def start(self, s: Session, decision: Decision) -> None:
+        assert decision.node is not None and decision.pool is not None
+        self.reservations.add(decision.reservation(self.now + 300))
+        pod = pod_object(s, decision)
+        self.index.apply_pod("ADDED", pod)  # bound at once: the reservation is dropped
+        assert decision.request.admission_id not in self.reservations
+        limits = pod["spec"]["containers"][0]["resources"]["limits"]
+        units = {r: int(v) for r, v in limits.items() if is_gpu_resource(r)}
+        node = decision.node
+        eq = Fraction(0)
+        for r, u in units.items():
+            held = self.held[node][r] = self.held[node].get(r, 0) + u
+            peak = self.result.peak[node]
+            peak[r] = max(peak.get(r, 0), held)
+            eq += self.per_unit[node].get(r, Fraction(1)) * u
+        aid = decision.request.admission_id
+        self.running[aid] = Running(s, aid, pod, node, units, eq, self.now, decision.pool)
+        self.result.outcome[s.id] = "served"
+        self.result.waits.append(self.now - s.arrival)
+        pools = self.result.served_by_pool
+        pools[decision.pool] = pools.get(decision.pool, 0) + 1
+        self.push(self.now + s.duration, END, aid)
+
+    def on_end(self, admission_id: str) -> None:
+        r = self.running.pop(admission_id, None)
+        if r is None:
+            return  # stopped by the idle policy before
+        self.index.apply_pod("DELETED", r.pod)
+        for res, u in r.units.items():
+            self.held[r.node][res] -= u
+        ran = self.now - r.start
+        below = self.idle.below_percent if self.idle else 5.0
+        self.result.held_gpu_hours += float(r.equivalents) * ran / 3600
+        self.result.idle_gpu_hours += (
+            float(r.equivalents) * r.session.idle_seconds(ran, below) / 3600
+        )
+        self.clock.since.pop(admission_id, None)
+        self.line_pass()
+
+    def on_poll(self, _: None) -> None:
+        assert self.idle is not None
+        policy = self.idle
+        for aid, r in list(self.running.items()):
+            util = r.session.util_at(self.now - r.start)
+            self.clock.observe(aid, util, self.now, policy.below_percent)
+            st = self.clock.state(aid, policy)
+            if st is not None and self.now >= st.due_at and policy.action == "stop":
+                self.result.idle_stopped += 1
+                if r.session.busy_after(self.now - r.start, policy.below_percent):
+                    self.result.cut_short += 1
+                self.on_end(aid)
+        if self.heap:
+            self.push(self.now + self.poll, POLL, None)
+
+
+def pod_object(s: Session, decision: Decision) -> dict[str, Any]:
+    """The server's pod as the watch shows it once bound: the decision's overrides applied."""
+    o = decision.overrides
+    req = decision.request
+    resources = o.get("resources") or {}
+    return {
+        "metadata": {
+            "name": f"jupyter-{s.user}-{req.admission_id}",
+            "namespace": "jhub",
+            "uid": f"uid-{req.admission_id}",
+            "labels": dict(o.get("labels") or {}),
+            "annotations": dict(o.get("annotations") or {}),
+            "creationTimestamp": "2025-01-01T00:00:00Z",
+        },
+        "spec": {
+            "nodeName": decision.node,
+            "containers": [
+                {
+                    "name": "notebook",
+                    "image": "quay.io/jupyter/base-notebook",
+                    "resources": {
+                        "limits": dict(resources.get("limits") or {}),
+                        "requests": dict(resources.get("requests") or {}),
+                    },
+                }
+            ],
+        },
+        "status": {"phase": "Running"},
+    }
