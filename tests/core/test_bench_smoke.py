@@ -4,7 +4,9 @@ Each prints one JSON line; the checks are on its shape and its counts: exactly t
 expected, as many measurements as requests asked for, every request answered as it should be (a
 benchmark of 401s or 500s measures nothing), percentiles in order, and each ratio to the baseline
 measured in the same run (named ``A_x_B``: A over B) above 1, except bench_database's ``on_x_off``
-(the database's cost, about 1: noise puts it on either side). bench_spawn's smoke test is in
+(the database's cost, about 1: noise puts it on either side). bench_density replays a simulated
+day and measures no time: its checks are its ledger's (every session ends one way, once; idle
+GPU-hours within held ones; no node over-committed). bench_spawn's smoke test is in
 ``tests/spawner/test_spawner_docs.py``.
 """
 
@@ -417,3 +419,46 @@ def test_registry_benchmark():
     # than the service's, measured in the same run
     assert result["baseline_accept_admissions"]["n"] > 0
     assert result["on_loop_x_off_loop_wait"] > 1
+
+
+def test_density_benchmark():
+    # a tiny day: 12 users, about 24 sessions; the checks are the ones a reader of its table
+    # would make, from the benchmark's own ledger (no figure is a target)
+    result = run("bench_density.py", "--users", 12, "--seed", 3, "--json")
+    assert set(result) == {"users", "seed", "sessions", "patience_min", "policies"}
+    assert (result["users"], result["seed"], result["patience_min"]) == (12, 3, 30)
+    sessions = result["sessions"]
+    assert sessions > 0
+    policies = result["policies"]
+    assert set(policies) == {"whole", "whole_idle_queue", "shapes_idle_queue"}
+    ran = {k: f for k, f in policies.items() if "skipped" not in f}
+    # the shapes policy waits for AdmissionRequest.shapes; the two whole-GPU ones always run
+    assert {"whole", "whole_idle_queue"} <= set(ran)
+    for name, f in ran.items():
+        # every session is served, abandoned or refused, exactly once
+        ids = [sid for sid, _ in f["ledger"]]
+        assert sorted(ids) == list(range(sessions)), name
+        outcomes = [how for _, how in f["ledger"]]
+        assert set(outcomes) <= {"served", "abandoned", "refused"}, name
+        assert f["served"] + f["abandoned"] + f["refused"] == sessions, name
+        assert f["served"] == outcomes.count("served") > 0, name
+        assert sum(f["served_by_pool"].values()) == f["served"], name
+        assert 0 <= f["wait_p50_min"] <= f["wait_p95_min"] <= result["patience_min"], name
+        # idle time is held time; nothing held beyond the hours sessions could run
+        assert 0 <= f["gpu_hours_idle"] <= f["gpu_hours_held"], name
+        assert f["gpu_hours_held"] > 0, name
+        assert 0 <= f["idle_stopped_cut_short"] <= f["idle_stopped"] <= f["served"], name
+        # no node ever held more of a resource than it has
+        for node, peak in f["peak"].items():
+            for resource, units in peak.items():
+                assert units <= f["capacity"][node].get(resource, 0), (name, node, resource)
+    # no idle policy, no idle stops; ratios are against policy 1, which has none
+    assert ran["whole"]["idle_stopped"] == 0 and "ratios" not in ran["whole"]
+    for name in set(ran) - {"whole"}:
+        assert set(ran[name]["ratios"]) == {
+            "served",
+            "wait_p50_min",
+            "wait_p95_min",
+            "gpu_hours_held",
+            "gpu_hours_idle",
+        }
