@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_admission import percentile
 from density_replay import Replay, RequestFor, Result
-from density_workload import Session, cluster_nodes, make_day
+from density_workload import NEEDS, Session, cluster_nodes, make_day
 
 from jupyter_gpupool.core.admission import AdmissionRequest
 from jupyter_gpupool.core.idle import IdlePolicy
@@ -144,12 +144,22 @@ def figures(r: Result, sessions: int) -> dict[str, Any]:
         "idle_stopped": r.idle_stopped,
         "idle_stopped_cut_short": r.cut_short,
         "served_by_pool": dict(sorted(r.served_by_pool.items())),
+        "served_by_need": by_need(r, "served"),
+        "not_served_by_need": by_need(r, "abandoned", "refused"),
         "decisions": r.decisions,
         "passes": r.passes,
         "peak": r.peak,
         "capacity": r.capacity,
         "ledger": sorted(r.outcome.items()),
     }
+
+
+def by_need(r: Result, *outcomes: str) -> dict[str, int]:
+    out = {n.name: 0 for n in NEEDS}
+    for sid, how in r.outcome.items():
+        if how in outcomes:
+            out[r.need[sid]] += 1
+    return out
 
 
 RATIO_KEYS = ("served", "wait_p50_min", "wait_p95_min", "gpu_hours_held", "gpu_hours_idle")
@@ -197,7 +207,10 @@ def table(out: dict[str, Any], args: argparse.Namespace) -> str:
     for p in POLICIES:
         f = out["policies"][p.key]
         if "served_by_pool" in f:
-            lines.append(f"served by pool, {p.title}: {f['served_by_pool']}")
+            lines.append(
+                f"{p.title}: served by pool {f['served_by_pool']}; by need "
+                f"{f['served_by_need']}, not served {f['not_served_by_need']}"
+            )
     return "\n".join(lines)
 
 

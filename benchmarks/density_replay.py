@@ -68,6 +68,7 @@ class Result:
     idle_stopped: int = 0
     cut_short: int = 0  # stopped idle, though the user would have used the GPU again
     served_by_pool: dict[str, int] = field(default_factory=dict)
+    need: dict[int, str] = field(default_factory=dict)  # session -> its need's name
     peak: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> resource -> units
     capacity: dict[str, dict[str, int]] = field(default_factory=dict)
     passes: int = 0
@@ -131,6 +132,7 @@ class Replay:
     def run(self, sessions: Sequence[Session]) -> Result:
         for s in sessions:
             self.push(s.arrival, ARRIVE, s)
+            self.result.need[s.id] = s.need.name
         if self.idle is not None:
             self.push(self.poll, POLL, None)
         handlers = {

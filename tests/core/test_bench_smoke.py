@@ -443,6 +443,8 @@ def test_density_benchmark():
         assert f["served"] + f["abandoned"] + f["refused"] == sessions, name
         assert f["served"] == outcomes.count("served") > 0, name
         assert sum(f["served_by_pool"].values()) == f["served"], name
+        assert sum(f["served_by_need"].values()) == f["served"], name
+        assert sum(f["not_served_by_need"].values()) == f["abandoned"] + f["refused"], name
         assert 0 <= f["wait_p50_min"] <= f["wait_p95_min"] <= result["patience_min"], name
         # idle time is held time; nothing held beyond the hours sessions could run
         assert 0 <= f["gpu_hours_idle"] <= f["gpu_hours_held"], name
