@@ -144,6 +144,7 @@ def figures(r: Result, sessions: int) -> dict[str, Any]:
         "idle_stopped": r.idle_stopped,
         "idle_stopped_cut_short": r.cut_short,
         "served_by_pool": dict(sorted(r.served_by_pool.items())),
+        "served_by_shape": dict(sorted(r.served_by_shape.items())),
         "served_by_need": by_need(r, "served"),
         "not_served_by_need": by_need(r, "abandoned", "refused"),
         "decisions": r.decisions,
@@ -208,8 +209,9 @@ def table(out: dict[str, Any], args: argparse.Namespace) -> str:
         f = out["policies"][p.key]
         if "served_by_pool" in f:
             lines.append(
-                f"{p.title}: served by pool {f['served_by_pool']}; by need "
-                f"{f['served_by_need']}, not served {f['not_served_by_need']}"
+                f"{p.title}: served by pool {f['served_by_pool']}; by shape "
+                f"{f['served_by_shape']}; by need {f['served_by_need']}, not served "
+                f"{f['not_served_by_need']}"
             )
     return "\n".join(lines)
 

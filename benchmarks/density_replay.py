@@ -38,6 +38,9 @@ from jupyter_gpupool.core.reservations import Reservations
 from jupyter_gpupool.core.shapes import node_offer
 from jupyter_gpupool.core.usage import UsageIndex
 
+#: The label that names the shape a server was admitted with (issue 29; absent: whole GPUs)
+SHAPE_LABEL = L.PREFIX + "shape"
+
 # Events at the same second: ends first (they free GPUs), then polls, then users.
 END, POLL, GIVE_UP, RETRY, ARRIVE = range(5)
 
@@ -68,6 +71,7 @@ class Result:
     idle_stopped: int = 0
     cut_short: int = 0  # stopped idle, though the user would have used the GPU again
     served_by_pool: dict[str, int] = field(default_factory=dict)
+    served_by_shape: dict[str, int] = field(default_factory=dict)
     need: dict[int, str] = field(default_factory=dict)  # session -> its need's name
     peak: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> resource -> units
     capacity: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -218,6 +222,12 @@ class Replay:
             peak = self.result.peak[node]
             peak[r] = max(peak.get(r, 0), held)
             eq += self.per_unit[node].get(r, Fraction(1)) * u
+        # the core's own figure, where it gives one (issue 29's admission by shape)
+        core_eq = getattr(decision, "equivalents", None)
+        assert core_eq is None or Fraction(core_eq) == eq, (core_eq, eq, units, node)
+        shape = pod["metadata"]["labels"].get(SHAPE_LABEL, "whole")
+        shapes = self.result.served_by_shape
+        shapes[shape] = shapes.get(shape, 0) + 1
         aid = decision.request.admission_id
         self.running[aid] = Running(s, aid, pod, node, units, eq, self.now, decision.pool)
         self.result.outcome[s.id] = "served"

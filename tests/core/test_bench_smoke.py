@@ -444,6 +444,7 @@ def test_density_benchmark():
         assert f["served"] == outcomes.count("served") > 0, name
         assert sum(f["served_by_pool"].values()) == f["served"], name
         assert sum(f["served_by_need"].values()) == f["served"], name
+        assert sum(f["served_by_shape"].values()) == f["served"], name
         assert sum(f["not_served_by_need"].values()) == f["abandoned"] + f["refused"], name
         assert 0 <= f["wait_p50_min"] <= f["wait_p95_min"] <= result["patience_min"], name
         # idle time is held time; nothing held beyond the hours sessions could run
@@ -456,6 +457,9 @@ def test_density_benchmark():
                 assert units <= f["capacity"][node].get(resource, 0), (name, node, resource)
     # no idle policy, no idle stops; ratios are against policy 1, which has none
     assert ran["whole"]["idle_stopped"] == 0 and "ratios" not in ran["whole"]
+    # the whole-GPU policies hold whole GPUs only
+    assert set(ran["whole"]["served_by_shape"]) == set(ran["whole_idle_queue"]["served_by_shape"])
+    assert set(ran["whole"]["served_by_shape"]) == {"whole"}
     for name in set(ran) - {"whole"}:
         assert set(ran[name]["ratios"]) == {
             "served",
