@@ -61,9 +61,6 @@ SHAPES_FIRST = {
     "heavy": {},
 }
 
-#: Whether core admission takes shape requests yet (issue 29's interface note)
-SHAPES_READY = "shapes" in {f.name for f in dataclasses.fields(AdmissionRequest)}
-
 
 def whole_request(s: Session, admission_id: str) -> AdmissionRequest:
     return AdmissionRequest(
@@ -86,7 +83,7 @@ def shape_choices(s: Session) -> list[tuple[str, str]]:
 
 def shaped_request(s: Session, admission_id: str) -> AdmissionRequest:
     choices = shape_choices(s)
-    return AdmissionRequest(  # type: ignore[call-arg]  # shapes: issue 29, on main soon
+    return AdmissionRequest(
         s.user,
         s.groups,
         tuple(p for p, _ in choices),
@@ -180,9 +177,6 @@ def table(out: dict[str, Any], args: argparse.Namespace) -> str:
     ]
     for p in POLICIES:
         f = out["policies"][p.key]
-        if "skipped" in f:
-            lines.append(f"{p.title:<26}not run: {f['skipped']}")
-            continue
         stops = f"{f['idle_stopped']} ({f['idle_stopped_cut_short']})" if p.idle else "-"
         lines.append(
             f"{p.title:<26}{f['served']:>7}{f['abandoned']:>7}{f['refused']:>7}"
@@ -192,8 +186,6 @@ def table(out: dict[str, Any], args: argparse.Namespace) -> str:
     lines += ["", "against policy 1 (x = this policy's figure / policy 1's):"]
     for p in POLICIES[1:]:
         f = out["policies"][p.key]
-        if "ratios" not in f:
-            continue
         words = ", ".join(
             f"{k.replace('_min', '').replace('_', ' ')} "
             + (f"x{v:.2f}" if v is not None else "- (policy 1's is 0)")
@@ -207,12 +199,11 @@ def table(out: dict[str, Any], args: argparse.Namespace) -> str:
     ]
     for p in POLICIES:
         f = out["policies"][p.key]
-        if "served_by_pool" in f:
-            lines.append(
-                f"{p.title}: served by pool {f['served_by_pool']}; by shape "
-                f"{f['served_by_shape']}; by need {f['served_by_need']}, not served "
-                f"{f['not_served_by_need']}"
-            )
+        lines.append(
+            f"{p.title}: served by pool {f['served_by_pool']}; by shape "
+            f"{f['served_by_shape']}; by need {f['served_by_need']}, not served "
+            f"{f['not_served_by_need']}"
+        )
     return "\n".join(lines)
 
 
@@ -236,10 +227,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     base: dict[str, Any] | None = None
     for p in POLICIES:
-        if p.partitioned and not SHAPES_READY:
-            reason = "core admission takes no shapes yet (AdmissionRequest.shapes, issue 29)"
-            out["policies"][p.key] = {"skipped": reason}
-            continue
         f = figures(run_policy(p, sessions, args), len(sessions))
         if base is None:
             base = f

@@ -431,10 +431,7 @@ def test_density_benchmark():
     assert sessions > 0
     policies = result["policies"]
     assert set(policies) == {"whole", "whole_idle_queue", "shapes_idle_queue"}
-    ran = {k: f for k, f in policies.items() if "skipped" not in f}
-    # the shapes policy waits for AdmissionRequest.shapes; the two whole-GPU ones always run
-    assert {"whole", "whole_idle_queue"} <= set(ran)
-    for name, f in ran.items():
+    for name, f in policies.items():
         # every session is served, abandoned or refused, exactly once
         ids = [sid for sid, _ in f["ledger"]]
         assert sorted(ids) == list(range(sessions)), name
@@ -456,12 +453,14 @@ def test_density_benchmark():
             for resource, units in peak.items():
                 assert units <= f["capacity"][node].get(resource, 0), (name, node, resource)
     # no idle policy, no idle stops; ratios are against policy 1, which has none
-    assert ran["whole"]["idle_stopped"] == 0 and "ratios" not in ran["whole"]
-    # the whole-GPU policies hold whole GPUs only
-    assert set(ran["whole"]["served_by_shape"]) == set(ran["whole_idle_queue"]["served_by_shape"])
-    assert set(ran["whole"]["served_by_shape"]) == {"whole"}
-    for name in set(ran) - {"whole"}:
-        assert set(ran[name]["ratios"]) == {
+    assert policies["whole"]["idle_stopped"] == 0 and "ratios" not in policies["whole"]
+    # the whole-GPU policies hold whole GPUs only; the shapes policy gave out other shapes too
+    # (light sessions ask for a MIG instance or a shared replica first)
+    assert set(policies["whole"]["served_by_shape"]) == {"whole"}
+    assert set(policies["whole_idle_queue"]["served_by_shape"]) == {"whole"}
+    assert set(policies["shapes_idle_queue"]["served_by_shape"]) - {"whole"}
+    for name in set(policies) - {"whole"}:
+        assert set(policies[name]["ratios"]) == {
             "served",
             "wait_p50_min",
             "wait_p95_min",
