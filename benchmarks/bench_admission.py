@@ -13,10 +13,18 @@ reservations expire as time passes). Prints one JSON line:
   full pod list (what gpuctl does per call, ``baseline_ms``), measured in the same run, over our
   mean admission time (above 1: ours is that many times faster).
 
-Only the applying and the deciding are timed, not building the synthetic objects. Run::
+Only the applying and the deciding are timed, not building the synthetic objects.
+
+With ``--mig-fraction F`` (issue 29) the run is made twice on clusters built from the same seed:
+first all whole GPUs, then with a fraction ``F`` of the nodes MIG-partitioned (mixed strategy,
+each of their 8 A100-80GB cut into 7 x ``1g.10gb``: ``nvidia.com/mig-1g.10gb: 56`` and no
+``nvidia.com/gpu``), where half the admissions ask for a ``mig-1g.10gb`` instance in their
+pools; it prints ``{"whole": {...}, "mig": {...}, "mig_x_whole_admissions_per_s": ...,
+"mig_x_whole_p99": ...}`` (the MIG run's figure over the whole run's). Run::
 
     python benchmarks/bench_admission.py            # full size
     python benchmarks/bench_admission.py --nodes 50 --pools 5 --pods 500 --users 40 --groups 8
+    python benchmarks/bench_admission.py --mig-fraction 0.5    # half of 5,000 nodes MIG
 """
 
 from __future__ import annotations
@@ -45,6 +53,11 @@ from jupyter_gpupool.core.usagerecords import pod_gpus
 
 GPU_TYPES = ("A100-80G", "H100-80G", "L40S-48G", "A10-24G")
 CREATED = "2025-01-01T00:00:00Z"
+#: A MIG node's GPUs: A100-80GB, each cut into 7 x 1g.10gb (mixed strategy)
+MIG_PROFILE = "1g.10gb"
+MIG_RESOURCE = "nvidia.com/mig-" + MIG_PROFILE
+MIG_SHAPE = "mig-" + MIG_PROFILE
+MIG_PER_GPU = 7
 
 
 def rss_mb() -> float:
@@ -85,7 +98,14 @@ class Synthetic:
             pool = self.pools[i % args.pools]
             self.node_pool[name] = pool
             self.pool_nodes[pool].append(name)
-        self.free = dict.fromkeys(self.node_pool, args.gpus_per_node)
+        # every k-th node MIG-partitioned, k = 1 / mig_fraction (spread over the pools)
+        every = round(1 / args.mig_fraction) if args.mig_fraction > 0 else 0
+        self.mig = {
+            name for i, name in enumerate(self.node_pool) if every and i // args.pools % every == 0
+        }
+        self.free = {
+            n: args.gpus_per_node * (MIG_PER_GPU if n in self.mig else 1) for n in self.node_pool
+        }
         self.alive: dict[str, tuple[Any, ...]] = {}  # final state, for the baseline
 
     def registry(self) -> Registry:
@@ -141,16 +161,19 @@ class Synthetic:
             spec: dict[str, Any] = {}
             if i % 5 == 0:
                 spec["taints"] = [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]
+            gpus = self.args.gpus_per_node
+            allocatable = {"cpu": "96", "memory": "1024Gi", L.GPU_RESOURCE: str(gpus)}
+            if name in self.mig:
+                labels.update(mig_labels(gpus))
+                labels[L.GPU_TYPE_LABEL] = "A100-80G"
+                allocatable[L.GPU_RESOURCE] = "0"
+                allocatable[MIG_RESOURCE] = str(gpus * MIG_PER_GPU)
             out.append(
                 {
                     "metadata": {"name": name, "labels": labels, "resourceVersion": str(i)},
                     "spec": spec,
                     "status": {
-                        "allocatable": {
-                            "cpu": "96",
-                            "memory": "1024Gi",
-                            L.GPU_RESOURCE: str(self.args.gpus_per_node),
-                        },
+                        "allocatable": allocatable,
                         "conditions": [
                             {"type": "Ready", "status": "False" if i % 97 == 0 else "True"},
                             {"type": "MemoryPressure", "status": "False"},
@@ -162,13 +185,19 @@ class Synthetic:
         return out
 
     def pod_object(
-        self, key: int, gpus: int, node: str | None, user: str | None, charged: str | None
+        self,
+        key: int,
+        gpus: int,
+        node: str | None,
+        user: str | None,
+        charged: str | None,
+        resource: str = L.GPU_RESOURCE,
     ) -> dict[str, Any]:
         container: dict[str, Any] = {"name": "main", "image": "quay.io/jupyter/base-notebook"}
         if gpus:
             container["resources"] = {
-                "limits": {L.GPU_RESOURCE: str(gpus)},
-                "requests": {"cpu": "1", "memory": "4Gi", L.GPU_RESOURCE: str(gpus)},
+                "limits": {resource: str(gpus)},
+                "requests": {"cpu": "1", "memory": "4Gi", resource: str(gpus)},
             }
         labels: dict[str, str] = {"app": "jupyterhub", "component": "singleuser-server"}
         annotations: dict[str, str] = {}
@@ -222,22 +251,42 @@ class Synthetic:
                 user = self.users[key % len(self.users)]
                 groups = self.memberships[user]
                 charged = f"group:{groups[0]}" if key % 2 else f"user:{user}"
+            resource = L.GPU_RESOURCE
+            if gpus and node in self.mig:
+                gpus, resource = 1, MIG_RESOURCE  # one MIG device a pod
             if gpus:
                 self.free[node] -= gpus
-            pending = self.pod_object(key, gpus, None, user, charged)
-            bound = self.pod_object(key, gpus, node, user, charged)
+            pending = self.pod_object(key, gpus, None, user, charged, resource)
+            bound = self.pod_object(key, gpus, node, user, charged, resource)
             events.append(("ADDED", pending))
             events.append(("MODIFIED", bound))
             if key % 10 == 0:
                 events.append(("DELETED", bound))
                 self.free[node] += gpus
             else:
-                self.alive[f"pod-{key:06d}"] = (key, gpus, node, user, charged)
+                self.alive[f"pod-{key:06d}"] = (key, gpus, node, user, charged, resource)
             if len(events) >= batch * 2:
                 yield events
                 events = []
         if events:
             yield events
+
+
+def mig_labels(gpus: int) -> dict[str, str]:
+    """GFD's labels for a node of ``gpus`` A100-80GB, each cut into 7 x 1g.10gb (mixed)."""
+    key = "nvidia.com/mig-" + MIG_PROFILE
+    return {
+        L.GFD_PRODUCT_LABEL: "NVIDIA-A100-SXM4-80GB",
+        L.GFD_COUNT_LABEL: str(gpus),
+        L.GFD_MEMORY_LABEL: "81920",
+        "nvidia.com/mig.capable": "true",
+        "nvidia.com/mig.strategy": "mixed",
+        "nvidia.com/mig.config.state": "success",
+        f"{key}.count": str(gpus * MIG_PER_GPU),
+        f"{key}.product": f"NVIDIA-A100-SXM4-80GB-MIG-{MIG_PROFILE}",
+        f"{key}.memory": "9856",
+        f"{key}.replicas": "1",
+    }
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -300,8 +349,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--baseline-admissions", type=int, default=20)
     parser.add_argument("--batch", type=int, default=10_000, help="pods generated at a time")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--mig-fraction",
+        type=float,
+        default=0.0,
+        help="also run with this fraction of the nodes MIG-partitioned, and compare",
+    )
     args = parser.parse_args(argv)
+    if not 0 <= args.mig_fraction <= 1:
+        parser.error("--mig-fraction is a fraction between 0 and 1")
+    if not args.mig_fraction:
+        print(json.dumps(run(args)))
+        return 0
+    mig_fraction = args.mig_fraction
+    args.mig_fraction = 0.0
+    whole = run(args)
+    gc.collect()
+    args.mig_fraction = mig_fraction
+    mig = run(args)
+    print(
+        json.dumps(
+            {
+                "whole": whole,
+                "mig": mig,
+                "mig_x_whole_admissions_per_s": round(
+                    mig["admissions_per_s"] / whole["admissions_per_s"], 2
+                ),
+                "mig_x_whole_p99": round(mig["admission_p99_ms"] / whole["admission_p99_ms"], 2),
+            }
+        )
+    )
+    return 0
 
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """One run (feed, admit, baseline) on the cluster ``args`` describe: its figures."""
     syn = Synthetic(args)
     registry = syn.registry()
     reservations = Reservations()
@@ -340,14 +422,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         if i % 2:
             pools = tuple(rng.sample(syn.pools, min(len(syn.pools), rng.randint(1, 3))))
         gpus = rng.choice((1, 1, 1, 2, 2, 4, 8))
+        shapes: tuple[str | None, ...] = ()
+        if syn.mig and i % 4 < 2:  # half the requests: a MIG instance in 1-3 pools
+            pools = pools or tuple(rng.sample(syn.pools, min(len(syn.pools), 2)))
+            shapes, gpus = (MIG_SHAPE,) * len(pools), 1
         req = AdmissionRequest(
             user,
             groups,
             pools,
             gpus,
-            gpu_type=GPU_TYPES[i % 4] if i % 5 == 0 else None,
+            gpu_type=GPU_TYPES[i % 4] if i % 5 == 0 and not shapes else None,
             server=f"s{i}",
             admission_id=f"bench-{i}",
+            shapes=shapes,
         )
         t0 = time.perf_counter()
         d = decide(req, state)
@@ -364,9 +451,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             for aid, dec in pending[:-5]:
                 if aid in reservations and rng.random() < 0.8:
                     p = syn.pod_object(
-                        10_000_000 + i, dec.request.gpus, dec.node, user, dec.charged
+                        10_000_000 + i, dec.request.gpus, dec.node, user, dec.charged, dec.resource
                     )
                     p["metadata"]["labels"][L.POD_ADMISSION] = aid
+                    p["metadata"]["annotations"].update(dec.overrides.get("annotations", {}))
                     p["metadata"]["name"] = f"adm-{aid}"
                     index.apply_pod("ADDED", p)
             pending = pending[-5:]
@@ -406,8 +494,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "pods": args.pods,
         "pools": args.pools,
     }
-    print(json.dumps(result))
-    return 0
+    if syn.mig:
+        result["mig_nodes"] = len(syn.mig)
+    return result
 
 
 if __name__ == "__main__":

@@ -69,6 +69,26 @@ def test_admission_benchmark():
     assert result["baseline_ms"] > 0 and result["baseline_x_admission"] > 1
 
 
+def test_admission_benchmark_with_half_the_nodes_mig_partitioned():
+    """The same cluster twice: whole GPUs, then half the nodes cut into 1g.10gb instances, where
+    half the admissions ask for one; both measured, and the MIG run gives instances out."""
+    nodes, admissions = 24, 200  # 6 nodes a pool: every other one MIG
+    result = run(
+        "bench_admission.py",
+        *("--nodes", nodes, "--pools", 4, "--pods", 2000, "--users", 30, "--groups", 6),
+        *("--admissions", admissions, "--baseline-admissions", 5, "--mig-fraction", 0.5),
+    )
+    assert set(result) == {"whole", "mig", "mig_x_whole_admissions_per_s", "mig_x_whole_p99"}
+    whole, mig = result["whole"], result["mig"]
+    assert "mig_nodes" not in whole and mig["mig_nodes"] == nodes // 2
+    for run_ in (whole, mig):
+        assert run_["admissions"] == admissions and 0 < run_["admitted"] <= admissions
+        assert 0 < run_["admission_p50_ms"] <= run_["admission_p99_ms"]
+    # a 1g instance is 1/56 of a node: the MIG run admits more of its small requests
+    assert mig["admitted"] > whole["admitted"]
+    assert result["mig_x_whole_admissions_per_s"] > 0 and result["mig_x_whole_p99"] > 0
+
+
 @pytest.mark.quiet  # admission_x_baseline_p50 is about 1.4: two phases, one after the other
 def test_service_benchmark():
     requests = 200
