@@ -99,7 +99,8 @@ class Synthetic:
             self.node_pool[name] = pool
             self.pool_nodes[pool].append(name)
         # every k-th node MIG-partitioned, k = 1 / mig_fraction (spread over the pools)
-        every = round(1 / args.mig_fraction) if args.mig_fraction > 0 else 0
+        fraction = getattr(args, "mig_fraction", 0.0)  # bench_queue's arguments have none
+        every = round(1 / fraction) if fraction > 0 else 0
         self.mig = {
             name for i, name in enumerate(self.node_pool) if every and i // args.pools % every == 0
         }

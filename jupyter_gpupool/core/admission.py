@@ -47,7 +47,7 @@ from .labels import GPU_RESOURCE, is_label_value
 from .overrides import GPU_TOLERATION, build_overrides
 from .pools import Platform, Pool
 from .quota import Headroom, charge_for, quota_headroom
-from .shapefit import fit_units, need_of, offered, offered_ids, unit_groups
+from .shapefit import fit_units, need_of, offered, offered_ids, shape_pin, unit_groups
 from .shapes import Shape
 
 __all__ = [
@@ -163,6 +163,7 @@ def _evaluate(name: str, shape_id: str | None, ctx: Context) -> _Outcome:
         pool_label=ctx.state.pool_label,
         type_pin=type_pin,
         node_hostname=ctx.usage.node_hostname(fit.node),
+        shape_pin=shape_pin(ctx, name, fit.node) if n else None,
     )
     return _Outcome(
         decision=Decision(
@@ -262,6 +263,7 @@ def _evaluate_shape(pool: Pool, shape_id: str, ctx: Context) -> _Outcome:
         pool_label=ctx.state.pool_label,
         node_hostname=ctx.usage.node_hostname(node),
         shape=shape,
+        shape_pin=shape_pin(ctx, name, node) if shape.resource == GPU_RESOURCE else None,
     )
     return _Outcome(decision=replace(decision, overrides=overrides))
 

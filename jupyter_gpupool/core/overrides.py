@@ -8,6 +8,7 @@ pod-template terms (``nodeSelector``, ``tolerations``, ``labels``, ``annotations
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +74,7 @@ def build_overrides(
     type_pin: tuple[str, str] | None = None,
     node_hostname: str | None = None,
     shape: Shape | None = None,
+    shape_pin: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The pod settings for an admitted request: defaults, pool and platform templates, ours.
 
@@ -102,6 +104,10 @@ def build_overrides(
             node_selector[pool_label] = pool.name
     if type_pin is not None:
         node_selector[type_pin[0]] = type_pin[1]
+    # where the pool's nvidia.com/gpu means different things on different nodes (whole GPUs,
+    # time-sliced replicas, MIG devices): the labels that say which, so the scheduler cannot
+    # put the pod on a node of another shape
+    node_selector.update(shape_pin or {})
     if node_hostname is not None:
         # The node the GPUs are reserved on: a preference, the scheduler has the last word.
         affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [

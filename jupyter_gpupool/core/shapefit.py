@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from .amounts import Amount
 from .decision import Context
-from .shapes import WHOLE, Shape
+from .labels import GFD_PRODUCT_LABEL
+from .shapes import REPLICAS_LABEL, WHOLE, Shape
 from .usagerecords import PlacementGroup, ShapeCount
 
 #: What ``shape`` in a request may say for whole GPUs.
@@ -58,6 +59,23 @@ def unit_groups(groups: list[PlacementGroup], shape_id: str | None) -> list[Plac
     if shape_id is None:
         return [g for g in groups if g.shape is None]
     return [g for g in groups if g.shape is not None and g.shape.id == shape_id]
+
+
+#: The labels GFD writes that tell nodes of different shapes of ``nvidia.com/gpu`` apart: the
+#: product (``-SHARED`` when time-sliced and not renamed, ``-MIG-<profile>`` under the single
+#: strategy) and the replicas.
+PIN_LABELS = (GFD_PRODUCT_LABEL, REPLICAS_LABEL)
+
+
+def shape_pin(ctx: Context, pool: str, node: str) -> dict[str, str]:
+    """Where a pool's schedulable nodes offer ``nvidia.com/gpu`` in more than one shape, the
+    admitted node's :data:`PIN_LABELS` (a node selector that keeps the pod on nodes of the same
+    shape); else nothing."""
+    shapes = {g.shape for g in ctx.usage.placement_groups(pool)}
+    if len(shapes) <= 1:
+        return {}
+    labels = ctx.usage.node_labels(node)
+    return {k: labels[k] for k in PIN_LABELS if k in labels}
 
 
 @dataclass

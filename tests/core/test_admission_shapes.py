@@ -199,3 +199,31 @@ def test_quotas_count_gpu_equivalents_reserved_then_running():
     assert refused.reasons == [
         "mig-pool: you use 0.14 of your limit of 1 GPU in this pool (you asked for 1)"
     ]
+
+
+MIXED = """
+kind: pool
+version: v0.1
+pool: {name: a10-pool}
+"""
+
+
+def test_a_pool_mixing_shapes_of_nvidia_gpu_pins_the_pod_to_its_shape_by_gfd_labels():
+    """Whole A10s and time-sliced A10s both advertise ``nvidia.com/gpu``: without a pin the
+    scheduler could put a whole-GPU pod on a replica (or a replica's pod on a whole GPU)."""
+    whole = node("w1", "a10-pool", 4, "A10", product="NVIDIA-A10")
+    whole["metadata"]["labels"]["nvidia.com/gpu.replicas"] = "1"
+    w = World(MIXED, whole, shared_node("s1", "a10-pool", gpus=2, replicas=4))
+    d = w.decide(["a10-pool"])
+    assert d.node == "w1"
+    selector = d.overrides["nodeSelector"]
+    assert selector["nvidia.com/gpu.product"] == "NVIDIA-A10"
+    assert selector["nvidia.com/gpu.replicas"] == "1"
+    shared = w.decide([("a10-pool", "shared-4")])
+    assert shared.node == "s1"
+    selector = shared.overrides["nodeSelector"]
+    assert selector["nvidia.com/gpu.product"] == "NVIDIA-A10-SHARED"
+    assert selector["nvidia.com/gpu.replicas"] == "4"
+    # a pool of one shape is left as it was: no pin
+    plain = world()
+    assert "nvidia.com/gpu.product" not in plain.decide(["whole-pool"]).overrides["nodeSelector"]
