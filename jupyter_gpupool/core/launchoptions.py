@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .budgets import hours_text, when_text, window_words
+from .shapechoice import ShapeChoice
 
 __all__ = [
     "MAX_GPU_CHOICES",
@@ -81,6 +82,12 @@ class PoolChoice:
     borrowing: bool = False
     within_quota: int | None = None  # most GPUs admitted within quota now (None: no quota)
     quota_available: int | None = None  # most GPUs admitted at all, borrowing included
+    #: what its nodes offer (issue 29): whole GPUs, MIG instances, shared GPUs, HAMi slices
+    shapes: tuple[ShapeChoice, ...] = ()
+
+    def shape(self, shape_id: str) -> ShapeChoice | None:
+        """The first of the pool's shapes with this id (the service lists the larger first)."""
+        return next((s for s in self.shapes if s.id == shape_id), None)
 
     @property
     def gpu_ceiling(self) -> int:
@@ -133,6 +140,7 @@ class PoolChoice:
             borrowing=bool(quota.get("borrowing")),
             within_quota=_opt_int(quota.get("within_quota")),
             quota_available=_opt_int(quota.get("available")),
+            shapes=tuple(ShapeChoice.from_json(s) for s in row.get("shapes") or ()),
         )
 
 
