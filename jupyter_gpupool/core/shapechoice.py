@@ -26,6 +26,7 @@ __all__ = [
     "default_shape",
     "entry_json",
     "entry_words",
+    "kind_words",
     "read_entry",
     "shape_ids",
     "split_entry",
@@ -77,6 +78,21 @@ class ShapeChoice:
             free=int(row.get("free") or 0),
             largest_free=int(row.get("largest_free") or 0),
         )
+
+
+#: Each kind of shape in words (core/shapes.py's kinds).
+KIND_WORDS = {
+    WHOLE: "a whole GPU",
+    "mig": "a MIG instance",
+    "shared-time-slicing": "a time-sliced GPU",
+    "shared-mps": "an MPS share",
+    "hami": "a HAMi slice",
+}
+
+
+def kind_words(kind: str) -> str:
+    """``a MIG instance``, ``a time-sliced GPU``... (the kind itself when unknown)."""
+    return KIND_WORDS.get(kind, kind)
 
 
 def shape_ids(shapes: Iterable[ShapeChoice]) -> list[str]:

@@ -2,9 +2,9 @@
 and what each isolates, the choice becomes ``{"pool", "shape"}`` entries of ``user_options``, and
 the spawner sends them to the service as they are.
 
-The pools are the service's own answer (tests/real_answers.py) for nodes the simulator makes from
-a cluster file: a MIG node with one GPU left whole, a time-sliced node, and a node all in MIG
-instances (a pool with no whole GPUs).
+The pools are the service's own answer for nodes the simulator makes from a cluster file
+(tests/shaped_cluster.py): a MIG node with one GPU left whole, a time-sliced node, and a node all
+in MIG instances (a pool with no whole GPUs).
 """
 
 from __future__ import annotations
@@ -12,69 +12,14 @@ from __future__ import annotations
 from html.parser import HTMLParser
 
 import pytest
-import real_answers
-import yaml
+from shaped_cluster import shaped_state
 
-from jupyter_gpupool.sim import parse_cluster
-from jupyter_gpupool.sim.cluster import node_object
 from jupyter_gpupool.spawner.errors import OptionsError, SpawnRefused
-
-NODES = [
-    {
-        "name": "mig-node",
-        "labels": {"runwhere.ai/pool": "slice-pool"},
-        "gpu": {
-            "count": 2,
-            "type": "A100-80G",
-            "product": "NVIDIA-A100-SXM4-80GB",
-            "memory": 81920,
-            "mig": {"strategy": "mixed", "devices": {"3g.40gb": 2}},
-        },
-    },
-    {
-        "name": "shared-node",
-        "labels": {"runwhere.ai/pool": "slice-pool"},
-        "gpu": {
-            "count": 2,
-            "type": "A10",
-            "product": "NVIDIA-A10",
-            "memory": 23028,
-            "sharing": {"strategy": "time-slicing", "replicas": 4},
-        },
-    },
-    {
-        "name": "small-node",
-        "labels": {"runwhere.ai/pool": "mig-pool"},
-        "gpu": {
-            "count": 1,
-            "type": "A100-80G",
-            "product": "NVIDIA-A100-SXM4-80GB",
-            "memory": 81920,
-            "mig": {"strategy": "mixed", "devices": {"1g.10gb": 7}},
-        },
-    },
-]
-DOCUMENTS = """
-kind: pool
-version: v0.1
-pool: {name: slice-pool, description: parts of GPUs}
-nodes: {}
----
-kind: pool
-version: v0.1
-pool: {name: mig-pool, description: only MIG instances}
-nodes: {}
-"""
 
 
 def unticked(fields: dict[str, list[str]]) -> dict[str, list[str]]:
     """The form's fields with no pool chosen (the test chooses)."""
     return {k: v for k, v in fields.items() if not k.startswith("priority.")}
-
-
-def shaped_state():
-    spec = parse_cluster(yaml.safe_dump({"nodes": NODES}))
-    return real_answers.service_state(DOCUMENTS, [node_object(n, 0.0) for n in spec.nodes])
 
 
 @pytest.fixture
