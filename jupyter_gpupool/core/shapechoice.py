@@ -142,7 +142,7 @@ def split_entry(text: str) -> Entry:
     ``inference-pool`` → ``("inference-pool", None)`` (the magics' pool lists)."""
     pool, sep, shape = text.partition(ENTRY_SEPARATOR)
     pool, shape = pool.strip(), shape.strip()
-    if not pool or (sep and not shape):
+    if not pool:  # an empty shape after the colon: _shape_id says so
         raise EntryError(f"{text!r} is not POOL or POOL{ENTRY_SEPARATOR}SHAPE")
     return pool, _shape_id(shape) if sep else None
 

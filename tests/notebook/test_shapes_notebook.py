@@ -158,5 +158,9 @@ def test_the_panel_offers_each_pools_shapes_with_free_counts(panel):
     assert bar._shape.value == "whole"
     assert panel.user_options()["pools"][0] == "slice-pool"
     # a refresh keeps the choice
+    panel.shapes = {**panel.shapes, "slice-pool": "shared-4"}
+    panel.pools = list(panel.pools)
+    assert menus(panel)["slice-pool"][1] == "shared-4"
+    panel.shapes = {**panel.shapes, "slice-pool": "whole"}
     panel.pools = list(panel.pools)
     assert menus(panel)["slice-pool"][1] == "whole" and menus(panel)["mig-pool"][1] == "mig-1g.10gb"
