@@ -131,6 +131,12 @@ def menus(panel):
     }
 
 
+def refreshed(pools):
+    """The pools as a later answer of the service brings them (a trait set to an equal value
+    changes nothing)."""
+    return [dict(p, description=p.get("description", "") + " ") for p in pools]
+
+
 def test_the_panel_offers_each_pools_shapes_with_free_counts(panel):
     assert menus(panel) == {
         "slice-pool": (
@@ -159,8 +165,8 @@ def test_the_panel_offers_each_pools_shapes_with_free_counts(panel):
     assert panel.user_options()["pools"][0] == "slice-pool"
     # a refresh keeps the choice
     panel.shapes = {**panel.shapes, "slice-pool": "shared-4"}
-    panel.pools = list(panel.pools)
+    panel.pools = refreshed(panel.pools)
     assert menus(panel)["slice-pool"][1] == "shared-4"
     panel.shapes = {**panel.shapes, "slice-pool": "whole"}
-    panel.pools = list(panel.pools)
+    panel.pools = refreshed(panel.pools)
     assert menus(panel)["slice-pool"][1] == "whole" and menus(panel)["mig-pool"][1] == "mig-1g.10gb"
