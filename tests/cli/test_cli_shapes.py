@@ -12,7 +12,25 @@ from jupyter_gpupool.commands.output import render
 
 
 def rows() -> dict[str, dict]:
-    return {r["name"]: r for r in shaped_state().pool_summaries()}
+    """The pools' rows with one server on a 3g.40gb instance and one on a shared A10."""
+    state = shaped_state()
+    for name, node, resource in (
+        ("mig-nb", "mig-node", "nvidia.com/mig-3g.40gb"),
+        ("shared-nb", "shared-node", "nvidia.com/gpu"),
+    ):
+        state.index.apply_pod("ADDED", running_pod(name, node, resource))
+    return {r["name"]: r for r in state.pool_summaries()}
+
+
+def running_pod(name: str, node: str, resource: str) -> dict:
+    return {
+        "metadata": {"name": name, "namespace": "default", "uid": name},
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "nb", "resources": {"limits": {resource: "1"}}}],
+        },
+        "status": {"phase": "Running"},
+    }
 
 
 def test_get_pools_wide_has_each_shapes_free_and_total():
@@ -20,7 +38,7 @@ def test_get_pools_wide_has_each_shapes_free_and_total():
     header = table[0]
     start = header.index("SHAPES (FREE/TOTAL)")
     cells = {line.split()[0]: line[start:].split("  ")[0].strip() for line in table[1:]}
-    assert cells["slice-pool"] == "whole 1/1, mig-3g.40gb 2/2, shared-4 8/8"
+    assert cells["slice-pool"] == "whole 1/1, mig-3g.40gb 1/2, shared-4 7/8"
     assert cells["mig-pool"] == "mig-1g.10gb 7/7"
     # gpuctl's table keeps its columns
     assert "SHAPES" not in render("table", list(rows().values()), POOL_COLUMNS)
@@ -46,9 +64,9 @@ def test_describe_pool_has_a_table_of_its_shapes():
         "MIG",
         "instance",
         "A100-80G",
+        "1",
         "2",
-        "2",
-        "2",
+        "1",
         "3/7",
     ]
     assert shapes[3].endswith(
