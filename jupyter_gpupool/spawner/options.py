@@ -325,6 +325,12 @@ def _check_against_pools(
         return
     if gpus and all(p.gpu_ceiling == 0 for p in pools):
         names = or_words([p.name for p in pools])
+        parts = [f"{p.name}: {', '.join(shape_ids(p.shapes))}" for p in pools if p.offers_parts]
+        if parts:
+            raise OptionsError(
+                f"{names} {'has' if len(pools) == 1 else 'have'} no whole GPUs: choose one of "
+                f"the shapes offered ({'; '.join(parts)}) with 1 GPU, or a pool with whole GPUs"
+            )
         raise OptionsError(
             f"{names} {'has' if len(pools) == 1 else 'have'} no GPUs: "
             "choose 0 GPUs for a CPU-only server, or a pool with GPUs"
@@ -436,7 +442,10 @@ def default_order(catalog: Catalog) -> tuple[str, ...]:
 
 def _takes(pool: PoolChoice, gpus: int) -> bool:
     """Whether ``pool`` could take a server with ``gpus`` GPUs for this user: its limits and
-    nodes allow the count, and (with GPUs) the user's quota there has room for them now."""
+    nodes allow the count, and (with GPUs) the user's quota there has room for them now; or
+    one part of a GPU (a MIG instance...) where the pool offers them."""
+    if gpus == 1 and pool.offers_parts:
+        return True
     if not pool.allows_count(gpus):
         return False
     return gpus == 0 or pool.quota_available is None or pool.quota_available >= gpus

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_gpupool.core.launchoptions import Catalog, PoolChoice
+from jupyter_gpupool.core.launchoptions import Catalog, PoolChoice, gpu_choices, pool_status
 from jupyter_gpupool.core.shapechoice import ShapeChoice
 from jupyter_gpupool.spawner.errors import OptionsError
 from jupyter_gpupool.spawner.form import form_context
@@ -196,3 +196,25 @@ def test_progress_says_the_shape():
     # whole GPUs read as they always did
     whole = {**SHAPED, "gpus": 2, "shape": "whole", "shape_text": "2 \u00d7 A100-80G"}
     assert admitted_line(whole) == "admitted to training-pool within quota (2 A100-80G GPUs)"
+
+
+def test_a_pool_all_in_parts_of_gpus_is_not_a_cpu_pool():
+    # mig-pool's node has no whole GPU left (gpu_total 0): its status, the GPU counts offered
+    # and the first visit's count come from its shapes
+    assert pool_status(MIG_ONLY) == ("full", "full")  # its shape has no free count here
+    assert pool_status(with_free(MIG_ONLY)) == ("free", "free")
+    only = Catalog(pools=(with_free(MIG_ONLY),), default_pools=("mig-pool",))
+    assert gpu_choices(only) == [0, 1]
+    assert default_options(None, only, default_gpus=1).gpus == 1
+    # whole GPUs asked for there: the message names its shapes
+    with pytest.raises(OptionsError) as e:
+        parse_user_options({"pools": ["mig-pool"], "gpus": 1}, only)
+    assert e.value.message == (
+        "mig-pool has no whole GPUs: choose one of the shapes offered (mig-pool: mig-1g.10gb) "
+        "with 1 GPU, or a pool with whole GPUs"
+    )
+
+
+def with_free(pool: PoolChoice) -> PoolChoice:
+    shapes = tuple(ShapeChoice(**{**s.__dict__, "free": 7, "total": 7}) for s in pool.shapes)
+    return PoolChoice(**{**pool.__dict__, "shapes": shapes})

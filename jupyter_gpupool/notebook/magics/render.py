@@ -168,7 +168,7 @@ SHAPES_HEADER = "shapes [id for launch --pools POOL:SHAPE]"
 def offers_parts(catalog: Catalog) -> bool:
     """Whether some pool offers parts of GPUs (MIG instances, shared GPUs...), not only whole
     ones: then the pools are listed with their shapes."""
-    return any(not s.whole for p in catalog.pools for s in p.shapes)
+    return any(p.offers_parts for p in catalog.pools)
 
 
 def pool_rows(launch_options: Mapping[str, Any]) -> list[tuple[str, ...]]:
