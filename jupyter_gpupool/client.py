@@ -88,6 +88,13 @@ class Admission(TypedDict, total=False):
     groups: list[str]
     server: str
     gpus: int
+    # issue 29: the shape admitted ("whole", "mig-1g.10gb"...; null for a CPU-only server), in
+    # words ("MIG 1g.10gb of an A100-80G"), the resource the pod asks for, GPU-equivalents ("1/7")
+    shape: str | None
+    shape_text: str
+    resource: str
+    gpu_equivalents: str
+    gpu_equivalents_float: float
     nodes_fit: int
     overrides: dict[str, Any]  # pod settings: nodeSelector, tolerations, labels, resources...
     reclaimed: list[dict[str, Any]]
@@ -322,7 +329,7 @@ class GPUPoolClient:
         self,
         *,
         user: str | None = None,
-        pools: Sequence[str] = (),
+        pools: Sequence[str | Mapping[str, str]] = (),
         gpus: int = 0,
         gpu_type: str | None = None,
         server: str = "",
@@ -332,6 +339,9 @@ class GPUPoolClient:
     ) -> Admission:
         """Ask for ``gpus`` GPUs in the first of ``pools`` that can take them.
 
+        Each of ``pools`` is a pool name (whole GPUs) or ``{"pool": NAME, "shape": ID}``, one of
+        the pool's shapes (issue 29): ``gpus`` then counts units of that shape, and must be 1.
+
         ``user`` and ``groups`` default to the caller's own; only an admin caller may name
         another user or give groups. Raises :class:`AdmissionRejected` (409) when no pool can
         take it now and :class:`AdmissionForbidden` (403) when the user may use none of them.
@@ -340,7 +350,7 @@ class GPUPoolClient:
         :meth:`admission` and leave the line with :meth:`release`.
         """
         body: dict[str, Any] = {
-            "pools": list(pools),
+            "pools": [p if isinstance(p, str) else dict(p) for p in pools],
             "gpus": gpus,
             "gpu_type": gpu_type,
             "server": server,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.formatting import cell
 from ..core.reports import quota_rows
+from ..core.shapechoice import kind_words
 from .connection import add_connection_options, run, write
 from .get import NODE_COLUMNS, QUOTA_COLUMNS, add_output_option, job_columns
 from .output import Column, indent, render
@@ -44,6 +45,19 @@ def _limits(limits: Mapping[str, Any]) -> str:
     return "; ".join(parts) or "none"
 
 
+#: ``describe pool``'s table of what the pool's nodes offer (issue 29).
+SHAPE_COLUMNS = (
+    Column("SHAPE", "id"),
+    Column("KIND", "kind", get=lambda s: kind_words(str(s.get("kind")))),
+    Column("GPU", "model"),
+    Column("FREE", "free"),
+    Column("TOTAL", "total"),
+    Column("LARGEST FREE", "largest_free"),
+    Column("GPU-EQUIVALENTS", "equivalent"),
+    Column("ISOLATES", "isolates"),
+)
+
+
 def format_pool(pool: Mapping[str, Any], now: float) -> str:
     """The human-readable description of ``GET api/v1/pools/NAME`` (pure, for tests)."""
     fields = [
@@ -74,6 +88,9 @@ def format_pool(pool: Mapping[str, Any], now: float) -> str:
     out = "".join(f"{(k + ':').ljust(width)}{cell(v)}\n" for k, v in fields)
     if pool.get("nodes_taken_out"):
         out += "\n" + taken_out_note(pool["name"], pool["nodes_taken_out"])
+    if pool.get("shapes"):
+        shapes = pool["shapes"]
+        out += "\nShapes:\n" + indent(render("table", shapes, SHAPE_COLUMNS))
     if "nodes" in pool:
         nodes = pool["nodes"]
         out += "\nNodes:\n"

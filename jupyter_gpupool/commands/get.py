@@ -31,6 +31,15 @@ from .output import OUTPUTS, Column, render
 if TYPE_CHECKING:  # imported by connection.run when a request is made (aiohttp is slow to import)
     from ..client import GPUPoolClient
 
+
+def shapes_cell(row: Mapping[str, Any]) -> str:
+    """A pool's shapes with free and total units: ``whole 1/1, mig-3g.40gb 2/2, shared-4 8/8``
+    (issue 29; ``gpupool describe pool`` says each in words)."""
+    return ", ".join(
+        f"{s.get('id')} {s.get('free')}/{s.get('total')}" for s in row.get("shapes") or ()
+    )
+
+
 POOL_COLUMNS = (
     Column("POOL NAME", "name"),
     Column("STATUS", "status"),
@@ -43,6 +52,7 @@ POOL_COLUMNS = (
     Column("LARGEST FREE", "largest_free_block", wide=True),
     Column("SERVERS", "server_count", wide=True),
     Column("PENDING", "pending_servers", wide=True),
+    Column("SHAPES (FREE/TOTAL)", "shape_counts", get=shapes_cell, wide=True),
     Column("DESCRIPTION", "description", wide=True),
 )
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .budgets import hours_text, when_text, window_words
+from .shapechoice import ShapeChoice
 
 __all__ = [
     "MAX_GPU_CHOICES",
@@ -81,6 +82,18 @@ class PoolChoice:
     borrowing: bool = False
     within_quota: int | None = None  # most GPUs admitted within quota now (None: no quota)
     quota_available: int | None = None  # most GPUs admitted at all, borrowing included
+    #: what its nodes offer (issue 29): whole GPUs, MIG instances, shared GPUs, HAMi slices
+    shapes: tuple[ShapeChoice, ...] = ()
+
+    @property
+    def offers_parts(self) -> bool:
+        """Whether its nodes offer parts of GPUs (MIG instances, shared GPUs, HAMi slices): one
+        of them is a server's 1 GPU, though the pool may have no whole GPU (``gpu_total`` 0)."""
+        return any(not s.whole for s in self.shapes)
+
+    def shape(self, shape_id: str) -> ShapeChoice | None:
+        """The first of the pool's shapes with this id (the service lists the larger first)."""
+        return next((s for s in self.shapes if s.id == shape_id), None)
 
     @property
     def gpu_ceiling(self) -> int:
@@ -133,6 +146,7 @@ class PoolChoice:
             borrowing=bool(quota.get("borrowing")),
             within_quota=_opt_int(quota.get("within_quota")),
             quota_available=_opt_int(quota.get("available")),
+            shapes=tuple(ShapeChoice.from_json(s) for s in row.get("shapes") or ()),
         )
 
 
@@ -205,6 +219,8 @@ def pool_status(p: PoolChoice) -> tuple[str, str]:
         return "empty", "no nodes"
     if p.status == "unavailable" or p.schedulable_nodes == 0:
         return "not-ready", "nodes not ready"
+    if p.gpu_total == 0 and p.offers_parts:  # all its GPUs cut in parts: their free units say
+        return ("free", "free") if any(s.free for s in p.shapes) else ("full", "full")
     if p.gpu_total == 0:
         return "cpu", "CPU only"
     if p.largest_free_block == 0 or p.gpu_available == 0:
@@ -242,9 +258,12 @@ def budget_text(b: BudgetLine) -> str:
 
 
 def gpu_choices(catalog: Catalog) -> list[int]:
-    """Every GPU count some pool of the catalog allows (0, a CPU-only server, included)."""
+    """Every GPU count some pool of the catalog allows (0, a CPU-only server, included); 1 where
+    a pool offers parts of GPUs (one of them is a server's 1 GPU)."""
     counts: set[int] = set()
     for p in catalog.pools:
+        if p.offers_parts:
+            counts.add(1)
         top = min(p.gpu_ceiling, catalog.max_gpus, MAX_GPU_CHOICES)
         counts.update(n for n in range(p.min_gpus, top + 1) if p.allows_count(n))
     return sorted(counts)

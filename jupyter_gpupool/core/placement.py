@@ -29,6 +29,15 @@ ENV_NODE = "GPUPOOL_NODE"
 ENV_ADMISSION = "GPUPOOL_ADMISSION"
 #: The gpupool service's URL as the server reaches it, with the service's prefix.
 ENV_SERVICE_URL = "GPUPOOL_SERVICE_URL"
+#: The shape admitted (issue 29): ``whole``, ``mig-1g.10gb``, ``shared-4``... (empty for a
+#: CPU-only server). Written only when the service's answer says it.
+ENV_SHAPE = "GPUPOOL_SHAPE"
+#: The shape in words, as the service says it: ``MIG 1g.10gb of an A100-80G``, ``2 \u00d7 A100-80G``.
+ENV_SHAPE_TEXT = "GPUPOOL_SHAPE_TEXT"
+#: What the server counts in GPU-equivalents, a fraction: ``1/7``, ``2``.
+ENV_GPU_EQUIVALENTS = "GPUPOOL_GPU_EQUIVALENTS"
+#: The shape id of whole GPUs (core/shapechoice.WHOLE; not imported, to keep this module bare).
+_WHOLE = "whole"
 
 _TRUE = ("1", "true", "yes")
 #: The multiplication sign of the status bar's ``GPU 2x A100-80G`` (a real one, U+00D7).
@@ -54,7 +63,9 @@ def placement_env(admission: Mapping[str, Any], service_url: str) -> list[dict[s
     """The server's ``GPUPOOL_*`` variables for an admission, as pod-template ``env`` entries.
 
     ``GPUPOOL_NODE`` is the pod's ``spec.nodeName`` through the downward API: the admission only
-    prefers a node, the scheduler picks it.
+    prefers a node, the scheduler picks it. ``GPUPOOL_SHAPE``, ``GPUPOOL_SHAPE_TEXT`` and
+    ``GPUPOOL_GPU_EQUIVALENTS`` are written when the answer has a ``shape`` (a service that
+    knows shapes, issue 29).
     """
     gpus = int(admission.get("gpus") or 0)
     # a CPU-only server on a GPU node has no GPU type of its own
@@ -68,6 +79,16 @@ def placement_env(admission: Mapping[str, Any], service_url: str) -> list[dict[s
         {"name": ENV_ADMISSION, "value": str(admission.get("id") or "")},
         {"name": ENV_NODE, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
     ]
+    if "shape" in admission:
+        shape = str(admission.get("shape") or "") if gpus else ""
+        env += [
+            {"name": ENV_SHAPE, "value": shape},
+            {
+                "name": ENV_SHAPE_TEXT,
+                "value": str(admission.get("shape_text") or "") if shape else "",
+            },
+            {"name": ENV_GPU_EQUIVALENTS, "value": str(admission.get("gpu_equivalents") or "0")},
+        ]
     if service_url:
         env.append({"name": ENV_SERVICE_URL, "value": service_url})
     return env
@@ -93,6 +114,9 @@ class Placement:
     server: str = ""
     cuda_visible_devices: str | None = None
     nvidia_visible_devices: str | None = None
+    shape: str | None = None
+    shape_text: str | None = None
+    gpu_equivalents: str | None = None
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Placement:
@@ -119,19 +143,31 @@ class Placement:
             server=environ.get("JUPYTERHUB_SERVER_NAME", "").strip(),
             cuda_visible_devices=environ.get("CUDA_VISIBLE_DEVICES"),
             nvidia_visible_devices=environ.get("NVIDIA_VISIBLE_DEVICES"),
+            shape=text(ENV_SHAPE),
+            shape_text=text(ENV_SHAPE_TEXT),
+            gpu_equivalents=text(ENV_GPU_EQUIVALENTS),
         )
 
     @property
     def in_pool(self) -> bool:
         return self.pool is not None
 
+    @property
+    def shaped(self) -> bool:
+        """Whether the server has a part of a GPU (a MIG instance, a shared GPU, a HAMi slice)
+        and its words: a shape other than whole GPUs, with its text."""
+        return bool(self.gpus and self.shape and self.shape != _WHOLE and self.shape_text)
+
     def label(self) -> str:
         """The one-line summary the status bar shows: ``GPU 2\u00d7 A100-80G · training-pool``,
+        ``MIG 1g.10gb of an A100-80G · training-pool`` (a shape other than whole GPUs),
         ``CPU · compute-pool``; ``not in a GPU pool`` without a pool."""
         if self.pool is None:
             return "not in a GPU pool"
         if not self.gpus:
             return f"CPU · {self.pool}"
+        if self.shaped:
+            return f"{self.shape_text} · {self.pool}"
         kind = f" {self.gpu_type}" if self.gpu_type else ""
         return f"GPU {self.gpus}{TIMES}{kind} · {self.pool}"
 

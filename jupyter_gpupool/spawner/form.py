@@ -7,7 +7,9 @@ quota words and the GPU counts offered come from :mod:`jupyter_gpupool.core.laun
 that the magics and the ``LaunchPanel`` word them as the form does.
 
 The form works without JavaScript: each pool row has a priority number field
-(``priority.POOL``, empty: not used), the GPU count and type are plain selects, and a checkbox
+(``priority.POOL``, empty: not used) and, when the pool's nodes offer shapes (issue 29), a radio
+button per shape (``shape.POOL``: whole GPUs, MIG instances, shared GPUs...) with its free count
+and what it isolates; the GPU count and type are plain selects, and a checkbox
 says whether to wait in line when no pool can take the server now (``queue``). With JavaScript,
 rows get a "use" checkbox and up/down buttons (keyboard operable) that renumber the priorities.
 """
@@ -23,14 +25,27 @@ import jinja2
 from ..core.launchoptions import (
     MAX_GPU_CHOICES,
     Catalog,
+    PoolChoice,
     budget_text,
     gpu_choices,
     pool_status,
     quota_text,
 )
-from .options import PRIORITY_FIELD, SpawnOptions, default_order, order_rows
+from ..core.shapechoice import ShapeChoice, default_shape, shape_ids
+from .options import PRIORITY_FIELD, SHAPE_FIELD, SpawnOptions, default_order, order_rows
 
 DEFAULT_TEMPLATE = "gpupool_form.html"
+
+
+@dataclass(frozen=True)
+class ShapeOption:
+    """One shape a pool row offers: ``text`` the service's line(s) with the free count ("MIG
+    3g.40gb: 2 free"; one per GPU model offering it), ``isolates`` in words."""
+
+    id: str
+    text: str
+    isolates: str
+    selected: bool
 
 
 @dataclass(frozen=True)
@@ -47,6 +62,29 @@ class PoolRow:
     quota: str
     status: str  # a CSS-friendly code: free, full, borrowing, quota-used, not-ready, cpu, empty
     status_text: str
+    shape_field: str = ""  # the shape select's name
+    shapes: tuple[ShapeOption, ...] = ()
+
+
+def shape_options(pool: PoolChoice, chosen: str | None) -> tuple[ShapeOption, ...]:
+    """The pool's shapes for its select, ``chosen`` (``None``: whole GPUs) selected; where the
+    pool does not offer it, the pool's default (:func:`.default_shape`)."""
+    ids = shape_ids(pool.shapes)
+    wanted = chosen or "whole"
+    if wanted not in ids:
+        wanted = default_shape(pool.shapes) or "whole"
+    by_id: dict[str, list[ShapeChoice]] = {}
+    for s in pool.shapes:
+        by_id.setdefault(s.id, []).append(s)
+    return tuple(
+        ShapeOption(
+            id=i,
+            text="; ".join(s.text for s in by_id[i]),
+            isolates=by_id[i][0].isolates,
+            selected=i == wanted,
+        )
+        for i in ids
+    )
 
 
 def default_note(default_pools: Sequence[str]) -> str:
@@ -70,7 +108,11 @@ def form_context(
     ``gpus``, ``max_gpus``, ``gpu_types``, ``gpu_type``, ``profile_form`` (KubeSpawner's profile
     choice, HTML, when profiles are configured), ``budgets`` (``text`` and ``spent`` of each
     GPU-hour budget of the user and their groups), ``queue`` (whether "wait in line" is
-    ticked), ``user``, ``server``, ``catalog``."""
+    ticked), ``user``, ``server``, ``catalog``. Each row lists its pool's shapes (``shapes``,
+    :class:`ShapeOption`) when there are any."""
+    shapes: dict[str, str | None] = {}
+    for pool, shape in chosen.choices():
+        shapes.setdefault(pool, shape)  # a pool chosen twice: its first entry's shape
     rows = [
         PoolRow(
             name=p.name,
@@ -83,6 +125,8 @@ def form_context(
             quota=quota_text(p),
             status=pool_status(p)[0],
             status_text=pool_status(p)[1],
+            shape_field=SHAPE_FIELD + p.name,
+            shapes=shape_options(p, shapes.get(p.name)),
         )
         for p, priority in order_rows(catalog, chosen.pools)
     ]

@@ -7,11 +7,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.queue import waiting_words
+from ..core.shapechoice import WHOLE
 
 
 def _gpus(n: int, gpu_type: str | None = None) -> str:
     kind = f" {gpu_type}" if gpu_type else ""
     return f"{n}{kind} GPU" if n == 1 else f"{n}{kind} GPUs"
+
+
+def shape_words(admission: Mapping[str, Any]) -> str | None:
+    """``MIG 1g.10gb of an A100-80G`` for an admission of a shape other than whole GPUs (the
+    service's ``shape_text``); ``None`` for whole GPUs, a CPU-only server, or an answer without
+    shapes."""
+    shape = admission.get("shape")
+    text = admission.get("shape_text")
+    if not shape or shape == WHOLE or not text or not int(admission.get("gpus") or 0):
+        return None
+    return str(text)
+
+
+def admitted_choice(admission: Mapping[str, Any]) -> tuple[str, str | None]:
+    """The ``(pool, shape)`` entry an admission took (``shape`` ``None`` for whole GPUs)."""
+    shape = admission.get("shape")
+    return str(admission["pool"]), None if not shape or shape == WHOLE else str(shape)
 
 
 def skipped_lines(skipped: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -20,16 +38,20 @@ def skipped_lines(skipped: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def admitted_line(admission: Mapping[str, Any]) -> str:
-    """``admitted to POOL within quota (2 A100-80G GPUs)``, or over quota with what that means."""
+    """``admitted to POOL within quota (2 A100-80G GPUs)``, or over quota with what that means;
+    for a shape, ``admitted MIG 1g.10gb of an A100-80G in POOL within quota``."""
     pool = admission.get("pool")
     n = int(admission.get("gpus") or 0)
+    shaped = shape_words(admission)
     what = _gpus(n, admission.get("gpu_type")) if n else "no GPU (CPU only)"
+    where = f"{shaped} in {pool}" if shaped else f"to {pool}"
+    what = "" if shaped else f" ({what})"
     if admission.get("over_quota"):
         return (
-            f"admitted to {pool} over quota ({what}): this server borrows idle GPUs and may be "
+            f"admitted {where} over quota{what}: this server borrows idle GPUs and may be "
             "stopped (reclaimed) when their owners need them back"
         )
-    return f"admitted to {pool} within quota ({what})"
+    return f"admitted {where} within quota{what}"
 
 
 def reclaimed_lines(admission: Mapping[str, Any]) -> list[str]:
@@ -79,7 +101,9 @@ class Decision:
         )
         pool = admission.get("pool")
         quota = "over quota: may be reclaimed" if admission.get("over_quota") else "within quota"
-        return cls(admitted=admitted_line(admission), others=others, tag=f"{pool}, {quota}")
+        shaped = shape_words(admission)
+        where = f"{shaped} in {pool}" if shaped else pool
+        return cls(admitted=admitted_line(admission), others=others, tag=f"{where}, {quota}")
 
 
 @dataclass(frozen=True)
@@ -159,7 +183,7 @@ def ready_words(placement: Mapping[str, Any]) -> str:
     """Where a started server runs, for the "Server ready" message: ``in training-pool within
     quota (4 A100-80G GPUs on node gpu-node-1)``, over quota with what that means."""
     n = int(placement.get("gpus") or 0)
-    what = _gpus(n, placement.get("gpu_type")) if n else "CPU only"
+    what = shape_words(placement) or (_gpus(n, placement.get("gpu_type")) if n else "CPU only")
     node = f" on node {placement['node']}" if placement.get("node") else ""
     pool = placement.get("pool")
     if placement.get("over_quota"):
@@ -172,7 +196,7 @@ def ready_words(placement: Mapping[str, Any]) -> str:
 
 def scheduled_line(node: str, admission: Mapping[str, Any]) -> str:
     n = int(admission.get("gpus") or 0)
-    kind = admission.get("gpu_type") if n else None
+    kind = shape_words(admission) or (admission.get("gpu_type") if n else None)
     return f"scheduled on node {node} ({kind or ('CPU only' if not n else 'GPU')})"
 
 

@@ -11,8 +11,12 @@ Pure: no I/O, so the spawner, the form and the tests share one set of rules.
 
     {"pools": ["training-pool", "inference-pool"], "gpus": 2, "gpu_type": "A100-80G",
      "queue": true}
+    {"pools": [{"pool": "training-pool", "shape": "mig-3g.40gb"}, "inference-pool"], "gpus": 1}
 
 ``pools`` in priority order (empty or missing: the admin's default order for the user's groups),
+each entry a pool name (whole GPUs) or ``{"pool": NAME, "shape": ID}`` with one of the shapes the
+pool lists (issue 29; :mod:`jupyter_gpupool.core.shapechoice`; a shape other than whole GPUs is
+one unit per server, so ``gpus`` must then be 1),
 ``gpus`` a whole number (0: a CPU-only server), ``gpu_type`` optional, ``queue`` true to wait in
 line when no pool can take the server now (missing: the spawner's ``queue_by_default``).
 """
@@ -32,6 +36,13 @@ from ..core.launchoptions import (
     gpus_text,
     or_words,
 )
+from ..core.shapechoice import (
+    EntryError,
+    entry_json,
+    entry_words,
+    read_entry,
+    shape_ids,
+)
 from ..core.wholenumbers import parse_whole
 from ..core.yamldoc import unknown_key_message
 from .errors import OptionsError
@@ -44,6 +55,9 @@ POOL_KEY = "pool"
 MAX_NAME_LENGTH = 63
 #: Form field holding a pool's priority: ``priority.training-pool=1``.
 PRIORITY_FIELD = "priority."
+#: Form field holding the shape chosen in a pool: ``shape.training-pool=mig-3g.40gb`` (missing,
+#: empty or ``whole``: whole GPUs).
+SHAPE_FIELD = "shape."
 #: Form field of the "wait in line" checkbox. The form sends it twice: a hidden ``off`` first,
 #: then ``on`` when the box is ticked; a form without it (an older template) leaves the choice
 #: to ``queue_by_default``.
@@ -62,10 +76,23 @@ class SpawnOptions:
     gpus: int = 0
     gpu_type: str | None = None
     queue: bool = False
+    #: the shape chosen in each of ``pools`` (``None``: whole GPUs); empty: whole GPUs everywhere
+    shapes: tuple[str | None, ...] = ()
+
+    def shape_of(self, index: int) -> str | None:
+        return self.shapes[index] if index < len(self.shapes) else None
+
+    def choices(self) -> list[tuple[str, str | None]]:
+        """``(pool, shape)`` in priority order, ``shape`` ``None`` for whole GPUs."""
+        return [(pool, self.shape_of(i)) for i, pool in enumerate(self.pools)]
+
+    def pool_entries(self) -> list[str | dict[str, str]]:
+        """``pools`` as a request lists them: names, and ``{"pool", "shape"}`` for shapes."""
+        return [entry_json(pool, shape) for pool, shape in self.choices()]
 
     def to_user_options(self) -> dict[str, Any]:
         return {
-            "pools": list(self.pools),
+            "pools": self.pool_entries(),
             "gpus": self.gpus,
             "gpu_type": self.gpu_type,
             "queue": self.queue,
@@ -75,9 +102,32 @@ class SpawnOptions:
         """``2 A100-80G GPUs in training-pool, inference-pool`` (for logs and messages)."""
         kind = f" {self.gpu_type}" if self.gpu_type and self.gpus else ""
         what = f"{self.gpus}{kind} GPU{'s' if self.gpus != 1 else ''}" if self.gpus else "no GPU"
-        where = ", ".join(self.pools) if self.pools else "the default pools"
+        where = (
+            ", ".join(entry_words(p, s) for p, s in self.choices())
+            if self.pools
+            else "the default pools"
+        )
         line = ", waiting in line if need be" if self.queue and self.gpus else ""
         return f"{what} in {where}{line}"
+
+
+Choice = tuple[str, str | None]
+
+
+def with_choices(
+    choices: Iterable[Choice], gpus: int = 0, gpu_type: str | None = None, queue: bool = False
+) -> SpawnOptions:
+    """:class:`SpawnOptions` for ``(pool, shape)`` entries, each once; ``shapes`` left empty when
+    every entry is whole GPUs (so that options without shapes compare as they always did)."""
+    unique = list(dict.fromkeys(choices))
+    shapes = tuple(shape for _, shape in unique)
+    return SpawnOptions(
+        pools=tuple(pool for pool, _ in unique),
+        gpus=gpus,
+        gpu_type=gpu_type,
+        queue=queue,
+        shapes=shapes if any(shapes) else (),
+    )
 
 
 # --- words ---------------------------------------------------------------------------------------
@@ -104,6 +154,10 @@ def form_to_user_options(
     ``queue`` (:data:`QUEUE_FIELD`) is the "wait in line" checkbox: ``on`` among its values is
     true, ``off`` alone false; without the field, ``queue`` is left out (``queue_by_default``).
 
+    ``shape.POOL`` (:data:`SHAPE_FIELD`) is the shape chosen in a pool: an entry
+    ``{"pool": POOL, "shape": ID}``, or the plain name for whole GPUs (empty, ``whole`` or no
+    such field).
+
     ``strict=False`` reads a refused form as far as it goes, to show it again as the user left
     it: a priority that is not a number puts its pool after the numbered ones instead of
     raising, a ``gpus`` or ``queue`` that means nothing is left out.
@@ -126,7 +180,9 @@ def form_to_user_options(
                 f"or empty not to use it; not {_shown(value)}"
             )
         ranked.append((priority, order, pool))
-    options: dict[str, Any] = {"pools": [pool for _, _, pool in sorted(ranked)]}
+    options: dict[str, Any] = {
+        "pools": [entry_json(pool, _form_shape(formdata, pool)) for _, _, pool in sorted(ranked)]
+    }
     raw_gpus = (formdata.get("gpus") or [""])[0].strip()
     gpus = parse_whole(raw_gpus.lstrip("+"))
     if raw_gpus and (strict or gpus is not None):
@@ -148,9 +204,14 @@ def form_to_user_options(
     return options
 
 
+def _form_shape(formdata: Mapping[str, Sequence[str]], pool: str) -> str | None:
+    values = formdata.get(SHAPE_FIELD + pool) or [""]
+    return values[0].strip() or None
+
+
 def is_form_field(key: str) -> bool:
     """Whether a form field is one of ours (the rest belong to KubeSpawner's profiles)."""
-    return key.startswith(PRIORITY_FIELD) or key in ("gpus", "gpu_type", QUEUE_FIELD)
+    return key.startswith((PRIORITY_FIELD, SHAPE_FIELD)) or key in ("gpus", "gpu_type", QUEUE_FIELD)
 
 
 # --- the check -----------------------------------------------------------------------------------
@@ -177,24 +238,51 @@ def _name(value: Any, what: str) -> str:
     return value
 
 
-def _parse_pools(value: Any, catalog: Catalog, max_pools: int) -> tuple[str, ...]:
+def _entry(value: Any, i: int) -> Choice:
+    if not isinstance(value, Mapping):
+        return _name(value, f"pools[{i}]"), None  # a name, as before shapes
+    try:
+        pool, shape = read_entry(value)
+    except EntryError as e:
+        raise OptionsError(f"pools[{i}]: {e}") from None
+    return _name(pool, f"pools[{i}].pool"), None if shape is None else _name(
+        shape, f"pools[{i}].shape"
+    )
+
+
+def _parse_pools(value: Any, catalog: Catalog, max_pools: int) -> list[Choice]:
     if value is None:
-        return ()
+        return []
     if isinstance(value, str) or not isinstance(value, Sequence):
         raise OptionsError(
-            f'pools must be a list of pool names, e.g. ["training-pool"]; not {_shown(value)}'
+            f'pools must be a list of pool names, e.g. ["training-pool"] or [{{"pool": '
+            f'"training-pool", "shape": "mig-3g.40gb"}}]; not {_shown(value)}'
         )
     if len(value) > max_pools:
         raise OptionsError(f"at most {max_pools} pools may be listed; you listed {len(value)}")
-    names = tuple(dict.fromkeys(_name(v, f"pools[{i}]") for i, v in enumerate(value)))
-    for name in names:
-        if catalog.pool(name) is not None:
-            continue
-        if name in catalog.restricted:
-            raise OptionsError(f"you may not use the pool {name}; ask an admin for access")
-        open_ = ", ".join(catalog.names) or "none"
-        raise OptionsError(f"there is no pool named {_shown(name)}; pools you may use: {open_}")
-    return names
+    choices = list(dict.fromkeys(_entry(v, i) for i, v in enumerate(value)))
+    for name, shape in choices:
+        pool = catalog.pool(name)
+        if pool is None:
+            if name in catalog.restricted:
+                raise OptionsError(f"you may not use the pool {name}; ask an admin for access")
+            open_ = ", ".join(catalog.names) or "none"
+            raise OptionsError(f"there is no pool named {_shown(name)}; pools you may use: {open_}")
+        if shape is not None and pool.shape(shape) is None:
+            offered = ", ".join(shape_ids(pool.shapes)) or "none listed"
+            raise OptionsError(f"{name} offers no shape {_shown(shape)}; its shapes: {offered}")
+    return choices
+
+
+def _check_shape_count(choices: Sequence[Choice], gpus: int) -> None:
+    """A shape other than whole GPUs is one unit per server (one MIG instance, one shared
+    replica, one HAMi slice): asking for more would not mean more GPU."""
+    shaped = [entry_words(p, s) for p, s in choices if s is not None]
+    if shaped and gpus > 1:
+        raise OptionsError(
+            f"a server gets one unit of a shape other than whole GPUs, so {or_words(shaped)} "
+            f"needs gpus 1, not {gpus}: choose 1 GPU, or whole GPUs for more than one"
+        )
 
 
 def _parse_gpus(value: Any, default: int, maximum: int) -> int:
@@ -218,12 +306,31 @@ def _parse_queue(value: Any, default: bool) -> bool:
     return value
 
 
-def _check_against_pools(pools: Sequence[PoolChoice], gpus: int, gpu_type: str | None) -> None:
-    """Refuse what no chosen pool could ever take (a pool merely busy now is skipped later)."""
+def _shape_fits(pool: PoolChoice, shape: str, gpu_type: str | None) -> bool:
+    """Whether the pool offers ``shape`` (on a GPU of ``gpu_type``, when one is asked for)."""
+    return any(s.id == shape and (not gpu_type or s.model == gpu_type) for s in pool.shapes)
+
+
+def _check_against_pools(
+    choices: Sequence[tuple[PoolChoice, str | None]], gpus: int, gpu_type: str | None
+) -> None:
+    """Refuse what no chosen pool could ever take (a pool merely busy now is skipped later).
+    An entry with a shape can take its one unit when its pool offers the shape."""
+    if gpus and any(s is not None and _shape_fits(p, s, gpu_type) for p, s in choices):
+        return
+    pools = [p for p, s in choices if s is None]
+    if not pools and choices and gpus and gpu_type:
+        raise OptionsError(f"no shape you chose is on a GPU of type {gpu_type}")
     if not pools:
         return
     if gpus and all(p.gpu_ceiling == 0 for p in pools):
         names = or_words([p.name for p in pools])
+        parts = [f"{p.name}: {', '.join(shape_ids(p.shapes))}" for p in pools if p.offers_parts]
+        if parts:
+            raise OptionsError(
+                f"{names} {'has' if len(pools) == 1 else 'have'} no whole GPUs: choose one of "
+                f"the shapes offered ({'; '.join(parts)}) with 1 GPU, or a pool with whole GPUs"
+            )
         raise OptionsError(
             f"{names} {'has' if len(pools) == 1 else 'have'} no GPUs: "
             "choose 0 GPUs for a CPU-only server, or a pool with GPUs"
@@ -263,14 +370,21 @@ def parse_user_options(
     if not isinstance(raw, Mapping):
         raise OptionsError(f"user_options must be an object, not {_shown(raw)}")
     _check_keys(raw, extra_keys)
-    pools = _parse_pools(raw.get("pools"), catalog, max_pools)
+    choices = _parse_pools(raw.get("pools"), catalog, max_pools)
     gpus = _parse_gpus(raw.get("gpus"), default_gpus, catalog.max_gpus)
+    if not gpus:  # a CPU-only server: shapes mean nothing (the service ignores them too)
+        choices = [(pool, None) for pool, _ in choices]
+    _check_shape_count(choices, gpus)
     gpu_type = raw.get("gpu_type")
     gpu_type = None if gpu_type in (None, "") else _name(gpu_type, "gpu_type")
     queue = _parse_queue(raw.get("queue"), default_queue)
-    effective = pools or tuple(p for p in catalog.default_pools if catalog.pool(p) is not None)
-    _check_against_pools([p for p in map(catalog.pool, effective) if p is not None], gpus, gpu_type)
-    return SpawnOptions(pools=pools, gpus=gpus, gpu_type=gpu_type if gpus else None, queue=queue)
+    effective = choices or [(p, None) for p in default_order(catalog)]
+    _check_against_pools(
+        [(c, shape) for pool, shape in effective if (c := catalog.pool(pool)) is not None],
+        gpus,
+        gpu_type,
+    )
+    return with_choices(choices, gpus, gpu_type if gpus else None, queue)
 
 
 def default_options(
@@ -295,20 +409,29 @@ def default_options(
         return SpawnOptions(default_pools_for(catalog, first), first, None, default_queue)
     raw_pools = last.get("pools")
     names = raw_pools if isinstance(raw_pools, Sequence) and not isinstance(raw_pools, str) else ()
-    pools = tuple(dict.fromkeys(p for p in names if isinstance(p, str) and catalog.pool(p)))
+    choices = [c for c in map(_readable, names) if c is not None and catalog.pool(c[0])]
     gpus = last.get("gpus")
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
         gpus = first_gpus(catalog, default_gpus)
-    if names and not pools:  # every pool chosen has gone: nothing of it to keep
-        pools = default_pools_for(catalog, gpus)
+    if names and not choices:  # every pool chosen has gone: nothing of it to keep
+        choices = [(p, None) for p in default_pools_for(catalog, gpus)]
     gpu_type = last.get("gpu_type")
     queue = last.get("queue")
-    return SpawnOptions(
-        pools[:max_pools],
+    return with_choices(
+        list(dict.fromkeys(choices))[:max_pools],
         gpus,
         gpu_type if isinstance(gpu_type, str) and gpu_type else None,
         queue if isinstance(queue, bool) else default_queue,
     )
+
+
+def _readable(value: Any) -> Choice | None:
+    """A last choice's pool entry, or ``None`` for one that means nothing."""
+    try:
+        pool, shape = read_entry(value)
+    except EntryError:
+        return None
+    return (pool, shape) if isinstance(pool, str) else None
 
 
 def default_order(catalog: Catalog) -> tuple[str, ...]:
@@ -319,7 +442,10 @@ def default_order(catalog: Catalog) -> tuple[str, ...]:
 
 def _takes(pool: PoolChoice, gpus: int) -> bool:
     """Whether ``pool`` could take a server with ``gpus`` GPUs for this user: its limits and
-    nodes allow the count, and (with GPUs) the user's quota there has room for them now."""
+    nodes allow the count, and (with GPUs) the user's quota there has room for them now; or
+    one part of a GPU (a MIG instance...) where the pool offers them."""
+    if gpus == 1 and pool.offers_parts:
+        return True
     if not pool.allows_count(gpus):
         return False
     return gpus == 0 or pool.quota_available is None or pool.quota_available >= gpus
@@ -348,8 +474,9 @@ def default_pools_for(catalog: Catalog, gpus: int) -> tuple[str, ...]:
 
 def order_rows(catalog: Catalog, chosen: Iterable[str]) -> list[tuple[PoolChoice, int | None]]:
     """The form's pool rows: chosen pools first in priority order (numbered from 1), then the
-    others in the service's order (no number)."""
-    chosen = [p for p in chosen if catalog.pool(p) is not None]
+    others in the service's order (no number). A pool chosen twice (with two shapes) is one
+    row, at its first place."""
+    chosen = list(dict.fromkeys(p for p in chosen if catalog.pool(p) is not None))
     rows: list[tuple[PoolChoice, int | None]] = [
         (pool, n) for n, pool in enumerate((catalog.pool(p) for p in chosen), 1) if pool
     ]

@@ -33,11 +33,13 @@ from kubespawner import KubeSpawner
 from traitlets import default
 
 from ..core.placement import placement_env
+from ..core.shapechoice import entry_words
 from .choosing import ChoosingSpawner
 from .errors import SpawnRefused
 from .messages import (
     Decision,
     InLine,
+    admitted_choice,
     admitted_lines,
     fallback_line,
     left_line_message,
@@ -146,7 +148,9 @@ class PlacingSpawner(ChoosingSpawner):
 
     # --- the service -----------------------------------------------------------------------------
 
-    async def _admit(self, pools: list[str], options: SpawnOptions) -> dict[str, Any]:
+    async def _admit(
+        self, pools: list[tuple[str, str | None]], options: SpawnOptions
+    ) -> dict[str, Any]:
         return await admit(
             self._service,
             user=self.user.name,
@@ -213,7 +217,7 @@ class PlacingSpawner(ChoosingSpawner):
         """Admission, attempt, and on an unschedulable pod the next pool, until the deadline."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(self.start_timeout - DEADLINE_MARGIN, 1.0)
-        order = list(options.pools or catalog.default_pools)
+        order = options.choices() or [(p, None) for p in catalog.default_pools]
         refusals: list[str] = []
         unplaced: list[str] = []  # the same, as the decision on the progress page says them
         while True:
@@ -228,6 +232,7 @@ class PlacingSpawner(ChoosingSpawner):
                 continue
             self._admission = admission
             pool = str(admission["pool"])
+            taken = admitted_choice(admission)
             self._progress.decide(Decision.of(admission, unplaced), admitted_lines(admission))
             try:
                 url = await self._attempt(admission, deadline)
@@ -235,9 +240,11 @@ class PlacingSpawner(ChoosingSpawner):
                 refusals.append(f"{pool}: {e.words}")
                 unplaced.append(unplaced_line(pool, e.words))
                 await self._abandon(admission)
-                order = rotate_after(order, pool)
+                order = rotate_after(order, taken)
                 self._progress.decide(None)
-                self._progress.add(fallback_line(pool, order[0], e.words))
+                self._progress.add(
+                    fallback_line(entry_words(*taken), entry_words(*order[0]), e.words)
+                )
                 continue
             except OutOfTime as e:
                 if str(e):
@@ -371,6 +378,9 @@ class PlacingSpawner(ChoosingSpawner):
             "node": state.node or admission.get("node"),
             "user_options": options.to_user_options(),
         }
+        if "shape" in admission:  # a service that knows shapes (issue 29)
+            self._placement["shape"] = admission.get("shape")
+            self._placement["shape_text"] = admission.get("shape_text")
         self._show_pool(str(admission.get("pool")))
 
     # --- progress --------------------------------------------------------------------------------

@@ -13,7 +13,9 @@ from __future__ import annotations
 import datetime
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -84,9 +86,10 @@ def scheduling(pod: Mapping[str, Any] | None, events: Iterable[Mapping[str, Any]
     return Scheduling()
 
 
-def rotate_after(pools: list[str], pool: str) -> list[str]:
+def rotate_after(pools: list[T], pool: T) -> list[T]:
     """The pool list to try after ``pool`` failed to schedule: the pools after it, then the
-    ones before it and itself last (Run:ai's wrap-around)."""
+    ones before it and itself last (Run:ai's wrap-around). Entries are pool names or
+    ``(pool, shape)`` choices alike."""
     if pool not in pools:
         return [*pools, pool] if pools else [pool]
     i = pools.index(pool)

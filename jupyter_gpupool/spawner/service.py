@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from ..client import AdmissionForbidden, AdmissionRejected, GPUPoolClient, GPUPoolError
+from ..core.shapechoice import entry_json
 from .errors import OptionsError, SpawnRefused
 from .messages import no_pool_message
 from .options import Catalog, SpawnOptions
@@ -89,11 +90,12 @@ async def admit(
     *,
     user: str,
     groups: Sequence[str],
-    pools: list[str],
+    pools: list[tuple[str, str | None]],
     options: SpawnOptions,
     server: str,
 ) -> dict[str, Any]:
-    """An admission to the first of ``pools`` that takes it: :class:`SpawnRefused` when none
+    """An admission to the first of ``pools`` (``(pool, shape)`` entries, ``shape`` ``None`` for
+    whole GPUs) that takes it: :class:`SpawnRefused` when none
     can (with each pool's reason), :class:`OptionsError` for options the service refuses,
     :class:`ServiceUnavailable` when it cannot be asked. With ``options.queue``, a request no
     pool can take now but one could later is put in line: the answer then has ``"queued":
@@ -104,7 +106,7 @@ async def admit(
                 await client.admit(
                     user=user,
                     groups=groups,
-                    pools=pools,
+                    pools=[entry_json(pool, shape) for pool, shape in pools],
                     gpus=options.gpus,
                     gpu_type=options.gpu_type,
                     server=server,

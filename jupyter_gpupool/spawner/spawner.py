@@ -288,12 +288,14 @@ class GPUPoolSpawner(PlacingSpawner):
         It is looked up in `form_template_paths` first, then in the package (whose
         `gpupool_form.html` is a good start for your own). The template gets `rows` (one per
         pool: `name`, `field`, `priority`, `description`, `gpu_types`, `free`,
-        `largest_free_block`, `quota`, `status`, `status_text`), `gpu_choices`, `gpus`,
-        `max_gpus`, `gpu_types`, `gpu_type`, `queue` (whether "wait in line" is ticked),
-        `profile_form` (KubeSpawner's profile choice, when `profile_list` is set), `user` and
-        `server`. Fields named `priority.POOL`, `gpus`, `gpu_type` and `queue` are what the
-        spawner reads back (`queue`: a hidden `off`, then the checkbox's `on`; a form
-        without it leaves the choice to `queue_by_default`).
+        `largest_free_block`, `quota`, `status`, `status_text`, and the pool's shapes:
+        `shape_field` and `shapes`, each with `id`, `text`, `isolates`, `selected`),
+        `gpu_choices`, `gpus`, `max_gpus`, `gpu_types`, `gpu_type`, `queue` (whether "wait in
+        line" is ticked), `profile_form` (KubeSpawner's profile choice, when `profile_list` is
+        set), `user` and `server`. Fields named `priority.POOL`, `shape.POOL`, `gpus`,
+        `gpu_type` and `queue` are what the spawner reads back (`shape.POOL`: a shape id of
+        the pool's, missing or `whole` for whole GPUs; `queue`: a hidden `off`, then the
+        checkbox's `on`; a form without it leaves the choice to `queue_by_default`).
 
         Example:
 

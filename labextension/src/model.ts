@@ -26,6 +26,13 @@ export interface IStatus {
   platform: string | null;
   gpus: number;
   gpu_type: string | null;
+  /** The shape admitted (issue 29): `whole`, `mig-1g.10gb`, `shared-4`...; absent or null from
+   * a spawner without shapes. */
+  shape?: string | null;
+  /** Its words: `MIG 1g.10gb of an A100-80G`. */
+  shape_text?: string | null;
+  /** What it counts as, in GPU-equivalents: `1/7`, `2`. */
+  gpu_equivalents?: string | null;
   over_quota: boolean;
   node: string | null;
   user: string | null;
@@ -248,8 +255,17 @@ export function idleWarning(use: IGPUUse | null, now: number): boolean {
   return left !== null && (use!.idle!.warned !== false || left < 1);
 }
 
+/** Whether the server has a part of a GPU (a MIG instance, a shared GPU, a HAMi slice): a shape
+ * other than whole GPUs, with its words. */
+export function shaped(status: IStatus): boolean {
+  return Boolean(
+    status.gpus && status.shape && status.shape !== 'whole' && status.shape_text
+  );
+}
+
 /**
- * `GPU 2× A100-80G · training-pool`, `CPU · compute-pool`, `not in a GPU pool`; with what the
+ * `GPU 2× A100-80G · training-pool`, `MIG 1g.10gb of an A100-80G · training-pool` (a shape
+ * other than whole GPUs), `CPU · compute-pool`, `not in a GPU pool`; with what the
  * GPUs do when measured (`· 45%`) and, idle under a policy that stops it, the time left
  * (`· idle, stops in 55m`, `· idle, stopping` once due). `now`: the server's clock (seconds).
  */
@@ -268,7 +284,9 @@ export function statusLabel(
     return `CPU · ${status.pool}`;
   }
   const kind = status.gpu_type ? ` ${status.gpu_type}` : '';
-  let label = `GPU ${status.gpus}${TIMES}${kind} · ${status.pool}`;
+  let label = shaped(status)
+    ? `${status.shape_text} · ${status.pool}`
+    : `GPU ${status.gpus}${TIMES}${kind} · ${status.pool}`;
   if (!use) {
     return label;
   }

@@ -101,6 +101,20 @@ describe('labels', () => {
     expect(statusLabel(null)).toBe('GPU pool…');
   });
 
+  it('says a part of a GPU in the service\'s words, whole GPUs as before', () => {
+    const mig = {
+      ...STATUS,
+      gpus: 1,
+      shape: 'mig-1g.10gb',
+      shape_text: 'MIG 1g.10gb of an A100-80G',
+      gpu_equivalents: '1/7'
+    };
+    expect(statusLabel(mig)).toBe('MIG 1g.10gb of an A100-80G · training-pool');
+    const whole = { ...STATUS, shape: 'whole', shape_text: '2 \u00d7 A100-80G' };
+    expect(statusLabel(whole)).toBe('GPU 2\u00d7 A100-80G · training-pool');
+    expect(statusLabel({ ...mig, gpus: 0, pool: 'compute-pool' })).toBe('CPU · compute-pool');
+  });
+
   it('explains over quota in the tooltip', () => {
     expect(statusTitle({ ...STATUS, over_quota: true })).toContain('may be stopped (reclaimed)');
     expect(statusTitle(STATUS)).toContain('Pool training-pool on node gpu-node-1');

@@ -309,7 +309,9 @@ class FakeHub:
 
     def run_pod(self, user: str, server: str, options: dict[str, Any]) -> None:
         """The pod of a started server, as the spawner and the scheduler would make it."""
-        pool = (options.get("pools") or ["training-pool"])[0]
+        first = (options.get("pools") or ["training-pool"])[0]
+        # a {"pool", "shape"} entry (issue 29): the fake runs whole GPUs in its pool
+        pool = first["pool"] if isinstance(first, dict) else first
         try:
             self.pods[server] = real_answers.run_server(
                 self.state,

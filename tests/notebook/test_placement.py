@@ -98,3 +98,51 @@ def test_the_server_token_may_use_pools_and_the_users_servers():
     assert "access:services!service=gpupool" in SERVER_TOKEN_SCOPES
     # JupyterHub's default `server` role, kept
     assert {"users:activity!user", "access:servers!server"} <= set(SERVER_TOKEN_SCOPES)
+
+
+SHAPED = {
+    **ADMISSION,
+    "gpus": 1,
+    "over_quota": False,
+    "shape": "mig-1g.10gb",
+    "shape_text": "MIG 1g.10gb of an A100-80G",
+    "resource": "nvidia.com/mig-1g.10gb",
+    "gpu_equivalents": "1/7",
+}
+
+
+def test_a_shape_is_written_and_read_back():
+    env = placement_env(SHAPED, "")
+    values = {e["name"]: e.get("value", "node-1") for e in env}
+    assert (
+        values["GPUPOOL_SHAPE"],
+        values["GPUPOOL_SHAPE_TEXT"],
+        values["GPUPOOL_GPU_EQUIVALENTS"],
+    ) == ("mig-1g.10gb", "MIG 1g.10gb of an A100-80G", "1/7")
+    p = Placement.from_environ(values)
+    assert (p.shape, p.shape_text, p.gpu_equivalents) == (
+        "mig-1g.10gb",
+        "MIG 1g.10gb of an A100-80G",
+        "1/7",
+    )
+    assert p.label() == "MIG 1g.10gb of an A100-80G · training-pool"
+
+
+def test_whole_gpus_and_answers_without_shapes_read_as_before():
+    whole = {
+        **ADMISSION,
+        "shape": "whole",
+        "shape_text": "2 \u00d7 A100-80G",
+        "gpu_equivalents": "2",
+    }
+    p = Placement.from_environ({e["name"]: e.get("value", "") for e in placement_env(whole, "")})
+    assert (p.shape, p.gpu_equivalents) == ("whole", "2")
+    assert p.label() == "GPU 2\u00d7 A100-80G · training-pool"
+    # a service that knows no shapes: no such variables (the list as before, above)
+    names = [e["name"] for e in placement_env(ADMISSION, "")]
+    assert not [n for n in names if "SHAPE" in n or "EQUIVALENTS" in n]
+    # a CPU-only server has no shape, whatever the answer says
+    cpu = {"pool": "compute-pool", "gpus": 0, "shape": None, "gpu_equivalents": "0"}
+    values = {e["name"]: e.get("value") for e in placement_env(cpu, "")}
+    assert (values["GPUPOOL_SHAPE"], values["GPUPOOL_SHAPE_TEXT"]) == ("", "")
+    assert Placement.from_environ({"GPUPOOL_POOL": "compute-pool"}).label() == "CPU · compute-pool"

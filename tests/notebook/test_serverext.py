@@ -113,6 +113,9 @@ def test_status(server):
         "platform": None,
         "gpus": 2,
         "gpu_type": "A100-80G",
+        "shape": None,  # a spawner that wrote no GPUPOOL_SHAPE (issue 29)
+        "shape_text": None,
+        "gpu_equivalents": None,
         "over_quota": False,
         "node": "gpu-node-1",
         "user": "alice",

@@ -109,7 +109,10 @@ class Fields(HTMLParser):
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
-        if tag == "input" and a.get("name") and a.get("type") != "checkbox":
+        if tag == "input" and a.get("type") == "radio":
+            if "checked" in a:  # a browser sends the chosen one only
+                self.fields[a["name"]] = [a.get("value") or ""]
+        elif tag == "input" and a.get("name") and a.get("type") != "checkbox":
             self.fields.setdefault(a["name"], []).append(a.get("value") or "")
         elif tag == "select":
             self._select = a["name"]

@@ -314,6 +314,10 @@ async def test_the_form_shows_the_pools_and_reads_them_back(spawner, fake_servic
         "priority.inference-pool": ["2"],
         "priority.compute-pool": [""],
         "priority.dev-pool": [""],
+        # each GPU pool's one shape, whole GPUs (issue 29): sent as the plain pool name
+        "shape.training-pool": ["whole"],
+        "shape.inference-pool": ["whole"],
+        "shape.dev-pool": ["whole"],
         "gpus": ["1"],  # default_gpus
         "gpu_type": [""],
         "queue": ["off"],  # not waiting in line (queue_by_default)
@@ -506,6 +510,9 @@ async def test_a_refused_form_comes_back_as_it_was_sent(spawner, fake_service):
         "priority.dev-pool": ["2"],
         "priority.inference-pool": ["3"],  # kept, after the numbered ones
         "priority.training-pool": [""],
+        "shape.dev-pool": ["whole"],
+        "shape.inference-pool": ["whole"],
+        "shape.training-pool": ["whole"],
         "gpus": ["3"],
         "gpu_type": [""],
         "queue": ["off"],

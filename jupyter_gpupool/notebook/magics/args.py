@@ -14,6 +14,8 @@ from typing import Any, NoReturn
 
 from IPython.core.error import UsageError
 
+from ...core.shapechoice import ENTRY_SEPARATOR, EntryError, entry_json, split_entry
+
 COMMANDS = ("status", "pools", "launch", "queue", "release", "help")
 USAGE = "%gpupool {status,pools,launch,queue,release,help} ..."
 
@@ -33,6 +35,9 @@ class Command:
     name: str
     server: str | None = None
     pools: tuple[str, ...] = ()
+    #: ``launch --pools training-pool:mig-3g.40gb,...``: the shape asked for in each of
+    #: ``pools`` (``None``: whole GPUs); empty when no pool names one (issue 29)
+    shapes: tuple[str | None, ...] = ()
     gpus: int | None = None
     gpu_type: str | None = None
     wait: bool = False
@@ -42,8 +47,9 @@ class Command:
 
     def user_options(self, default_gpus: int = 1) -> dict[str, Any]:
         """The ``user_options`` a launch sends (GPUPoolSpawner's keys)."""
+        shapes = self.shapes or (None,) * len(self.pools)
         options: dict[str, Any] = {
-            "pools": list(self.pools),
+            "pools": [entry_json(p, s) for p, s in zip(self.pools, shapes, strict=True)],
             "gpus": default_gpus if self.gpus is None else self.gpus,
         }
         if self.gpu_type:
@@ -71,11 +77,15 @@ class MagicArgumentParser(argparse.ArgumentParser):
         raise HelpRequested(self.format_usage())
 
 
-def _pool_list(value: str) -> list[str]:
-    pools = [p.strip() for p in value.split(",")]
-    if not all(pools):
-        raise argparse.ArgumentTypeError(f"{value!r} is not a comma separated list of pool names")
-    return pools
+def _pool_list(value: str) -> list[tuple[str, str | None]]:
+    """``training-pool:mig-3g.40gb,inference-pool`` → ``(pool, shape)`` pairs."""
+    try:
+        return [split_entry(p) for p in value.split(",")]
+    except EntryError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a comma separated list of pool names, each POOL or "
+            f"POOL{ENTRY_SEPARATOR}SHAPE (e.g. training-pool{ENTRY_SEPARATOR}mig-3g.40gb)"
+        ) from None
 
 
 def _gpu_count(value: str) -> int:
@@ -111,8 +121,10 @@ def build_parser() -> MagicArgumentParser:
         "launch",
         help="start a named server in the first of some pools that can take it",
         description="Start a named server through JupyterHub with these pools (in priority "
-        "order) and GPUs, showing the hub's progress. NAME defaults to the first pool and the "
-        "GPU count, e.g. training-pool-2gpu. With --queue a start no pool can take now waits "
+        "order) and GPUs, showing the hub's progress. A pool may name the shape to get there, "
+        "POOL:SHAPE (a MIG instance, a shared GPU: one per server, with --gpus 1; %gpupool "
+        "pools lists each pool's shapes); a pool without one gives whole GPUs. NAME defaults "
+        "to the first pool and the GPU count, e.g. training-pool-2gpu. With --queue a start no pool can take now waits "
         "in line for GPUs instead of failing (%gpupool queue shows its place; %gpupool release "
         "NAME leaves the line).",
     )
@@ -122,7 +134,7 @@ def build_parser() -> MagicArgumentParser:
         type=_pool_list,
         default=[],
         metavar="A,B",
-        help="pools in priority order (default: your default order)",
+        help="pools in priority order, each POOL or POOL:SHAPE (default: your default order)",
     )
     launch.add_argument(
         "--gpus", type=_gpu_count, default=None, metavar="N", help="GPUs (0: CPU only; default 1)"
@@ -182,10 +194,13 @@ def parse_line(line: str, parser: MagicArgumentParser | None = None) -> Command:
         if args.topic and args.topic != "help":
             _subparsers(parser)[args.topic].parse_args(["--help"])
         raise HelpRequested(parser.format_help())
+    entries = list(getattr(args, "pools", ()) or ())
+    shapes = tuple(shape for _, shape in entries)
     return Command(
         name=args.command,
         server=getattr(args, "name", None),
-        pools=tuple(getattr(args, "pools", ()) or ()),
+        pools=tuple(pool for pool, _ in entries),
+        shapes=shapes if any(shapes) else (),
         gpus=getattr(args, "gpus", None),
         gpu_type=getattr(args, "gpu_type", None),
         wait=bool(getattr(args, "wait", False)),

@@ -14,6 +14,7 @@ from typing import Any
 from ...core.formatting import aligned_lines, human_duration
 from ...core.launchoptions import Catalog, budget_text, pool_status, quota_text
 from ...core.placement import TIMES, Placement
+from ...core.shapechoice import kind_words
 from ...core.utilwords import idle_line, utilization_line
 from ..session import NO_POD, ServerUse
 
@@ -70,7 +71,7 @@ def status_fields(
         ("server", _server_name(p)),
         ("pool", where),
         ("node", p.node or "unknown"),
-        ("GPUs", f"{p.gpus} {TIMES} {p.gpu_type}" if p.gpus and p.gpu_type else str(p.gpus)),
+        ("GPUs", _gpus_words(p)),
     ]
     if use is not None:
         fields += use_fields(use, time.time() if now is None else now)
@@ -107,6 +108,15 @@ def use_fields(use: ServerUse, now: float) -> list[tuple[str, str]]:
     if idle is not None:
         fields.append(("warning", idle))
     return fields
+
+
+def _gpus_words(p: Placement) -> str:
+    """``2 \u00d7 A100-80G``; a part of a GPU in the service's words, with what it counts as:
+    ``MIG 1g.10gb of an A100-80G (1/7 of a GPU)``."""
+    if p.shaped:
+        share = f" ({p.gpu_equivalents} of a GPU)" if p.gpu_equivalents else ""
+        return f"{p.shape_text}{share}"
+    return f"{p.gpus} {TIMES} {p.gpu_type}" if p.gpus and p.gpu_type else str(p.gpus)
 
 
 def _unset(value: str | None) -> str:
@@ -151,11 +161,22 @@ def status_report(
 # --- %gpupool pools -----------------------------------------------------------------------------
 
 POOL_HEADER = ("pool", "GPU types", "free / total", "largest free block", "your quota", "status")
+#: The column added where some pool offers parts of GPUs (issue 29): each shape's words and id.
+SHAPES_HEADER = "shapes [id for launch --pools POOL:SHAPE]"
+
+
+def offers_parts(catalog: Catalog) -> bool:
+    """Whether some pool offers parts of GPUs (MIG instances, shared GPUs...), not only whole
+    ones: then the pools are listed with their shapes."""
+    return any(p.offers_parts for p in catalog.pools)
 
 
 def pool_rows(launch_options: Mapping[str, Any]) -> list[tuple[str, ...]]:
     """One row per pool the user may use, in the service's order (their default pools first,
-    as on the spawn form)."""
+    as on the spawn form); with :data:`SHAPES_HEADER`'s column where some pool offers parts of
+    GPUs."""
+    catalog = Catalog.from_json(launch_options)
+    shaped = offers_parts(catalog)
     return [
         (
             p.name,
@@ -164,9 +185,22 @@ def pool_rows(launch_options: Mapping[str, Any]) -> list[tuple[str, ...]]:
             str(p.largest_free_block),
             quota_text(p),
             pool_status(p)[1],
+            *(("; ".join(f"{s.text} [{s.id}]" for s in p.shapes) or "—",) if shaped else ()),
         )
-        for p in Catalog.from_json(launch_options).pools
+        for p in catalog.pools
     ]
+
+
+def isolation_lines(launch_options: Mapping[str, Any]) -> list[str]:
+    """What each kind of shape the pools offer isolates: ``A MIG instance isolates memory and
+    faults...``; nothing where every pool offers whole GPUs only."""
+    catalog = Catalog.from_json(launch_options)
+    if not offers_parts(catalog):
+        return []
+    seen: dict[str, str] = {}
+    for s in (s for p in catalog.pools for s in p.shapes):
+        seen.setdefault(kind_words(s.kind), s.isolates)
+    return [f"{k[:1].upper()}{k[1:]} isolates {words}" for k, words in seen.items() if words]
 
 
 def pools_report(launch_options: Mapping[str, Any]) -> Report:
@@ -175,16 +209,20 @@ def pools_report(launch_options: Mapping[str, Any]) -> Report:
     user = str(launch_options.get("user") or "")
     caption = f"Pools {user} may use (default order: {defaults})"
     budgets = [budget_text(b) for b in Catalog.from_json(launch_options).budgets]
-    budget_lines = "".join(f"\nbudget: {b}" for b in budgets)
+    isolation = isolation_lines(launch_options)
+    budget_lines = "".join(f"\nbudget: {b}" for b in budgets) + "".join(
+        f"\n{line}" for line in isolation
+    )
     budget_html = "".join(
         f"<p class='gpupool-budget'>budget: {html.escape(b)}</p>" for b in budgets
-    )
+    ) + "".join(f"<p class='gpupool-isolation'>{html.escape(line)}</p>" for line in isolation)
     if not rows:
         text = f"{user} may use no pool: ask an admin for access"
         return Report(text + budget_lines, f"<p>{html.escape(text)}</p>{budget_html}")
+    header = POOL_HEADER + ((SHAPES_HEADER,) if len(rows[0]) > len(POOL_HEADER) else ())
     return Report(
-        caption + "\n" + table_text(POOL_HEADER, rows) + budget_lines,
-        table_html(POOL_HEADER, rows, caption) + budget_html,
+        caption + "\n" + table_text(header, rows) + budget_lines,
+        table_html(header, rows, caption) + budget_html,
     )
 
 

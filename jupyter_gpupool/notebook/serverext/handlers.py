@@ -44,6 +44,11 @@ def status_body(placement: Placement) -> dict[str, Any]:
         "platform": p.platform,
         "gpus": p.gpus,
         "gpu_type": p.gpu_type,
+        # issue 29: the shape admitted and its words ("MIG 1g.10gb of an A100-80G"), and what
+        # the server counts in GPU-equivalents ("1/7"); null from a spawner without shapes
+        "shape": p.shape,
+        "shape_text": p.shape_text,
+        "gpu_equivalents": p.gpu_equivalents,
         "over_quota": p.over_quota,
         "node": p.node,
         "user": p.user,

@@ -7,8 +7,10 @@
     LaunchPanel()
 
 A :class:`~ipywidgets.VBox` with private child widgets; what it shows is in traits (``pools``,
-``order``, ``gpus``, ``server_name``, ``queue``, ``state``, ``progress``, ``message``, ``url``,
-``running``) and the children follow them. Nothing in it has a fixed width that a narrow
+``order``, ``shapes``, ``gpus``, ``server_name``, ``queue``, ``state``, ``progress``,
+``message``, ``url``, ``running``) and the children follow them. A pool whose nodes offer parts
+of GPUs (MIG instances, shared GPUs: issue 29) has a menu of its shapes beside its bar, each with
+its free count; what the chosen one isolates is its tooltip. Nothing in it has a fixed width that a narrow
 notebook would cut: rows wrap, words are HTML (which wraps) rather than Labels (which end in
 an ellipsis), and descriptions are as wide as their words.
 
@@ -31,6 +33,7 @@ from traitlets import Bool, Dict, Float, Int, List, Unicode, observe, validate
 
 from ...core.launchoptions import Catalog, PoolChoice, gpu_choices, pool_status, quota_text
 from ...core.placement import Placement
+from ...core.shapechoice import WHOLE, default_shape, entry_json, shape_ids
 from ..magics.where import ask_where
 from ..session import SESSION_ERRORS, LaunchResult, UserSession, default_server_name
 
@@ -54,7 +57,10 @@ def _html(value: str = "", **layout: str) -> widgets.HTML:
 
 class PoolBar(widgets.HBox):
     """One pool: its name, a bar of GPUs in use out of all, and free GPUs and quota in words;
-    in a narrow notebook the words go under the bar."""
+    in a narrow notebook the words go under the bar. Where the pool offers parts of GPUs, a
+    menu of its shapes follows (``shape``: the one chosen; empty while there is no choice)."""
+
+    shape = Unicode("")
 
     def __init__(self, name: str):
         self._name = _html(html.escape(name), width="10em", margin="0 8px 0 0")
@@ -62,7 +68,13 @@ class PoolBar(widgets.HBox):
             min=0, max=1, layout=widgets.Layout(width="12em", min_width="6em", flex="0 1 auto")
         )
         self._words = _html(flex="1 1 16em")
-        super().__init__([self._name, self._bar, self._words], layout=widgets.Layout(**_WRAP))
+        self._shape = widgets.Dropdown(options=[], layout=widgets.Layout(width="auto"))
+        self._shape.layout.display = "none"
+        self._isolates: dict[str, str] = {}
+        self._shape.observe(self._on_shape_value, "value")
+        super().__init__(
+            [self._name, self._bar, self._words, self._shape], layout=widgets.Layout(**_WRAP)
+        )
 
     @property
     def name(self) -> str:
@@ -75,6 +87,35 @@ class PoolBar(widgets.HBox):
         self._bar.bar_style = _BAR_STYLE.get(code, "info")
         free = f"{pool.gpu_available} of {pool.gpu_total} GPUs free" if pool.gpu_total else ""
         self._words.value = html.escape(" · ".join(w for w in (free, quota_text(pool), words) if w))
+        self._show_shapes(pool)
+
+    def _show_shapes(self, pool: PoolChoice) -> None:
+        ids = shape_ids(pool.shapes)
+        if all(i == WHOLE for i in ids):  # whole GPUs or nothing: no choice to make
+            self._shape.layout.display = "none"
+            self.shape = ""
+            return
+        keep = self.shape if self.shape in ids else default_shape(pool.shapes) or WHOLE
+        texts: dict[str, list[str]] = {}
+        for s in pool.shapes:
+            texts.setdefault(s.id, []).append(s.text)
+            self._isolates.setdefault(s.id, s.isolates)
+        options = [("; ".join(texts[i]), i) for i in ids]
+        if list(self._shape.options) != options:
+            self._shape.options = options
+        self._shape.value = keep
+        self.shape = keep
+        self._shape.layout.display = ""
+
+    def choose(self, shape: str) -> None:
+        """Choose one of the pool's shapes (as the menu does)."""
+        if shape in [v for _, v in self._shape.options]:
+            self._shape.value = shape
+
+    def _on_shape_value(self, change: Any) -> None:
+        if change["new"] is not None:
+            self.shape = change["new"]
+            self._shape.tooltip = f"isolates {self._isolates.get(change['new'], '')}"
 
 
 class LaunchPanel(widgets.VBox):
@@ -85,6 +126,9 @@ class LaunchPanel(widgets.VBox):
     pools = List(Dict())
     #: The pools to try, in priority order (empty: the user's default order).
     order = List(Unicode())
+    #: The shape chosen in each pool that offers parts of GPUs (``mig-3g.40gb``, ``whole``...);
+    #: a pool not in it gets whole GPUs.
+    shapes = Dict(Unicode())
     gpus = Int(1)
     gpu_type = Unicode("")
     #: The server to launch; empty: named after the first pool and the GPU count.
@@ -198,7 +242,10 @@ class LaunchPanel(widgets.VBox):
         for gone in set(self._bars) - set(names):
             self._bars.pop(gone).close()
         for pool in self._catalog.pools:
-            self._bars.setdefault(pool.name, PoolBar(pool.name)).show(pool)
+            if pool.name not in self._bars:
+                self._bars[pool.name] = PoolBar(pool.name)
+                self._bars[pool.name].observe(self._on_bar_shape, "shape")
+            self._bars[pool.name].show(pool)
         bars = tuple(self._bars[n] for n in names)
         if self._pool_box.children != bars:
             self._pool_box.children = bars
@@ -224,6 +271,12 @@ class LaunchPanel(widgets.VBox):
             self._picker.value = list(change["new"])
         self._name.placeholder = self.default_name()
         self._show_state()  # Stop's default target is the default name
+
+    @observe("shapes")
+    def _shapes_changed(self, change: Any) -> None:
+        for name, shape in change["new"].items():
+            if name in self._bars:
+                self._bars[name].choose(shape)
 
     @observe("gpus")
     def _gpus_changed(self, change: Any) -> None:
@@ -286,6 +339,10 @@ class LaunchPanel(widgets.VBox):
         self._status.value = words
 
     # --- the children's events -------------------------------------------------------------------
+
+    def _on_bar_shape(self, change: Any) -> None:
+        shapes = {k: v for k, v in self.shapes.items() if k != change["owner"].name}
+        self.shapes = {**shapes, change["owner"].name: change["new"]} if change["new"] else shapes
 
     def _on_picker_value(self, change: Any) -> None:
         self.order = list(change["new"])
@@ -368,7 +425,8 @@ class LaunchPanel(widgets.VBox):
         return default_server_name(self.order or list(self._catalog.default_pools), self.gpus)
 
     def user_options(self) -> dict[str, Any]:
-        options: dict[str, Any] = {"pools": list(self.order), "gpus": self.gpus}
+        pools = [entry_json(p, self.shapes.get(p) or None) for p in self.order]
+        options: dict[str, Any] = {"pools": pools, "gpus": self.gpus}
         if self.gpu_type:
             options["gpu_type"] = self.gpu_type
         if self.queue:
