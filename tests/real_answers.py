@@ -167,6 +167,7 @@ def admission(
         user=parsed.user,
         groups=parsed.groups,
         pools=parsed.pools,
+        shapes=parsed.shapes,
         gpus=parsed.gpus,
         gpu_type=parsed.gpu_type,
         server=parsed.server,

@@ -122,14 +122,13 @@ async def test_a_shape_chosen_on_the_form_is_sent_to_the_service_as_a_pool_entry
         {"pool": "mig-pool", "shape": "mig-1g.10gb"},
     ]
     assert options["gpus"] == 1
-    # every pool full: once the service admits shapes the answer is a 409; until then it refuses
-    # the entries with a 400 of its own. Either way the start fails with the service's words,
-    # after the service got the entries as the user chose them.
+    # every pool full: the start fails with the service's 409, after the service got the
+    # entries as the user chose them
     shaped_service.full = {"slice-pool", "mig-pool"}
     spawner.user_options = options
     with pytest.raises(SpawnRefused) as e:
         await spawner.start()
-    assert e.value.status_code in (400, 409)
+    assert e.value.status_code == 409
     [body] = shaped_service.admissions
     assert body["pools"] == [
         {"pool": "slice-pool", "shape": "mig-3g.40gb"},
