@@ -67,9 +67,12 @@ class PoolSummary(TypedDict, total=False):
     default_platform: str | None
     limits: dict[str, Any]
     defined: bool
-    # what its nodes offer: {id, kind, resource, model, memory_mib, equivalent,
-    # equivalent_gpus, isolates, total, free, largest_free, text} (docs/service.md)
+    # what its nodes offer: {id, name, kind, resource, model, memory_mib, equivalent,
+    # equivalent_gpus, isolates, total, free, largest_free, text} (docs/service.md), only those
+    # its file's shapes name when it names any
     shapes: list[dict[str, Any]]
+    # the ids of every shape its nodes offer, named in its file or not
+    shapes_offered: list[str]
 
 
 class Admission(TypedDict, total=False):

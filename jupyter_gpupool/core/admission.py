@@ -47,8 +47,16 @@ from .labels import GPU_RESOURCE, is_label_value
 from .overrides import GPU_TOLERATION, build_overrides
 from .pools import Platform, Pool
 from .quota import Headroom, charge_for, quota_headroom
-from .shapefit import fit_units, need_of, offered, offered_ids, shape_pin, unit_groups
-from .shapes import Shape
+from .shapefit import (
+    fit_units,
+    need_of,
+    offered,
+    offered_ids,
+    shape_pin,
+    shape_rule_refusal,
+    unit_groups,
+)
+from .shapes import WHOLE, Shape
 
 __all__ = [
     "GPU_TOLERATION",
@@ -112,6 +120,8 @@ def _evaluate(name: str, shape_id: str | None, ctx: Context) -> _Outcome:
     if n and shape_id is not None:
         return _evaluate_shape(pool, shape_id, ctx)
     if problem := validate_gpus(pool, n):
+        return _Outcome(Skip(name, problem))
+    if n and (problem := shape_rule_refusal(pool, WHOLE, ctx)):
         return _Outcome(Skip(name, problem))
 
     platform: Platform | None = None
@@ -212,6 +222,8 @@ def _evaluate_shape(pool: Pool, shape_id: str, ctx: Context) -> _Outcome:
         return _Outcome(Skip(name, f"this pool has no {shape_id}{of_type} ({has})"))
     if n != 1:
         return _Outcome(Skip(name, f"a server gets one {shape_id} (you asked for {n})"))
+    if problem := shape_rule_refusal(pool, shape_id, ctx):
+        return _Outcome(Skip(name, problem))
     ctx.need = need_of(counts, n)
     charge = _charge(pool, ctx)
     if isinstance(charge, Skip):

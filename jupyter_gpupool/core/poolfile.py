@@ -36,9 +36,11 @@ from .pools import (
     QuotaEntry,
     Registry,
     ResourceCap,
+    ShapeRule,
     Source,
 )
 from .poolshapes import POOL_DOCUMENT, POOL_KINDS, QUOTA_DOCUMENT, QUOTA_KIND
+from .shapes import is_shape_id
 from .yamldoc import Document, DocumentError, PathElem, Problem, load_documents
 
 #: How many pool names an "unknown pool" problem lists.
@@ -163,6 +165,7 @@ def _build_pool(c: Checker, data: Mapping[str, Any]) -> Pool:
             groups=tuple(data["access"].get("groups", ())),
         )
     idle = _idle(c, data["idle"], ("idle",)) if "idle" in data else None
+    shapes = _shape_rules(c, data.get("shapes") or [])
     pool_meta = data.get("pool", {})
     return Pool(
         name=pool_meta.get("name", ""),
@@ -178,8 +181,32 @@ def _build_pool(c: Checker, data: Mapping[str, Any]) -> Pool:
         template=data.get("template", {}),
         placement=data.get("placement", "binpack"),
         idle=idle,
+        shapes=shapes,
         source=Source(doc.file, doc.line_of(("pool", "name"))),
     )
+
+
+def _shape_rules(c: Checker, items: Sequence[Mapping[str, Any]]) -> tuple[ShapeRule, ...]:
+    out: list[ShapeRule] = []
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        shape_id = item.get("id")
+        if not isinstance(shape_id, str):
+            continue  # reported by the shape
+        if not is_shape_id(shape_id):
+            c.add(
+                ("shapes", i, "id"),
+                f"{shape_id!r} is not a shape id (whole, mig-<profile> such as mig-3g.40gb, "
+                "shared-<replicas>, mps-<replicas>, hami-<split>)",
+            )
+            continue
+        if shape_id in seen:
+            c.add(("shapes", i, "id"), f"shape {shape_id} is listed twice")
+            continue
+        seen.add(shape_id)
+        line = c.doc.line_of(("shapes", i, "id"))
+        out.append(ShapeRule(shape_id, item.get("name"), item.get("max-per-user"), line))
+    return tuple(out)
 
 
 def _cap(data: Mapping[str, Any]) -> ResourceCap:

@@ -127,5 +127,7 @@ def pool_summary(
         },
         "defined": pool.source is not None,
         "nodes_taken_out": taken_out,
-        "shapes": pool_shapes(index, reservations, pool.name),
+        "shapes": pool_shapes(index, reservations, pool.name, pool.shapes),
+        # every shape its nodes offer, named in its file or not
+        "shapes_offered": sorted({c.shape.id for c in index.shape_counts(pool.name)}),
     }

@@ -112,6 +112,17 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class ShapeRule:
+    """A shape a pool file names (``shapes``): its id, display name and per-user limit."""
+
+    id: str
+    name: str | None = None
+    max_per_user: int | None = None
+    #: Where its id is written (``gpupool validate --nodes`` points there)
+    line: int | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
 class Access:
     """Who may use a pool. A pool without ``access`` is open to every user."""
 
@@ -154,10 +165,20 @@ class Pool:
     template: Mapping[str, Any] = field(default_factory=dict)
     placement: str = "binpack"
     idle: IdlePolicy | None = None
+    #: The shapes the file names, in order (empty: every shape the nodes offer, unnamed)
+    shapes: tuple[ShapeRule, ...] = ()
     source: Source | None = field(default=None, compare=False)
 
     def allows(self, user: str, groups: Iterable[str]) -> bool:
         return self.access is None or self.access.allows(user, groups)
+
+    def shape_rule(self, shape_id: str) -> ShapeRule | None:
+        """The file's rule for this shape id (``whole`` for whole GPUs), None if not named."""
+        return next((r for r in self.shapes if r.id == shape_id), None)
+
+    def offers_shape(self, shape_id: str) -> bool:
+        """Whether the file lets this pool admit the shape (a file naming none: every shape)."""
+        return not self.shapes or self.shape_rule(shape_id) is not None
 
     def platform_for(self, gpu_type_or_name: str) -> Platform | None:
         """The platform named so, else the first whose GPU type is so."""

@@ -162,6 +162,28 @@ TEMPLATE = Record(
     ),
 )
 
+POOL_SHAPES = ListOf(
+    item=Record(
+        fields=(
+            Field(
+                "id",
+                Str(
+                    syntax="label-value",
+                    description="A shape's id: whole, mig-<profile>, shared-<n>, mps-<n>, hami-<n>.",
+                ),
+                required=True,
+            ),
+            Field("name", Str(nonempty=True, description="Its name on the spawn form.")),
+            Field(
+                "max-per-user",
+                Int(minimum=1, description="Most servers of this shape one user may run here."),
+            ),
+        ),
+    ),
+    description="The shapes the pool offers, in the order the spawn form lists them (without "
+    "it: every shape its nodes offer); a shape not listed is not admitted here.",
+)
+
 PLATFORM = Record(
     description="A GPU type inside the pool, with its own template and defaults.",
     fields=(
@@ -242,6 +264,7 @@ POOL_DOCUMENT = Record(
         ),
         Field("quota", POOL_QUOTA),
         Field("idle", IDLE),
+        Field("shapes", POOL_SHAPES),
         Field("defaults", DEFAULTS),
         Field(
             "limits",

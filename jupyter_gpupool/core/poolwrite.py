@@ -12,7 +12,16 @@ from typing import Any
 
 from .budgets import Budget
 from .idle import IdlePolicy
-from .pools import Defaults, Pool, PoolQuota, QuotaDocument, QuotaEntry, Registry, ResourceCap
+from .pools import (
+    Defaults,
+    Pool,
+    PoolQuota,
+    QuotaDocument,
+    QuotaEntry,
+    Registry,
+    ResourceCap,
+    ShapeRule,
+)
 from .poolshapes import QUOTA_KIND, VERSION
 
 
@@ -44,6 +53,15 @@ def _defaults_doc(d: Defaults) -> dict[str, Any]:
     return {k: v for k, v in pairs if v is not None}
 
 
+def _shape_rule_doc(r: ShapeRule) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": r.id}
+    if r.name is not None:
+        out["name"] = r.name
+    if r.max_per_user is not None:
+        out["max-per-user"] = r.max_per_user
+    return out
+
+
 def pool_to_document(pool: Pool) -> dict[str, Any]:
     """The pool as a gpuctl ``kind: pool`` document; extensions only where the pool has them.
 
@@ -62,6 +80,8 @@ def pool_to_document(pool: Pool) -> dict[str, Any]:
         doc["quota"] = pool_quota_to_dict(pool.quota)
     if defaults := _defaults_doc(pool.defaults):
         doc["defaults"] = defaults
+    if pool.shapes:
+        doc["shapes"] = [_shape_rule_doc(r) for r in pool.shapes]
     limits: dict[str, Any] = {}
     if pool.limits.max_gpus is not None:
         limits["max-gpus"] = pool.limits.max_gpus

@@ -43,6 +43,8 @@ class Reservation:
     expires_at: float
     resource: str = GPU_RESOURCE
     equivalents: Amount | None = None
+    #: The shape id when not whole GPUs (``mig-3g.40gb``...)
+    shape: str | None = None
 
     @property
     def quota(self) -> Amount:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from .amounts import Amount
 from .decision import Context
 from .labels import GFD_PRODUCT_LABEL
+from .pools import Pool
 from .shapes import REPLICAS_LABEL, WHOLE, Shape
 from .usagerecords import PlacementGroup, ShapeCount
 
@@ -76,6 +77,43 @@ def shape_pin(ctx: Context, pool: str, node: str) -> dict[str, str]:
         return {}
     labels = ctx.usage.node_labels(node)
     return {k: labels[k] for k in PIN_LABELS if k in labels}
+
+
+def shape_rule_refusal(pool: Pool, shape_id: str, ctx: Context) -> str | None:
+    """Why the pool file's ``shapes`` refuse this shape (``whole`` for whole GPUs) to the
+    request's user: not listed, or the user already runs its ``max-per-user`` servers of it
+    here (running, starting, or admitted and not yet seen); None when they let it in."""
+    if not pool.shapes:
+        return None
+    rule = pool.shape_rule(shape_id)
+    if rule is None:
+        listed = ", ".join(r.id for r in pool.shapes)
+        return f"this pool offers {listed} only (not {shape_id})"
+    if rule.max_per_user is None:
+        return None
+    user = ctx.req.user
+    mine = None if shape_id == WHOLE else shape_id
+    running = sum(
+        1
+        for s in ctx.usage.servers(pool.name, user)
+        if s.units and s.shape == mine and s.state != "terminating"
+    )
+    held = sum(
+        1
+        for r in ctx.res
+        if r.pool == pool.name
+        and r.user == user
+        and r.gpus
+        and r.shape == mine
+        and ctx.usage.admission_state(r.admission_id) is None
+    )
+    if running + held >= rule.max_per_user:
+        name = rule.name or shape_id
+        return (
+            f"you run {running + held} {name} server{'s' if running + held != 1 else ''} here, "
+            f"this pool's limit per user"
+        )
+    return None
 
 
 @dataclass

@@ -2,15 +2,17 @@
 free block on one node, and a short text for the spawn form ("MIG 3g.40gb: 2 free").
 
 Pure: read off the usage index's shape counts (:class:`~.usagerecords.ShapeCount`) and the
-reservations. A reservation holds ``nvidia.com/gpu`` on its node (admission asks for nothing
-else yet), so it is taken from the shape the node offers under that resource.
+reservations: one of ``nvidia.com/gpu`` is taken from the shape the node offers under that
+resource, one of another resource (a MIG device) from that resource's shape on its node.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
+from .pools import ShapeRule
 from .reservations import Reservations
 from .shapes import HAMI, MIG, MPS, TIME_SLICING, WHOLE, Shape
 from .usage import UsageIndex
@@ -75,29 +77,44 @@ def shape_text(shape: Shape, free: int, largest: int) -> str:
     return f"{model} {word} {fraction_text(shape.equivalent)} ({how}): {free} free"
 
 
-def pool_shapes(index: UsageIndex, reservations: Reservations, pool: str) -> list[JSON]:
+def pool_shapes(
+    index: UsageIndex,
+    reservations: Reservations,
+    pool: str,
+    rules: Sequence[ShapeRule] = (),
+) -> list[JSON]:
     """The pool's shapes, ordered (:func:`shape_order`), each with ``total`` (on all its nodes),
     ``free`` (on its schedulable nodes, less what reservations hold) and ``largest_free`` (the
-    most free on one schedulable node)."""
+    most free on one schedulable node). ``rules`` (the pool file's ``shapes``) keep only the
+    shapes they name, in their order, with their names."""
     counts = index.shape_counts(pool)
     if not counts:
         return []
     # per shape count: units reservations take, and its reserved nodes by (raw free, held)
     taken: dict[int, int] = {}
     reserved: dict[int, list[tuple[int, int]]] = {}
+
+    def hold(count: ShapeCount, free: int, units: int) -> None:
+        taken[id(count)] = taken.get(id(count), 0) + min(units, free)
+        reserved.setdefault(id(count), []).append((free, units))
+
     for node, gpus in reservations.pool_nodes(pool).items():
         count = index.node_gpu_shape(node)
-        if count is None:
-            continue
-        free = index.node_free(node)
-        taken[id(count)] = taken.get(id(count), 0) + min(gpus, free)
-        reserved.setdefault(id(count), []).append((free, gpus))
+        if count is not None:
+            hold(count, index.node_free(node), gpus)
+    for (node, resource), units in reservations.pool_units(pool).items():
+        found = index.node_unit_count(node, resource)
+        if found is not None:
+            hold(found[0], found[1], units)
+    order = {r.id: i for i, r in enumerate(rules)}
+    names = {r.id: r.name for r in rules}
+    shown = [c for c in counts if not rules or c.shape.id in order]
     out = []
-    for count in sorted(counts, key=lambda c: shape_order(c.shape)):
+    for count in sorted(shown, key=lambda c: (order.get(c.shape.id, 0), shape_order(c.shape))):
         held = reserved.get(id(count))
         free = count.free - taken.get(id(count), 0)
         largest = _largest(count, held) if held else count.max_free()
-        out.append(shape_row(count.shape, count.total, free, largest))
+        out.append(shape_row(count.shape, count.total, free, largest, names.get(count.shape.id)))
     return out
 
 
@@ -116,10 +133,12 @@ def _largest(count: ShapeCount, held: list[tuple[int, int]]) -> int:
     return best
 
 
-def shape_row(shape: Shape, total: int, free: int, largest: int) -> JSON:
-    """One entry of a pool row's ``shapes``."""
+def shape_row(shape: Shape, total: int, free: int, largest: int, name: str | None = None) -> JSON:
+    """One entry of a pool row's ``shapes`` (``name``: the pool file's, before the text)."""
+    text = shape_text(shape, free, largest)
     return {
         "id": shape.id,
+        "name": name,
         "kind": shape.kind,
         "resource": shape.resource,
         "model": shape.model,
@@ -130,7 +149,7 @@ def shape_row(shape: Shape, total: int, free: int, largest: int) -> JSON:
         "total": total,
         "free": free,
         "largest_free": largest,
-        "text": shape_text(shape, free, largest),
+        "text": f"{name} \u00b7 {text}" if name else text,
     }
 
 

@@ -352,6 +352,17 @@ def hami_equivalent(gpumem_mib: int, gpu_memory_mib: int) -> Fraction:
 # --- profiles --------------------------------------------------------------------------------------
 
 
+_SHAPE_ID = re.compile(
+    r"^(?:whole|(?:shared|mps|hami)-[1-9][0-9]*"
+    r"|mig-(?:[0-9]+c\.)?[0-9]+g\.[0-9]+gb(?:\.[a-z][a-z0-9]*)*(?:-shared-[1-9][0-9]*)?)$"
+)
+
+
+def is_shape_id(text: str) -> bool:
+    """Whether ``text`` is written as a shape id is (:class:`Shape`'s ``id``)."""
+    return bool(_SHAPE_ID.match(text))
+
+
 def parse_profile(profile: str) -> tuple[int, int, int] | None:
     """``(compute slices, GPU-instance slices, GB)`` of a MIG profile, or None when it is not one.
 

@@ -154,6 +154,16 @@ class UsageIndex(PodBook):
         n = self._nodes.get(node)
         return n.gpu_shape if n is not None else None
 
+    def node_unit_count(self, node: str, resource: str) -> tuple[ShapeCount, int] | None:
+        """For a schedulable node's shape resource other than ``nvidia.com/gpu``: its pool's
+        count of that shape and the units free on the node; None otherwise."""
+        n = self._nodes.get(node)
+        held = n.shape_counts.get(resource) if n is not None and n.shape_counts else None
+        if n is None or held is None:
+            return None
+        offered, count = held
+        return count, n.shape_free(resource, offered)
+
     def has_pool(self, pool: str) -> bool:
         return pool in self._pools
 

@@ -124,3 +124,5 @@ class ReservationRow(Base):
     resource: Mapped[str] = mapped_column(String(255), server_default="nvidia.com/gpu")
     #: What it counts against quotas, GPU-equivalents as text (``1/7``); None: ``gpus``
     equivalents: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    #: The shape id when not whole GPUs (``mig-3g.40gb``...)
+    shape: Mapped[str | None] = mapped_column(String(64), nullable=True)

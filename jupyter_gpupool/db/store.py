@@ -74,6 +74,7 @@ RESERVATION_FIELDS = (
     "expires_at",
     "resource",
     "equivalents",
+    "shape",
 )
 
 

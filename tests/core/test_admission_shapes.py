@@ -10,14 +10,19 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import pytest
+import yaml
 from k8s_factories import node
 from test_usage_shapes import mig_node, shared_node
 
 from jupyter_gpupool.core import labels as L
 from jupyter_gpupool.core.admission import AdmissionRequest, AdmissionState, Decision, decide
 from jupyter_gpupool.core.poolfile import load_string
+from jupyter_gpupool.core.poolwrite import pool_to_document
 from jupyter_gpupool.core.reservations import Reservations
+from jupyter_gpupool.core.shaperows import pool_shapes
 from jupyter_gpupool.core.usage import UsageIndex
+from jupyter_gpupool.core.yamldoc import DocumentError
 
 POOLS = """
 kind: pool
@@ -227,3 +232,53 @@ def test_a_pool_mixing_shapes_of_nvidia_gpu_pins_the_pod_to_its_shape_by_gfd_lab
     # a pool of one shape is left as it was: no pin
     plain = world()
     assert "nvidia.com/gpu.product" not in plain.decide(["whole-pool"]).overrides["nodeSelector"]
+
+
+NAMED = """
+kind: pool
+version: v0.1
+pool: {name: mig-pool}
+shapes:
+  - {id: mig-1g.10gb, name: A seventh of an A100}
+  - {id: mig-3g.40gb, name: Half an A100, max-per-user: 1}
+"""
+
+
+def test_a_pool_file_names_its_shapes_their_order_names_and_limits():
+    w = World(NAMED, mig_node("m1", "mig-pool", {"3g.40gb": 2, "1g.10gb": 1}, whole=1))
+    pool = w.registry.pool("mig-pool")
+    rows = pool_shapes(w.index, w.reservations, "mig-pool", pool.shapes)
+    # only the shapes it names (its whole A100 is not offered), in its order, with its names
+    assert [(r["id"], r["name"]) for r in rows] == [
+        ("mig-1g.10gb", "A seventh of an A100"),
+        ("mig-3g.40gb", "Half an A100"),
+    ]
+    assert rows[1]["text"] == "Half an A100 \u00b7 MIG 3g.40gb: 2 free"
+    refused = w.decide(["mig-pool"])
+    assert refused.reasons == [
+        "mig-pool: this pool offers mig-1g.10gb, mig-3g.40gb only (not whole)"
+    ]
+    first = w.admit([("mig-pool", "mig-3g.40gb")])
+    assert first.admitted
+    # one 3g per user: held (reserved), then running, alice gets no second; bob does
+    second = w.decide([("mig-pool", "mig-3g.40gb")])
+    assert second.reasons == [
+        "mig-pool: you run 1 Half an A100 server here, this pool's limit per user"
+    ]
+    w.run(first)
+    assert not w.decide([("mig-pool", "mig-3g.40gb")]).admitted
+    assert w.decide([("mig-pool", "mig-3g.40gb")], user="bob").admitted
+    assert w.decide([("mig-pool", "mig-1g.10gb")]).admitted
+
+
+def test_a_pool_files_shapes_are_checked_with_file_and_line():
+    bad = NAMED + "  - {id: mig-3g, name: broken}\n  - {id: mig-1g.10gb}\n"
+    with pytest.raises(DocumentError) as e:
+        load_string(bad, "pools.yaml")
+    text = str(e.value)
+    assert "pools.yaml:8: shapes[2].id: 'mig-3g' is not a shape id" in text
+    assert "pools.yaml:9: shapes[3].id: shape mig-1g.10gb is listed twice" in text
+    # written back and read again, the rules are the same
+    reg = load_string(NAMED)
+    again = load_string(yaml.safe_dump(pool_to_document(reg.pool("mig-pool"))))
+    assert again.pool("mig-pool").shapes == reg.pool("mig-pool").shapes

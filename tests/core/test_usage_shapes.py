@@ -121,6 +121,7 @@ def test_a_mixed_mig_node_with_a_whole_gpu_counts_each_shape_and_its_pods():
     whole, big, small = rows
     assert whole == {
         "id": "whole",
+        "name": None,
         "kind": "whole",
         "resource": "nvidia.com/gpu",
         "model": A100_80,

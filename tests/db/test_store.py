@@ -371,6 +371,7 @@ def reservation(aid: str, expires_at: float, **more: object) -> dict[str, object
         "expires_at": expires_at,
         "resource": "nvidia.com/gpu",
         "equivalents": None,
+        "shape": None,
     }
     return fields | more
 
@@ -397,7 +398,14 @@ def test_a_durable_write_commits_at_once_and_concurrent_ones_share_a_commit(db_u
         assert [r["admission_id"] for r in back] == [f"a{i}" for i in range(20)]
         assert back[0] == reservation("a0", 1000.0)
         # a MIG instance's reservation keeps its resource and its GPU-equivalents (issue 29)
-        mig = reservation("m", 900.0, resource="nvidia.com/mig-1g.10gb", gpus=1, equivalents="1/7")
+        mig = reservation(
+            "m",
+            900.0,
+            resource="nvidia.com/mig-1g.10gb",
+            gpus=1,
+            equivalents="1/7",
+            shape="mig-1g.10gb",
+        )
         db.reservation_add(mig).result(timeout=5)  # type: ignore[union-attr]
         assert db.reservations(now=500.0)[0] == mig
         db.reservation_drop("a3")

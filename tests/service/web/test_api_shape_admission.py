@@ -9,6 +9,7 @@ the resources the pod asks for), the database's rows, and the cluster file the t
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from service_kit import start_pod
 from sqlalchemy import create_engine, text
 from test_api_partitioned_shapes import NODES, POOL
 
+from jupyter_gpupool.cli import main
 from jupyter_gpupool.client import AdmissionRejected, GPUPoolError
 from jupyter_gpupool.sim import parse_cluster
 
@@ -97,7 +99,7 @@ async def test_a_mig_instance_and_a_replica_are_admitted_and_scheduled_where_the
         ({"pool": POOL, "shape": "mig 3g"}, "is not a shape id"),
         ({"shape": "mig-3g.40gb"}, "pools[0] needs a pool"),
         ({"pool": POOL, "size": 1}, "size"),
-        (7, "must be a pool name or"),
+        ({"pool": 7}, "pools[0].pool must be a string"),
     ],
 )
 async def test_bad_pool_entries_are_refused_with_what_is_wrong(start_service, entry, says):
@@ -142,3 +144,31 @@ async def test_a_shaped_reservation_and_place_in_line_survive_a_restart(db_url, 
     # both 3g instances are still held: dave gets none
     with pytest.raises(AdmissionRejected):
         await again.admin().admit(user="dave", groups=[], pools=[MIG], gpus=1)
+
+
+async def test_validate_with_nodes_finds_a_shape_no_node_offers(start_service, tmp_path, capsys):
+    """``gpupool validate --nodes`` holds a pool file's ``shapes`` to what the service sees on the
+    pool's nodes: a shape none offers is a problem at its line; the shapes they offer pass."""
+    service = await start_service()
+    good = tmp_path / "good.yaml"
+    good.write_text(
+        f"kind: pool\nversion: v0.1\npool: {{name: {POOL}}}\n"
+        "shapes:\n  - {id: mig-3g.40gb}\n  - {id: shared-4}\n  - {id: whole}\n"
+    )
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(good.read_text().replace("shared-4", "mig-7g.80gb"))
+    connect = ["--url", service.url, "--token", service.hub.admin()]
+
+    status = await asyncio.to_thread(main, ["validate", "-f", str(good), "--nodes", *connect])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    assert "ok: the shapes the pools name are on their nodes" in out
+    status = await asyncio.to_thread(main, ["validate", "-f", str(bad), "--nodes", *connect])
+    out, err = capsys.readouterr()
+    assert status == 1
+    assert err.strip() == (
+        f"{bad}:6: shapes[1].id: no node of pool {POOL} offers mig-7g.80gb "
+        "(its nodes offer mig-3g.40gb, shared-4, whole)"
+    )
+    # without --nodes, the file alone is valid
+    assert await asyncio.to_thread(main, ["validate", "-f", str(bad)]) == 0

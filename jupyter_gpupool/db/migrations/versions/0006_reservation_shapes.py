@@ -1,4 +1,5 @@
-"""Reservations say which resource they hold and what they count against quotas (issue 29).
+"""Reservations say which resource and shape they hold and what they count against quotas
+(issue 29).
 
 Revision ID: 0006
 Revises: 0005
@@ -23,9 +24,11 @@ def upgrade() -> None:
             sa.Column("resource", sa.String(255), nullable=False, server_default="nvidia.com/gpu")
         )
         batch.add_column(sa.Column("equivalents", sa.String(64), nullable=True))
+        batch.add_column(sa.Column("shape", sa.String(64), nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("reservations") as batch:
+        batch.drop_column("shape")
         batch.drop_column("equivalents")
         batch.drop_column("resource")
