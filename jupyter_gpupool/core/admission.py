@@ -52,6 +52,7 @@ from .shapefit import (
     need_of,
     offered,
     offered_ids,
+    reclaim_units,
     shape_pin,
     shape_rule_refusal,
     unit_groups,
@@ -235,22 +236,28 @@ def _evaluate_shape(pool: Pool, shape_id: str, ctx: Context) -> _Outcome:
     node: str | None = None
     shape: Shape | None = None
     gpu_type, nodes_fit, largest = "", 0, 0
+    plan: ReclaimPlan | None = None
+    reclaims = not over_quota and req.reclaim and ctx.registry.quota(name) is not None
     if counts[0].shape.resource == GPU_RESOURCE:
-        mine = unit_groups(groups, shape_id)
-        fit = Capacity(mine, ctx, name).fit(n, spread=spread)
+        placement = Capacity(unit_groups(groups, shape_id), ctx, name)
+        fit = placement.fit(n, spread=spread)
         if fit.node is not None and fit.group is not None:
             node, shape, gpu_type = fit.node, fit.group.shape, fit.group.gpu_type
+        elif reclaims:
+            plan = placement.reclaim(name, n)
         nodes_fit, largest = fit.nodes_fit, fit.largest
     else:
         ufit = fit_units(counts, n, spread, groups, ctx, name)
         node, shape, gpu_type = ufit.node, ufit.shape, ufit.gpu_type
         nodes_fit, largest = ufit.nodes_fit, ufit.largest
+        if node is None and reclaims:
+            plan = reclaim_units(counts, shape_id, n, groups, ctx, name)
     if node is None or shape is None:
         if not groups and untolerated:
             why = "its nodes' taints are not tolerated by this pool's template"
         else:
             why = f"no node has a {shape_id} free (largest free: {largest})"
-        return _Outcome(Skip(name, why))
+        return _Outcome(Skip(name, why), reclaim=plan)
 
     platform = pool.platform_of_type(gpu_type) if pool.platforms else None
     decision = Decision(

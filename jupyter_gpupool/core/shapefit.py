@@ -19,11 +19,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .amounts import Amount
-from .decision import Context
+from .decision import Context, ReclaimPlan
 from .labels import GFD_PRODUCT_LABEL
 from .pools import Pool
 from .shapes import REPLICAS_LABEL, WHOLE, Shape
 from .usagerecords import PlacementGroup, ShapeCount
+from .usagerows import ServerUsage
 
 #: What ``shape`` in a request may say for whole GPUs.
 WHOLE_IDS = ("", WHOLE)
@@ -155,3 +156,52 @@ def fit_units(
                 if best is None or (eff > best if spread else eff < best):
                     best, out.node, out.shape, out.gpu_type = eff, node, count.shape, group.gpu_type
     return out
+
+
+def reclaim_units(
+    counts: list[ShapeCount],
+    shape_id: str,
+    n: int,
+    tolerated: list[PlacementGroup],
+    ctx: Context,
+    pool: str,
+) -> ReclaimPlan | None:
+    """The over-quota servers of this shape to stop so that ``n`` units of it come free on one
+    node (a MIG device is given back by stopping the server that holds it), as
+    :meth:`.capacity.Capacity.reclaim` does for GPUs: newest first, as few as needed, then the
+    node whose victims are newer."""
+    usage = ctx.usage
+    ok = {id(g) for g in tolerated}
+    held = ctx.res.pool_units(pool)
+    resources = {c.shape.resource for c in counts}
+    by_node: dict[str, list[ServerUsage]] = {}
+    for s in usage.over_quota_servers(pool):
+        if s.node is None or s.state == "terminating" or s.shape != shape_id or not s.units:
+            continue
+        group = usage.node_group(s.node)
+        if group is not None and id(group) in ok:
+            by_node.setdefault(s.node, []).append(s)
+    best: tuple[int, int, str] | None = None
+    plan: ReclaimPlan | None = None
+    for node, servers in by_node.items():
+        free = 0
+        for resource in resources:
+            found = usage.node_unit_count(node, resource)
+            if found is not None:
+                free += found[1] - held.get((node, resource), 0)
+        need = n - free
+        servers.sort(key=lambda s: (s.created, s.namespace, s.name), reverse=True)
+        chosen: list[ServerUsage] = []
+        freed = 0
+        for s in servers:
+            if freed >= need:
+                break
+            chosen.append(s)
+            freed += s.units
+        if freed < need or not chosen:
+            continue
+        key = (len(chosen), freed, chosen[-1].created)
+        if best is None or key[:2] < best[:2] or (key[:2] == best[:2] and key[2] > best[2]):
+            best = key
+            plan = ReclaimPlan(pool, node, tuple(chosen), freed)
+    return plan

@@ -282,3 +282,35 @@ def test_a_pool_files_shapes_are_checked_with_file_and_line():
     reg = load_string(NAMED)
     again = load_string(yaml.safe_dump(pool_to_document(reg.pool("mig-pool"))))
     assert again.pool("mig-pool").shapes == reg.pool("mig-pool").shapes
+
+
+RECLAIMING = """
+kind: pool
+version: v0.1
+pool: {name: mig-pool}
+quota:
+  borrowing: true
+  user-default: {guaranteed: 0, limit: 4}
+  groups:
+    team: {guaranteed: 1, limit: 1}
+"""
+
+
+def test_a_guaranteed_instance_reclaims_the_newest_borrowed_one_of_its_shape():
+    w = World(RECLAIMING, mig_node("m1", "mig-pool", {"1g.10gb": 3, "3g.40gb": 1}))
+    borrowed = []
+    for i in range(3):
+        d = w.admit([("mig-pool", "mig-1g.10gb")], user=f"bob{i}")
+        assert d.admitted and d.over_quota, d.message
+        pod = w.run(d)
+        pod["metadata"]["creationTimestamp"] = f"2025-01-01T00:0{i}:00Z"
+        w.index.apply_pod("MODIFIED", pod)
+        borrowed.append(pod["metadata"]["name"])
+    # a borrowed 3g too: not of the shape asked, never a victim for a 1g
+    big = w.admit([("mig-pool", "mig-3g.40gb")], user="carol")
+    w.run(big)
+    d = w.decide([("mig-pool", "mig-1g.10gb")], groups=["team"])
+    assert not d.admitted
+    assert d.reclaim is not None and d.reclaim.node == "m1"
+    assert [v.name for v in d.reclaim.victims] == [borrowed[-1]]  # the newest, and only it
+    assert d.reclaim.gpus_freed == 1
