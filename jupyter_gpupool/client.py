@@ -306,9 +306,9 @@ class GPUPoolClient:
     async def gpu_hours(
         self, *, by: str = "user", since: str = "7d", until: str | None = None
     ) -> dict[str, Any]:
-        """GPU-hours per ``by`` (user, group, pool) from the service's ledger, within and over
-        quota, since ``since`` (7d, 30d, 24h or YYYY-MM-DD) until ``until`` (a date, or now):
-        ``{"since", "until", "by", "columns", "rows": [...], "total"}``. Users get their own."""
+        """GPU-equivalent hours per ``by`` (user, group, pool, shape) from the service's ledger,
+        within and over quota, since ``since`` (7d, 30d, 24h or YYYY-MM-DD) until ``until`` (a
+        date, or now): ``{"since", "until", "by", "columns", "rows": [...], "total"}``. Users get their own."""
         params = {"by": by, "since": since, "until": until}
         return await self._json("GET", "api/v1/reports/gpu-hours", params=params)
 

@@ -121,7 +121,7 @@ def launch_options(state: ServiceState, user: str, groups: Sequence[str], max_gp
 def servers(state: ServiceState, user: str | None = None) -> JSON:
     """``GET api/v1/servers`` of a user (everyone's for ``None``), as ``ServersHandler``."""
     rows = state.index.servers(user=user)
-    return views.servers_answer(rows, len(rows), Utilization(None, 30.0))
+    return views.servers_answer(rows, len(rows), state.index, Utilization(None, 30.0))
 
 
 def decide_with_full(

@@ -8,8 +8,9 @@ A quota document's ``budgets:`` list holds :class:`Budget` entries (validated by
       - {user: alice, gpu_hours: 100, window: 7d, pools: [a100]}
 
 **What counts** (*decided*; also in ``docs/pools.md``). GPU-hours come from the ledger of server
-sessions (:mod:`.ledger`): a session's GPUs times its time inside the window ``[now - window,
-now]``; a running server counts up to now. A user's budget counts every session of that user; a
+sessions (:mod:`.ledger`): a session's GPU-equivalents times its time inside the window
+``[now - window, now]`` (two whole GPUs count 2 per hour, a MIG 1g of an A100 1/7: seven hours
+of it are one GPU-hour); a running server counts up to now. A user's budget counts every session of that user; a
 group's budget counts the sessions charged to that group (the group whose quota they counted
 against, as the GPU-hours report's ``by=group``). ``pools`` limits a budget to sessions in those
 pools (none: all pools).
@@ -19,7 +20,7 @@ budget of the user, or of the group it would be charged to, is spent (``spent >=
 :func:`refusal` says spent / budget and when hours come back (:func:`back_at`: the first moment
 the window has slid past enough old hours, if the subject's running servers stopped now).
 Running servers are left alone unless the service's ``stop_over_budget`` is set
-(:func:`over_budget`). Servers without GPUs are never refused.
+(:func:`over_budget`). Servers without a GPU of any shape are never refused.
 
 Pure: sessions come in as mappings (the ledger's rows), ``now`` is given.
 """
@@ -32,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .ledger import session_equivalents, session_hours
 from .wholenumbers import parse_whole
 
 #: Windows are written as a whole number of hours or days.
@@ -122,12 +124,10 @@ def _overlap(s: Mapping[str, Any], start: float, end: float, cut: float) -> floa
 
 
 def spent(budget: Budget, sessions: Iterable[Mapping[str, Any]], now: float) -> float:
-    """GPU-hours of the matching ``sessions`` inside ``[now - window, now]``."""
+    """GPU-equivalent hours of the matching ``sessions`` inside ``[now - window, now]``."""
     start = now - budget.seconds
     return sum(
-        int(s.get("gpus") or 0) * _overlap(s, start, now, now) / 3600
-        for s in sessions
-        if budget.matches(s)
+        session_hours(s, _overlap(s, start, now, now)) for s in sessions if budget.matches(s)
     )
 
 
@@ -135,11 +135,11 @@ def back_at(budget: Budget, sessions: Iterable[Mapping[str, Any]], now: float) -
     """When a spent budget has hours again if nothing more runs after ``now``: the first time
     the window has slid past enough old hours (to the minute, rounded up). None when it is not
     spent."""
-    mine = [s for s in sessions if budget.matches(s) and s.get("gpus")]
+    mine = [s for s in sessions if budget.matches(s) and session_equivalents(s)]
     w = budget.seconds
 
     def used(t: float) -> float:
-        return sum(int(s["gpus"]) * _overlap(s, t - w, t, now) / 3600 for s in mine)
+        return sum(session_hours(s, _overlap(s, t - w, t, now)) for s in mine)
 
     if used(now) < budget.gpu_hours:
         return None
@@ -241,13 +241,14 @@ def over_budget(
 
 
 def paid_by(spent_budgets: Iterable[Budget], servers: Iterable[Any]) -> list[Any]:
-    """The running servers with GPUs that the ``spent_budgets`` pay for: a user budget's user's
-    servers, a group budget's servers charged to the group, in the budget's pools
-    (``servers``: :class:`~.usagerows.ServerUsage` rows)."""
+    """The running servers with a GPU of any shape that the ``spent_budgets`` pay for: a user
+    budget's user's servers, a group budget's servers charged to the group, in the budget's
+    pools (``servers``: :class:`~.usagerows.ServerUsage` rows; a MIG device's server asks for
+    no ``nvidia.com/gpu`` but has ``units``)."""
     spent = list(spent_budgets)
     out = []
     for s in servers:
-        if s.state != "running" or not s.gpus:
+        if s.state != "running" or not s.units:
             continue
         row = {"user": s.user, "charged": s.charged, "pool": s.pool}
         if any(b.matches(row) for b in spent):

@@ -6,15 +6,20 @@ service saw it go). Pure: the service feeds pods and the usage index's rows in a
 these functions return (``jupyter_gpupool.service.records.ledger``).
 
 GPU-hours are counted from sessions: :func:`gpu_hours` splits each session's overlap with a
-window by subject, within and over quota.
+window by subject, within and over quota. They are GPU-equivalent hours: a session counts its
+``equivalents`` (``1/7`` for a MIG 1g of an A100, ``2`` for two whole GPUs) times its hours; a
+session written before shapes were kept has none and counts its ``gpus``
+(:func:`session_equivalents`).
 """
 
 from __future__ import annotations
 
 import datetime
 from collections.abc import Iterable, Mapping
+from fractions import Fraction
 from typing import Any
 
+from .amounts import Amount, amount_text, parse_amount
 from .usagerows import ServerUsage
 from .wholenumbers import parse_whole
 
@@ -91,12 +96,34 @@ def session_fields(
         "platform": server.platform,
         "gpu_type": gpu_type,
         "gpus": server.gpus,
+        # None for whole GPUs; what it counts in GPU-equivalents, exact, as text ("1/7")
+        "shape": server.shape,
+        "equivalents": amount_text(server.equivalents),
         "over_quota": server.over_quota,
         "started": started,
         "stopped": None,
         "last_seen": now,
         "ended": None,
     }
+
+
+def session_equivalents(session: Mapping[str, Any]) -> Amount:
+    """What a session counts per hour, in GPU-equivalents: its ``equivalents`` (text as the
+    database keeps it, or an amount), else its ``gpus`` (a session written before shapes were
+    kept was of whole GPUs)."""
+    value = session.get("equivalents")
+    if isinstance(value, str):
+        parsed = parse_amount(value)
+        if parsed is not None:
+            return parsed
+    elif isinstance(value, int | Fraction) and not isinstance(value, bool):
+        return value
+    return int(session.get("gpus") or 0)
+
+
+def session_hours(session: Mapping[str, Any], seconds: float) -> float:
+    """GPU-equivalent hours of ``seconds`` of a session."""
+    return float(session_equivalents(session)) * seconds / 3600
 
 
 def close_time(session: Mapping[str, Any], pod: Mapping[str, Any] | None, now: float) -> float:
@@ -136,16 +163,33 @@ def parse_window(since: str | None, until: str | None, now: float) -> tuple[floa
 
 REPORT_COLUMNS = ("subject", "gpu_hours", "within_quota", "over_quota", "sessions")
 #: The fields of a session :func:`gpu_hours` reads (the database reads only these for a report).
-REPORT_FIELDS = ("user", "pool", "charged", "gpus", "over_quota", "started", "stopped")
+REPORT_FIELDS = (
+    "user",
+    "pool",
+    "charged",
+    "gpus",
+    "shape",
+    "equivalents",
+    "over_quota",
+    "started",
+    "stopped",
+)
+#: What a report can be split by.
+REPORT_BY = ("user", "group", "pool", "shape")
+#: The ``shape`` row of the sessions of whole GPUs (and of those written before shapes were kept).
+WHOLE_SHAPE = "whole"
 
 
 def subject_of(session: Mapping[str, Any], by: str) -> str:
-    """The row a session counts in: its ``user``, its ``pool``, or for ``group`` the group it
-    was charged to (a session charged to its user counts as ``(no group)``)."""
+    """The row a session counts in: its ``user``, its ``pool``, its ``shape`` (``whole`` for
+    whole GPUs), or for ``group`` the group it was charged to (a session charged to its user
+    counts as ``(no group)``)."""
     if by == "user":
         return str(session["user"])
     if by == "pool":
         return str(session.get("pool") or "(no pool)")
+    if by == "shape":
+        return str(session.get("shape") or WHOLE_SHAPE)
     charged = str(session.get("charged") or "")
     return charged.split(":", 1)[1] if charged.startswith("group:") else "(no group)"
 
@@ -153,17 +197,18 @@ def subject_of(session: Mapping[str, Any], by: str) -> str:
 def gpu_hours(
     sessions: Iterable[Mapping[str, Any]], since: float, until: float, by: str
 ) -> list[dict[str, Any]]:
-    """GPU-hours of the sessions within ``[since, until)``, per ``by`` (user, group or pool),
-    split within and over quota; an open session counts up to ``until``. Most hours first."""
-    if by not in ("user", "group", "pool"):
-        raise ValueError(f"by must be user, group or pool, not {by!r}")
+    """GPU-equivalent hours of the sessions within ``[since, until)``, per ``by`` (user, group,
+    pool or shape), split within and over quota; an open session counts up to ``until``. Most
+    hours first."""
+    if by not in REPORT_BY:
+        raise ValueError(f"by must be user, group, pool or shape, not {by!r}")
     rows: dict[str, dict[str, Any]] = {}
     for s in sessions:
         start = max(float(s["started"]), since)
         end = min(float(s["stopped"]) if s.get("stopped") is not None else until, until)
-        if end <= start or not s.get("gpus"):
+        if end <= start or not session_equivalents(s):
             continue
-        hours = int(s["gpus"]) * (end - start) / 3600
+        hours = session_hours(s, end - start)
         row = rows.setdefault(
             subject_of(s, by),
             {

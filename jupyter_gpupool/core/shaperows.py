@@ -15,7 +15,7 @@ from typing import Any
 from .pools import ShapeRule
 from .reservations import Reservations
 from .shapes import HAMI, MIG, MPS, TIME_SLICING, WHOLE, Shape
-from .usage import UsageIndex
+from .usage import ServerUsage, UsageIndex
 from .usagerecords import ShapeCount
 
 JSON = dict[str, Any]
@@ -178,3 +178,16 @@ def admitted_text(shape: Shape | None, n: int, gpu_type: str | None) -> str:
     how = {TIME_SLICING: "time-sliced", MPS: "MPS", HAMI: "HAMi"}.get(shape.kind, shape.kind)
     word = "slice" if shape.kind == HAMI else "shared"
     return f"{model} {word} {fraction_text(shape.equivalent)} ({how})"
+
+
+def server_text(index: UsageIndex, server: ServerUsage) -> str:
+    """What a running (or pending) server has, in :func:`admitted_text`'s words, with its
+    node's GPU type: ``2 \u00d7 A100-80G``, ``MIG 1g.10gb of an A100-80G``; a shape its node
+    does not offer (now), or a server not on a node yet, is named by its id."""
+    gpu_type = index.node_gpu_type(server.node) if server.node else None
+    if server.shape is None:
+        return admitted_text(None, server.gpus, gpu_type)
+    shape = index.node_shape(server.node, server.shape) if server.node else None
+    if shape is None:
+        return server.shape
+    return admitted_text(shape, server.units or 1, gpu_type)

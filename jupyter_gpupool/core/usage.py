@@ -50,6 +50,7 @@ from typing import Any
 
 from .amounts import Amount
 from .labels import POOL_LABEL
+from .shapes import Shape
 from .usagepods import AdmissionListener, PodBook
 from .usagerecords import (
     CORDONED,
@@ -137,6 +138,13 @@ class UsageIndex(PodBook):
         """The GPU type of a known node ("" when it has none), None for an unknown node."""
         n = self._nodes.get(node)
         return n.gpu_type if n is not None else None
+
+    def node_shape(self, node: str, shape_id: str) -> Shape | None:
+        """The shape with this id the node offers (as it offers it now), None if it does not."""
+        n = self._nodes.get(node)
+        if n is None:
+            return None
+        return next((o.shape for o in n.offer.shapes if o.shape.id == shape_id), None)
 
     def node_hostname(self, node: str) -> str:
         n = self._nodes.get(node)

@@ -53,6 +53,11 @@ class ServerSession(Base):
     platform: Mapped[str | None] = mapped_column(String(255), nullable=True)
     gpu_type: Mapped[str | None] = mapped_column(String(255), nullable=True)
     gpus: Mapped[int] = mapped_column(Integer)
+    #: The shape it was admitted with (``mig-1g.10gb``, ``shared-4``...); None: whole GPUs
+    shape: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    #: What it counts per hour, GPU-equivalents as text (``1/7``); None: ``gpus`` (the
+    #: sessions written before shapes were kept, all of whole GPUs)
+    equivalents: Mapped[str | None] = mapped_column(String(64), nullable=True)
     over_quota: Mapped[bool] = mapped_column(Boolean)
     started: Mapped[float] = mapped_column(Float, index=True)
     #: None while it runs

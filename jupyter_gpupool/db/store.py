@@ -53,6 +53,8 @@ SESSION_FIELDS = (
     "platform",
     "gpu_type",
     "gpus",
+    "shape",
+    "equivalents",
     "over_quota",
     "started",
     "stopped",

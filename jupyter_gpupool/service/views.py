@@ -20,6 +20,7 @@ from ..core.poolrows import pool_names, pool_or_bare
 from ..core.pools import Pool, QuotaEntry, Registry
 from ..core.poolwrite import pool_quota_to_dict, pool_to_document, quota_to_document
 from ..core.reservations import Reservation, Reservations
+from ..core.shaperows import server_text
 from ..core.usage import NodeUsage, ServerUsage, UsageIndex
 from .monitoring.polling import Utilization
 
@@ -40,13 +41,23 @@ def node_row(n: NodeUsage) -> JSON:
     return row
 
 
-def server_row(s: ServerUsage) -> JSON:
-    return asdict(s)
+def server_row(s: ServerUsage, index: UsageIndex) -> JSON:
+    """A server's row: its :class:`ServerUsage` fields, what it has in words (``shape_text``:
+    ``MIG 1g.10gb of an A100-80G``, ``2 \u00d7 A100-80G``), what it counts in GPU-equivalents
+    exactly (``gpu_equivalents``: ``"1/7"``) and the GPUs cell of the pages (``gpus_text``:
+    the count for whole GPUs, as before shapes, else the shape's words)."""
+    row = asdict(s)
+    text = server_text(index, s)
+    row["shape_text"] = text
+    row["gpu_equivalents"] = amount_text(s.equivalents)
+    row["gpus_text"] = str(s.gpus) if s.shape is None else text
+    return row
 
 
 def servers_answer(
     rows: Iterable[ServerUsage],
     total: int,
+    index: UsageIndex,
     utilization: Utilization,
     idle: Callable[[ServerUsage], JSON | None] = lambda s: None,
 ) -> JSON:
@@ -55,7 +66,7 @@ def servers_answer(
     measurements come from."""
     return {
         "servers": [
-            {**server_row(s), **utilization.as_json(s.namespace, s.name), "idle": idle(s)}
+            {**server_row(s, index), **utilization.as_json(s.namespace, s.name), "idle": idle(s)}
             for s in rows
         ],
         "total": total,
@@ -200,7 +211,7 @@ def pool_detail(
     out = dict(summary)
     out["quota"] = pool_quota(registry, index, reservations, pool.name, user, groups)
     servers = index.servers(pool=pool.name, user=user)
-    out["servers"] = [server_row(s) for s in servers]
+    out["servers"] = [server_row(s, index) for s in servers]
     held = [r for r in reservations if r.pool == pool.name and (user is None or r.user == user)]
     out["reservations"] = [reservation_row(r) for r in held]
     if user is None:
@@ -221,15 +232,15 @@ def usage(
     held = [r for r in reservations if user is None or r.user == user]
     if user is not None:
         servers = index.servers(user=user)
-        by_pool: dict[str, int] = {}
+        by_pool: dict[str, Amount] = {}  # GPU-equivalents, as quotas count them
         for s in servers:
-            if s.pool is not None and s.gpus:
-                by_pool[s.pool] = by_pool.get(s.pool, 0) + s.gpus
+            if s.pool is not None and s.equivalents:
+                by_pool[s.pool] = by_pool.get(s.pool, 0) + s.equivalents
         return {
             "user": user,
             "gpus": index.user_used_total(user),
             "by_pool": by_pool,
-            "servers": [server_row(s) for s in servers],
+            "servers": [server_row(s, index) for s in servers],
             "reservations": [reservation_row(r) for r in held],
         }
     names = pool_names(registry, index)

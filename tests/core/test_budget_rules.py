@@ -172,7 +172,7 @@ def test_rows_say_what_is_left_and_paid_by_finds_the_servers_a_spent_budget_pays
     assert B.over_budget([alice, ml], book, NOW + 2 * H) == [(alice, pytest.approx(10.0))]
 
     class S:
-        def __init__(self, user, charged, pool, gpus=1, state="running"):
+        def __init__(self, user, charged, pool, gpus=1, state="running", units=None):
             self.user, self.charged, self.pool, self.gpus, self.state = (
                 user,
                 charged,
@@ -180,6 +180,7 @@ def test_rows_say_what_is_left_and_paid_by_finds_the_servers_a_spent_budget_pays
                 gpus,
                 state,
             )
+            self.units = gpus if units is None else units
 
     servers = [
         S("alice", "user:alice", "a100"),
@@ -187,11 +188,27 @@ def test_rows_say_what_is_left_and_paid_by_finds_the_servers_a_spent_budget_pays
         S("bob", "group:ml", "a100"),
         S("alice", "user:alice", "a100", gpus=0),
         S("alice", "user:alice", "a100", state="pending"),
+        # a MIG device: no nvidia.com/gpu, one unit of nvidia.com/mig-1g.10gb
+        S("alice", "user:alice", "a100", gpus=0, units=1),
     ]
-    assert B.paid_by([alice], servers) == servers[:2]
+    assert B.paid_by([alice], servers) == [*servers[:2], servers[5]]
     assert B.paid_by([ml], servers) == [servers[2]]
     assert B.applying([alice, ml], "bob", ["ml"]) == [ml]
     assert B.applying([alice, ml], "alice", [], pool="h100") == [alice]
+
+
+def test_a_shaped_session_counts_its_gpu_equivalents_and_an_old_one_its_gpus():
+    """A MIG 1g of an A100 (1/7) for 7 h is one GPU-hour; a session written before shapes were
+    kept (no ``equivalents``) counts its GPUs."""
+    b = B.Budget("user:alice", gpu_hours=3, window="1d")
+    mig = session("alice", 0, NOW - 7 * H, NOW) | {"shape": "mig-1g.10gb", "equivalents": "1/7"}
+    old = session("alice", 2, NOW - 3 * H, NOW - 2 * H)  # 2 GPU-hours
+    assert B.spent(b, [mig], NOW) == pytest.approx(1.0)
+    assert B.spent(b, [mig, old], NOW) == pytest.approx(3.0)
+    # spent at 3: hours come back as soon as the MIG session, the first to begin, starts
+    # leaving the window (NOW - 7 h + 1 d), to the minute, rounded up
+    assert B.back_at(b, [mig, old], NOW) == NOW - 7 * H + D + 60
+    assert B.spent(b, [mig | {"equivalents": "3/7"}], NOW) == pytest.approx(3.0)
 
 
 QUOTA = """\

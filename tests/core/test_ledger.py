@@ -116,8 +116,82 @@ def test_gpu_hours_in_a_window_by_user_group_and_pool():
     ]
     by_pool = ledger.gpu_hours(sessions(), T0, T0 + H, "pool")
     assert [(r["subject"], r["gpu_hours"]) for r in by_pool] == [("a100", 2.0)]
-    with pytest.raises(ValueError, match="by must be user, group or pool"):
+    with pytest.raises(ValueError, match="by must be user, group, pool or shape"):
         ledger.gpu_hours([], T0, T0 + H, "team")
+
+
+def shaped_sessions() -> list[dict]:
+    return [
+        # erin: a MIG 3g.40gb of an A100 (3/7 of a GPU: no nvidia.com/gpu) for 7 h
+        {
+            "user": "erin",
+            "charged": "user:erin",
+            "pool": "slice-pool",
+            "gpus": 0,
+            "shape": "mig-3g.40gb",
+            "equivalents": "3/7",
+            "over_quota": False,
+            "started": T0,
+            "stopped": T0 + 7 * H,
+        },
+        # frank: a time-sliced quarter of an A10 for 2 h, over quota
+        {
+            "user": "frank",
+            "charged": "user:frank",
+            "pool": "slice-pool",
+            "gpus": 1,
+            "shape": "shared-4",
+            "equivalents": "1/4",
+            "over_quota": True,
+            "started": T0,
+            "stopped": T0 + 2 * H,
+        },
+        # gina: two whole GPUs for 1 h, written as today
+        {
+            "user": "gina",
+            "charged": "user:gina",
+            "pool": "a100",
+            "gpus": 2,
+            "shape": None,
+            "equivalents": "2",
+            "over_quota": False,
+            "started": T0,
+            "stopped": T0 + H,
+        },
+    ]
+
+
+def test_gpu_hours_count_gpu_equivalents_and_split_by_shape():
+    window = (T0, T0 + 8 * H)
+    by_user = ledger.gpu_hours(shaped_sessions() + sessions()[:1], *window, "user")
+    assert [(r["subject"], r["gpu_hours"], r["over_quota"]) for r in by_user] == [
+        ("alice", 6.0, 0.0),  # an old row (no equivalents): its 2 GPUs x 3 h
+        ("erin", 3.0, 0.0),  # 3/7 x 7 h
+        ("gina", 2.0, 0.0),
+        ("frank", 0.5, 0.5),  # 1/4 x 2 h
+    ]
+    by_shape = ledger.gpu_hours(shaped_sessions() + sessions()[:1], *window, "shape")
+    assert [(r["subject"], r["gpu_hours"], r["sessions"]) for r in by_shape] == [
+        ("whole", 8.0, 2),  # gina's 2 and alice's old 6
+        ("mig-3g.40gb", 3.0, 1),
+        ("shared-4", 0.5, 1),
+    ]
+
+
+def test_a_new_session_keeps_its_shape_and_equivalents():
+    from fractions import Fraction
+
+    from jupyter_gpupool.core.usagerows import ServerUsage
+
+    server = ServerUsage(
+        "ns", "jupyter-erin", "erin", "", "slice-pool", "mig-node", 0, "running", False,
+        "user:erin", None, None, "2027-01-15T08:00:00Z", uid="u1", shape="mig-1g.10gb",
+        units=1, equivalents=Fraction(1, 7),
+    )  # fmt: skip
+    fields = ledger.session_fields(server, "A100-80G", T0, T0)
+    assert (fields["shape"], fields["equivalents"], fields["gpus"]) == ("mig-1g.10gb", "1/7", 0)
+    assert ledger.session_equivalents(fields) == Fraction(1, 7)
+    assert ledger.session_equivalents({"gpus": 3, "equivalents": None}) == 3
 
 
 def test_hourly_averages_per_pool_and_hour():

@@ -434,3 +434,39 @@ def test_a_durable_write_fails_when_the_database_cannot_take_it_and_is_not_retri
             db.close()
         assert rows(server.url, "SELECT what FROM changes") == [("while down",)]
         assert rows(server.url, "SELECT count(*) FROM reservations") == [(0,)]
+
+
+# --- sessions of a shape (issue 29): schema revision 0007 ----------------------------------------
+
+
+def test_a_revision_0006_database_keeps_its_sessions_as_whole_gpus_and_new_ones_say_their_shape(
+    db_url,
+):
+    """Sessions written before 0007 get no shape and no equivalents, and a report counts their
+    GPUs; a session of a MIG instance keeps its shape and its 3/7 exactly, and is counted so."""
+    from jupyter_gpupool.core import ledger
+
+    at_revision(
+        db_url,
+        "0006",
+        'INSERT INTO server_sessions (pod_uid, namespace, pod, "user", server, gpus,'
+        " over_quota, started, stopped, last_seen) VALUES"
+        " ('old', 'default', 'jupyter-olga', 'olga', '', 2, false, 0.0, 3600.0, 3600.0)",
+    )
+    db = Database(db_url, batch_seconds=0)
+    assert db.open() == ("0006", head_revision())
+    try:
+        mig = session("mig", "erin", 0.0, gpus=0, shape="mig-3g.40gb", equivalents="3/7")
+        db.open_session(mig | {"stopped": 7 * HOUR})
+        assert db.flush()
+        assert rows(
+            db_url, "SELECT pod_uid, gpus, shape, equivalents FROM server_sessions ORDER BY id"
+        ) == [("old", 2, None, None), ("mig", 0, "mig-3g.40gb", "3/7")]
+        read = db.sessions(since=0.0, fields=ledger.REPORT_FIELDS)
+        report = ledger.gpu_hours(read, 0.0, 8 * HOUR, "shape")
+        assert [(r["subject"], r["gpu_hours"]) for r in report] == [
+            ("mig-3g.40gb", 3.0),  # 3/7 x 7 h
+            ("whole", 2.0),  # olga's 2 GPUs x 1 h
+        ]
+    finally:
+        db.close()

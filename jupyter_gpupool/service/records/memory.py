@@ -260,8 +260,8 @@ class Records:
     async def gpu_hours(
         self, since: str | None, until: str | None, by: str | None, user: str | None
     ) -> dict[str, Any]:
-        """``GET api/v1/reports/gpu-hours``: GPU-hours per ``by`` (user, group, pool) in the
-        window, within and over quota; only ``user``'s own sessions when given."""
+        """``GET api/v1/reports/gpu-hours``: GPU-equivalent hours per ``by`` (user, group, pool,
+        shape) in the window, within and over quota; only ``user``'s own sessions when given."""
         now = clock.now()
         try:
             start, end = ledger.parse_window(since, until, now)

@@ -314,7 +314,7 @@ class PoolManager:
         return {
             "deleted": name,
             "unlabeled_nodes": sorted(c.node for c in changes),
-            "servers_still_running": [views.server_row(s) for s in servers],
+            "servers_still_running": [views.server_row(s, self.state.index) for s in servers],
             "message": message,
         }
 

@@ -193,6 +193,7 @@ class ServersHandler(APIHandler):
             views.servers_answer(
                 page.rows,
                 page.total,
+                state.index,
                 self.ctx.utilization,
                 lambda s: self.ctx.idle.row(registry, s, now),
             )
@@ -282,7 +283,7 @@ class UsageHistoryHandler(APIHandler):
 
 
 class GPUHoursHandler(APIHandler):
-    """``GET api/v1/reports/gpu-hours[.csv]?since=7d|30d|YYYY-MM-DD[&until=...]&by=user|group|pool``:
+    """``GET api/v1/reports/gpu-hours[.csv]?since=7d|30d|YYYY-MM-DD[&until=...]&by=user|group|pool|shape``:
     GPU-hours per subject from the ledger, within and over quota (users: their own)."""
 
     csv = False

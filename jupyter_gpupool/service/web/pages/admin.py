@@ -146,7 +146,7 @@ class DeletePoolPage(AdminPageHandler):
         self.render_page(
             "delete-pool.html",
             pool=state.pool_summary(name),
-            servers=[views.server_row(s) for s in state.index.servers(pool=name)],
+            servers=[views.server_row(s, state.index) for s in state.index.servers(pool=name)],
             pool_label=state.pool_label,
             back=self.request.uri,
         )

@@ -1,5 +1,5 @@
-"""The admins' reports page (``{prefix}reports``): GPU-hours per user, group or pool from the
-ledger, within and over quota, as a table with bars (the largest rows) and the same as CSV; when
+"""The admins' reports page (``{prefix}reports``): GPU-hours per user, group, pool or shape from
+the ledger, within and over quota, as a table with bars (the largest rows) and the same as CSV; when
 the database is missing or down the page says why."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from .admin import sentence
 from .base import AdminPageHandler
 from .charts import hour_bars
 
-REPORT_BY = {"user": "User", "group": "Group", "pool": "Pool"}
+REPORT_BY = {"user": "User", "group": "Group", "pool": "Pool", "shape": "Shape"}
 REPORT_SINCE = {"7d": "last 7 days", "30d": "last 30 days"}
 
 
@@ -61,7 +61,7 @@ REPORT_ROWS = 100
 
 
 class ReportsPage(AdminPageHandler):
-    """``{prefix}reports?by=user|group|pool&since=7d|30d|YYYY-MM-DD[&until=YYYY-MM-DD]``:
+    """``{prefix}reports?by=user|group|pool|shape&since=7d|30d|YYYY-MM-DD[&until=YYYY-MM-DD]``:
     GPU-hours per subject from the ledger, within and over quota, as a table with bars, and
     the same as CSV (``api/v1/reports/gpu-hours.csv``)."""
 

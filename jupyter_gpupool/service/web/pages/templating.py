@@ -15,11 +15,13 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, select_autoescape
 
+from ....core.amounts import parse_amount
 from ....core.formatting import age
 from ...views import iso
 
@@ -107,8 +109,21 @@ def hub_namespace(
 
 
 def gpus(value: Any) -> str:
-    """A GPU count for a table cell (``-`` when unknown)."""
-    return "-" if value is None else str(value)
+    """GPUs for a table cell: a whole count as it is, GPU-equivalents that are not whole
+    (quotas count a MIG 1g of an A100 as 1/7) with two decimals (``0.43``, as the page's
+    script writes the API's numbers), ``-`` when unknown."""
+    if value is None:
+        return "-"
+    if isinstance(value, str):  # an amount as text (``1/7``), as the ledger keeps it
+        parsed = parse_amount(value)
+        if parsed is None:
+            return value
+        value = parsed
+    if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
+        return str(value)
+    if value == int(value):
+        return str(int(value))
+    return f"{float(value):.2f}"
 
 
 def gpu_hours(value: float | None) -> str:

@@ -331,7 +331,7 @@ async def test_the_reports_page_says_what_is_wrong_with_its_question(start_servi
     for query, said in [
         ("since=last+week", "Since must be a number of days or hours (7d, 24h) or a date"),
         ("since=date&from=", "Choose the date the report starts from."),
-        ("by=team", "By must be user, group or pool, not 'team'."),
+        ("by=team", "By must be user, group, pool or shape, not 'team'."),
         ("since=2027-01-16&until=2027-01-15", "Until must be after since."),
     ]:
         status, html, _ = await admin.get(f"reports?{query}")

@@ -14,7 +14,7 @@
 //   data-live-object="URL" [data-list="KEY" data-pick="NAME" | data-sum="KEY"]: an element
 //       filled from the answer, one item of its list (by name), or the sums of a list's numbers.
 //   data-live-svg="URL" data-every="SECONDS": replaced by the SVG the URL answers.
-// Inside them: data-field="a.b" (text), data-format="age|quota|labels|util|memory|idle|spark"
+// Inside them: data-field="a.b" (text), data-format="age|quota|gpus|labels|util|memory|idle|spark"
 // (the last four: a server's GPU utilization cell, as parts.py writes it), data-format=
 // "since|standing|waiting|if" (a request in line: its age from epoch seconds, its standing in
 // words, "N waiting" hidden at 0, an element shown only when the field is true), data-badge (status
@@ -73,6 +73,12 @@
     if (Array.isArray(v)) return v.join(", ");
     if (typeof v === "boolean") return v ? "yes" : "no";
     return String(v);
+  }
+  // GPUs in a table cell, as templating.gpus writes them: a whole count as it is, GPU-equivalents
+  // that are not whole (the API writes 3/7 as 0.429) with two decimals.
+  function gpus(v) {
+    if (v == null) return "-";
+    return typeof v === "number" && !Number.isInteger(v) ? v.toFixed(2) : String(v);
   }
   // A server's GPU utilization cell, made as parts.py makes it (the same rounding).
   function oneDecimal(x) {
@@ -155,6 +161,8 @@
         c.hidden = !v;
       } else if (fmt === "if") {
         c.hidden = !v;
+      } else if (fmt === "gpus") {
+        c.textContent = gpus(v);
       } else if (fmt === "quota") {
         c.textContent = v ? "over quota (borrowed)" : "within quota";
       } else if (fmt === "util") {
