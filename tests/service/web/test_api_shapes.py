@@ -12,6 +12,7 @@ async def test_an_ordinary_pool_lists_its_whole_gpus_with_free_counts(service):
     [whole] = pools["training-pool"]["shapes"]
     assert whole == {
         "id": "whole",
+        "name": None,
         "kind": "whole",
         "resource": "nvidia.com/gpu",
         "model": "A100-80G",
