@@ -286,7 +286,7 @@ def register(subparsers: Any) -> None:
     p = resources.add_parser(
         "gpu-hours", help="GPU-hours per user, group or pool, within and over quota"
     )
-    p.add_argument("--by", choices=("user", "group", "pool"), default="user")
+    p.add_argument("--by", choices=("user", "group", "pool", "shape"), default="user")
     p.add_argument("--since", default="7d", help="7d, 30d, 24h or a date YYYY-MM-DD")
     p.add_argument("--until", help="a date YYYY-MM-DD (its start), or now (the default)")
     p.set_defaults(func=lambda args: run(args, get_gpu_hours))

@@ -16,6 +16,7 @@ import pytest
 import yaml
 from service_kit import delete_pod, start_pod
 from test_api_partitioned_shapes import NODES, POOL
+from test_gpuctl_on_the_same_cluster import gpupool
 from test_records import sql, until
 
 from jupyter_gpupool.sim import SimCluster, parse_cluster
@@ -80,6 +81,25 @@ async def test_a_mig_instance_is_charged_its_equivalents_per_hour_and_the_report
             ("whole", 1.0, 1),
             ("mig-3g.40gb", round(3 / 7, 4), 1),
             ("shared-4", 0.25, 1),
+        ]
+        # the CLI splits by shape too, with the same figures
+        code, out, err = await gpupool(
+            service,
+            service.hub.admin(),
+            "get",
+            "gpu-hours",
+            "--by",
+            "shape",
+            "--since",
+            "1d",
+            "-o",
+            "csv",
+        )
+        assert code == 0, err
+        assert [line.split(",")[:2] for line in out.splitlines()[1:]] == [
+            ["whole", "1.0"],
+            ["mig-3g.40gb", str(round(3 / 7, 4))],
+            ["shared-4", "0.25"],
         ]
         by_user = await admin.gpu_hours(by="user", since="1d")
         assert {r["subject"]: r["gpu_hours"] for r in by_user["rows"]} == {
