@@ -82,6 +82,9 @@ class PoolChoice:
     borrowing: bool = False
     within_quota: int | None = None  # most GPUs admitted within quota now (None: no quota)
     quota_available: int | None = None  # most GPUs admitted at all, borrowing included
+    #: per shape id other than whole: one unit of it fits quota "within", only "borrowing", or
+    #: "none" (issue 29: a quota with no whole GPU left may have room for a slice)
+    quota_shapes: Mapping[str, str] = field(default_factory=dict)
     #: what its nodes offer (issue 29): whole GPUs, MIG instances, shared GPUs, HAMi slices
     shapes: tuple[ShapeChoice, ...] = ()
 
@@ -146,6 +149,7 @@ class PoolChoice:
             borrowing=bool(quota.get("borrowing")),
             within_quota=_opt_int(quota.get("within_quota")),
             quota_available=_opt_int(quota.get("available")),
+            quota_shapes={str(k): str(v) for k, v in (quota.get("shapes") or {}).items()},
             shapes=tuple(ShapeChoice.from_json(s) for s in row.get("shapes") or ()),
         )
 
@@ -226,6 +230,12 @@ def pool_status(p: PoolChoice) -> tuple[str, str]:
     if p.largest_free_block == 0 or p.gpu_available == 0:
         return "full", "full"
     if p.quota_managed and not p.quota_available:
+        within = [k for k, v in p.quota_shapes.items() if v == "within"]
+        borrow = [k for k, v in p.quota_shapes.items() if v == "borrowing"]
+        if within:
+            return "free", f"your quota has room for {or_words(within)} only"
+        if borrow:
+            return "borrowing", f"borrowing possible for {or_words(borrow)} only (may be reclaimed)"
         return "quota-used", "your quota is used up"
     not_ready = p.node_count - p.schedulable_nodes
     suffix = f"; {not_ready} of {p.node_count} nodes not ready" if not_ready > 0 else ""
@@ -239,9 +249,16 @@ def quota_text(p: PoolChoice) -> str:
     if not p.quota_managed:
         return "no quota"
     within, available = p.within_quota or 0, p.quota_available or 0
-    if available > within:
-        return f"{within} within quota, {available} with borrowing"
-    return f"{gpus_text(within)} within quota"
+    text = (
+        f"{within} within quota, {available} with borrowing"
+        if available > within
+        else f"{gpus_text(within)} within quota"
+    )
+    if not within:
+        parts = [k for k, v in p.quota_shapes.items() if v == "within"]
+        if parts:
+            text += f"; room for {or_words(parts)}"
+    return text
 
 
 def budget_text(b: BudgetLine) -> str:

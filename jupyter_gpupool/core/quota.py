@@ -23,7 +23,7 @@ rules.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -203,3 +203,29 @@ def quota_headroom(
         within_quota=largest(within),
         available=largest(lambda n: not isinstance(charge(n), str)),
     )
+
+
+#: :func:`shape_headroom`'s answers: one unit of the shape is charged within quota, only by
+#: borrowing, or not at all.
+WITHIN, BORROWING, NO_ROOM = "within", "borrowing", "none"
+
+
+def shape_headroom(
+    pool_name: str,
+    user: str,
+    groups: Sequence[str],
+    state: AdmissionState,
+    equivalents: Mapping[str, Amount],
+) -> dict[str, str]:
+    """Per shape id (``equivalents``: what one unit of it counts), whether quota lets ``user``
+    have one more here now (capacity aside): :data:`WITHIN`, :data:`BORROWING` or
+    :data:`NO_ROOM`. A user whose whole-GPU quota shows 0 may still have room for a slice."""
+    pool = state.registry.pool(pool_name) or Pool(pool_name)
+    member = tuple(groups)
+    out = {}
+    for shape_id, amount in equivalents.items():
+        ctx = Context(AdmissionRequest(user=user, groups=member, gpus=1), state)
+        ctx.need = amount
+        charge = charge_for(pool, ctx)
+        out[shape_id] = NO_ROOM if isinstance(charge, str) else (BORROWING if charge[1] else WITHIN)
+    return out

@@ -19,8 +19,10 @@ from ..core.formatting import csv_text
 from ..core.poolrows import pool_names, pool_or_bare
 from ..core.pools import Pool, QuotaEntry, Registry
 from ..core.poolwrite import pool_quota_to_dict, pool_to_document, quota_to_document
+from ..core.quota import shape_headroom
 from ..core.reservations import Reservation, Reservations
 from ..core.shaperows import server_text
+from ..core.shapes import WHOLE
 from ..core.usage import NodeUsage, ServerUsage, UsageIndex
 from .monitoring.polling import Utilization
 
@@ -283,6 +285,12 @@ def launch_options(
         name = summary["name"]
         ceiling = summary["gpu_total"]
         room = quota_headroom(name, user, groups, state, ceiling)
+        # one unit of each shape other than whole GPUs, at its largest equivalent in the pool
+        parts: dict[str, Amount] = {}
+        for count in index.shape_counts(name):
+            if count.shape.kind != WHOLE:
+                e = count.shape.equivalent
+                parts[count.shape.id] = max(parts.get(count.shape.id, e), e)
         rows.append(
             {
                 **summary,
@@ -292,6 +300,8 @@ def launch_options(
                     "borrowing": room.borrowing,
                     "within_quota": room.within_quota,
                     "available": room.available,
+                    # per shape: within | borrowing | none (one unit of it, capacity aside)
+                    "shapes": shape_headroom(name, user, groups, state, parts) if parts else {},
                 },
             }
         )

@@ -80,6 +80,8 @@ async def test_a_server_starts_in_its_first_pool_with_labels_and_gpus(
         "charged": "group:ml-research",
         "admission": "adm0",
         "node": node,
+        "shape": "whole",
+        "shape_text": "2 \u00d7 A100-80G",
         "user_options": {
             "pools": ["training-pool", "inference-pool"],
             "gpus": 2,
@@ -405,6 +407,10 @@ async def test_the_server_is_told_its_pool_in_its_environment(spawner, sim_clust
         "GPUPOOL_ADMISSION": "adm0",
         "GPUPOOL_NODE": None,
         "GPUPOOL_SERVICE_URL": spawner.service_url,
+        # the service says the shape of every admission, whole GPUs included (issue 29)
+        "GPUPOOL_SHAPE": "whole",
+        "GPUPOOL_SHAPE_TEXT": "2 \u00d7 A100-80G",
+        "GPUPOOL_GPU_EQUIVALENTS": "2",
     }
     assert env["GPUPOOL_NODE"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
     # and its token may use the pools and start, follow and stop the user's servers

@@ -20,6 +20,7 @@ from test_api_partitioned_shapes import NODES, POOL
 
 from jupyter_gpupool.cli import main
 from jupyter_gpupool.client import AdmissionRejected, GPUPoolError
+from jupyter_gpupool.core.launchoptions import PoolChoice, pool_status, quota_text
 from jupyter_gpupool.sim import parse_cluster
 
 MIG = {"pool": POOL, "shape": "mig-3g.40gb"}
@@ -77,6 +78,14 @@ async def test_a_mig_instance_and_a_replica_are_admitted_and_scheduled_where_the
     with pytest.raises(AdmissionRejected) as over:
         await admin.admit(user="alice", groups=[], pools=[MIG], gpus=1)
     assert "you use 0.68 of your limit of 1 GPU" in str(over.value)
+    # the form's view: no whole GPU left in her quota, but room for a replica (1/4), not a 3g
+    options = await service.user("alice").launch_options()
+    [row] = [p for p in options["pools"] if p["name"] == POOL]
+    assert (row["quota"]["within_quota"], row["quota"]["available"]) == (0, 0)
+    assert row["quota"]["shapes"] == {"mig-3g.40gb": "none", "shared-4": "within"}
+    choice = PoolChoice.from_json(row)
+    assert pool_status(choice) == ("free", "your quota has room for shared-4 only")
+    assert quota_text(choice) == "0 GPUs within quota; room for shared-4"
     await admin.admit(user="alice", groups=[], pools=[SHARED], gpus=1)
     quotas = await service.user("alice").quotas()
     alice = quotas["pools"][POOL]["users"]["alice"]
