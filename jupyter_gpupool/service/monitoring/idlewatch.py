@@ -18,6 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ...core.amounts import amount_text
 from ...core.idle import IdleClock, IdlePolicy, IdleState, duration_words
 from ...core.pools import Registry
 from ...core.usage import ServerUsage, UsageIndex
@@ -182,6 +183,8 @@ class IdleWatch:
                     "server": s.server,
                     "pool": s.pool,
                     "gpus": s.gpus,
+                    "shape": s.shape,
+                    "gpu_equivalents": amount_text(s.equivalents),
                     **state.as_json(now),
                     "idle_for": now - state.since,
                     "policy": policy.words(),
