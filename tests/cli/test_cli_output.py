@@ -343,9 +343,13 @@ def test_json_is_o_json_before_or_after_the_verb():
     args = parser.parse_args(["--state-dir", "elsewhere", "demo"])
     apply_global_options(parser, args)
     assert args.state_dir == Path("elsewhere")
-    for argv in (["--json", "label", "node", "n", "a=b"], ["--token", "t", "validate", "-f", "x"]):
+    for argv in (["--json", "label", "node", "n", "a=b"], ["--token", "t", "sim"]):
         with pytest.raises(SystemExit):
             apply_global_options(parser, parser.parse_args(argv))
+    # validate asks the service with --nodes, so it takes the connection options
+    args = parser.parse_args(["--token", "t", "validate", "-f", "x", "--nodes"])
+    apply_global_options(parser, args)
+    assert (args.token, args.nodes) == ("t", True)
 
 
 def test_label_arguments_and_the_gpuctl_prefix():
