@@ -434,10 +434,13 @@ def test_connection_options_and_json_before_the_verb(demo, gpupool, tmp_path):
     status, out, _ = gpupool("--url", "http://127.0.0.1:1", "--token", "x", "get", "pools",
                              "--url", demo.url, "--token", demo.token, connect=False)  # fmt: skip
     assert status == 0
+    # validate --nodes connects as the other verbs do (the demo's pools name no shapes)
+    status, out, _ = gpupool("--url", demo.url, "--token", demo.token, "validate", "-f",
+                             str(ROOT / "examples" / "pools"), "--nodes", connect=False)  # fmt: skip
+    assert status == 0 and "ok: the shapes the pools name are on their nodes" in out
     # and a verb that does not connect says so rather than ignoring it
     with pytest.raises(SystemExit) as e:
-        gpupool("--url", demo.url, "validate", "-f", str(ROOT / "examples" / "pools"),
-                connect=False)  # fmt: skip
+        gpupool("--url", demo.url, "sim", connect=False)
     assert e.value.code == 1
 
 
