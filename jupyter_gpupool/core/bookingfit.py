@@ -12,7 +12,8 @@ more than it has (*decided*; also in ``docs/pools.md``):
 
 Bookings are taken in the order given (the files' order): the first that does not fit is the
 one named, and it is left out when the later ones are checked, as the service would refuse it.
-A capacity that is not known (no nodes seen) is not checked.
+A capacity that is not known (no nodes seen) is not checked. ``gpupool validate --nodes`` takes
+it from the service's pool rows (:func:`capacity_from_rows`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 from .amounts import Amount, amount_words
 from .bookings import Booking, Occurrence, all_occurrences, shape_id_equivalent
@@ -170,3 +172,25 @@ def booking_conflicts(
             units.setdefault(key, []).append(_Held(booking, w, booking.gpus))
             equivalents.setdefault(booking.pool, []).append(_Held(booking, w, eq))
     return out
+
+
+def capacity_from_rows(rows: Iterable[Mapping[str, Any]]) -> Capacity:
+    """The capacity ``GET api/v1/pools`` rows tell: per pool its shapes' ``total`` (units per
+    shape id) and their GPU-equivalents (``total`` x ``equivalent``), else its ``gpu_total``."""
+    gpus: dict[str, Amount] = {}
+    units: dict[tuple[str, str], int] = {}
+    equivalents: dict[str, Fraction] = {}
+    for row in rows:
+        pool = row["name"]
+        shapes = row.get("shapes") or []
+        if not shapes:
+            gpus[pool] = int(row.get("gpu_total") or 0)
+            continue
+        total: Amount = 0
+        for s in shapes:
+            eq = Fraction(str(s.get("equivalent", "1")))
+            units[(pool, s["id"])] = units.get((pool, s["id"]), 0) + int(s["total"])
+            equivalents.setdefault(s["id"], eq)
+            total += eq * int(s["total"])
+        gpus[pool] = total
+    return Capacity(gpus=gpus, units=units, equivalents=equivalents)

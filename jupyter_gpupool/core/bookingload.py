@@ -11,6 +11,7 @@ names a pool that exists and a shape the pool offers, and no two bookings share 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .bookings import Booking, Once, Weekly, Window
@@ -47,8 +48,8 @@ def _window(c: Checker, data: Mapping[str, Any]) -> Window | None:
         if once["end"] <= once["start"]:
             c.add(
                 (*path, "once", "end"),
-                f"the window ends ({once['end']:%Y-%m-%dT%H:%M}) before it starts "
-                f"({once['start']:%Y-%m-%dT%H:%M})",
+                f"the window must end after it starts ({once['start']:%Y-%m-%dT%H:%M}), not "
+                f"at {once['end']:%Y-%m-%dT%H:%M}",
             )
             return None
         return Window(data["timezone"], once=Once(once["start"], once["end"]))
@@ -70,8 +71,8 @@ def _window(c: Checker, data: Mapping[str, Any]) -> Window | None:
     if "start" in weekly and "end" in weekly and weekly["end"] <= weekly["start"]:
         c.add(
             (*path, "weekly", "end"),
-            f"the window ends ({weekly['end']:%H:%M}) before it starts ({weekly['start']:%H:%M}); "
-            "a window ends on the day it starts",
+            f"the window must end after it starts ({weekly['start']:%H:%M}), not at "
+            f"{weekly['end']:%H:%M}: a window ends on the day it starts",
         )
         ok = False
     if not ok or not all(k in weekly for k in ("days", "start", "end")):
@@ -90,8 +91,29 @@ def _window(c: Checker, data: Mapping[str, Any]) -> Window | None:
     )
 
 
-def build_booking(c: Checker, data: Mapping[str, Any]) -> Booking | None:
-    """The booking of a checked ``kind: booking`` document, None when it has a problem."""
+@dataclass(frozen=True)
+class Named:
+    """What a booking document names, checked against the other documents even when the rest
+    of it has problems (so a duplicate name is reported along with a bad window)."""
+
+    name: str
+    pool: str | None
+    shape: str | None
+    booking: Booking | None  # None when the document has a problem
+
+
+def build_booking(c: Checker, data: Mapping[str, Any]) -> Named | None:
+    """What a checked ``kind: booking`` document names, and its booking when it has no
+    problem; None without a valid name."""
+    meta = data.get("booking") or {}
+    if "name" not in meta:
+        return None
+    booking = _booking(c, data)
+    shape = data.get("shape", "whole")
+    return Named(meta["name"], data.get("pool"), shape if is_shape_id(shape) else None, booking)
+
+
+def _booking(c: Checker, data: Mapping[str, Any]) -> Booking | None:
     ok = True
     shape = data.get("shape", "whole")
     if "shape" in data and not is_shape_id(shape):
@@ -121,7 +143,7 @@ def build_booking(c: Checker, data: Mapping[str, Any]) -> Booking | None:
 
 
 def check_bookings(
-    loaded: Sequence[tuple[Document, Booking]],
+    loaded: Sequence[tuple[Document, Named]],
     pools: Mapping[str, Pool],
     known_pools: set[str],
     known_words: str,
@@ -141,13 +163,13 @@ def check_bookings(
             )
             continue
         names[booking.name] = Source(doc.file, doc.line_of(("booking", "name")))
-        if booking.pool not in known_pools:
+        if booking.pool is not None and booking.pool not in known_pools:
             problems.append(
                 doc.problem(("pool",), f"unknown pool {booking.pool!r} (pools: {known_words})")
             )
             continue
-        pool = pools.get(booking.pool)
-        if pool is not None and not pool.offers_shape(booking.shape):
+        pool = pools.get(booking.pool) if booking.pool is not None else None
+        if pool is not None and booking.shape and not pool.offers_shape(booking.shape):
             offered = ", ".join(r.id for r in pool.shapes)
             problems.append(
                 doc.problem(
@@ -156,5 +178,6 @@ def check_bookings(
                 )
             )
             continue
-        out.append(booking)
+        if booking.booking is not None:
+            out.append(booking.booking)
     return tuple(out), problems

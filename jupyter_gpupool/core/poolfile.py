@@ -20,8 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .bookingload import build_booking, check_bookings
-from .bookings import Booking
+from .bookingload import Named, build_booking, check_bookings
 from .budgets import Budget
 from .docspec import Checker
 from .idle import IdlePolicy, duration_seconds, policy_from_mapping
@@ -63,7 +62,7 @@ class _Loaded:
     doc: Document
     pool: Pool | None = None
     quota: QuotaDocument | None = None
-    booking: Booking | None = None
+    booking: Named | None = None
 
 
 @dataclass
