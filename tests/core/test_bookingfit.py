@@ -126,6 +126,9 @@ def test_the_peak_is_what_is_in_force_at_once_not_all_that_overlaps():
     am = one_off("am", 4, dt.datetime(2027, 5, 4, 9), dt.datetime(2027, 5, 4, 12), "whole", "p")
     pm = one_off("pm", 4, dt.datetime(2027, 5, 4, 13), dt.datetime(2027, 5, 4, 16), "whole", "p")
     assert booking_conflicts([long, am, pm], capacity, {}) == []
+    # one across both: with 9 GPUs it fits (4 + 4 + 1 at most at once)
+    mid = one_off("mid", 1, dt.datetime(2027, 5, 4, 11), dt.datetime(2027, 5, 4, 14), "whole", "p")
+    assert booking_conflicts([long, am, pm, mid], Capacity(gpus={"p": 9}), {}) == []
     late = one_off(
         "late", 1, dt.datetime(2027, 5, 4, 15), dt.datetime(2027, 5, 4, 17), "whole", "p"
     )
@@ -152,11 +155,17 @@ def test_capacity_from_the_services_pool_rows():
             "shapes": [
                 {"id": "mig-1g.10gb", "equivalent": "1/7", "total": 28},
                 {"id": "whole", "equivalent": "1", "total": 2},
+                {"id": "mig-1g.6gb", "equivalent": "1/4", "total": 4},  # an A30's
             ],
         },
         {"name": "cpu-pool", "gpu_total": 0, "shapes": []},
     ]
     cap = capacity_from_rows(rows)
-    assert cap.units == {("training-pool", "mig-1g.10gb"): 28, ("training-pool", "whole"): 2}
-    assert cap.gpus == {"training-pool": 6, "cpu-pool": 0}
+    assert cap.units == {
+        ("training-pool", "mig-1g.10gb"): 28,
+        ("training-pool", "whole"): 2,
+        ("training-pool", "mig-1g.6gb"): 4,
+    }
+    assert cap.gpus == {"training-pool": 7, "cpu-pool": 0}
     assert cap.equivalent("mig-1g.10gb") == Fraction(1, 7)
+    assert cap.equivalent("mig-1g.6gb") == Fraction(1, 4)  # the id alone would say 1/7
