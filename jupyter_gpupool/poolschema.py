@@ -2,8 +2,8 @@
 
 Editors (VS Code's YAML extension, JetBrains) use it to complete and check pool files as they are
 typed: put ``# yaml-language-server: $schema=<path or URL of pool.schema.json>`` at the top of a
-file. Because it is generated from :data:`~jupyter_gpupool.core.poolshapes.POOL_DOCUMENT` and
-:data:`~jupyter_gpupool.core.poolshapes.QUOTA_DOCUMENT`, it accepts what the loader accepts
+file. Because it is generated from :data:`~jupyter_gpupool.core.poolshapes.POOL_DOCUMENT`,
+:data:`~jupyter_gpupool.core.poolshapes.QUOTA_DOCUMENT` and ``BOOKING_DOCUMENT``, it accepts what the loader accepts
 (cross-document rules such as duplicate names are the loader's alone).
 
 The package ships the result as ``jupyter_gpupool/schema/pool.schema.json``; a test fails when it
@@ -22,22 +22,31 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .core.poolshapes import POOL_DOCUMENT, QUOTA_DOCUMENT
+from .core.poolshapes import BOOKING_DOCUMENT, POOL_DOCUMENT, QUOTA_DOCUMENT
 
 SCHEMA_ID = "urn:jupyter-gpupool:schema:pool:v0.1"
 SHIPPED = Path(__file__).parent / "schema" / "pool.schema.json"
 
 
 def generate() -> dict[str, Any]:
-    """The schema: a document is either a pool document or a quota document."""
+    """The schema: a document is a pool, a quota or a booking document."""
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,
         "title": "gpupool pool file",
-        "description": "gpuctl-compatible pool and quota documents with gpupool's extensions. "
+        "description": "gpuctl-compatible pool and quota documents with gpupool's extensions, and "
+        "booking documents. "
         "See docs/pools.md.",
-        "oneOf": [{"$ref": "#/$defs/pool"}, {"$ref": "#/$defs/quota"}],
-        "$defs": {"pool": POOL_DOCUMENT.schema(), "quota": QUOTA_DOCUMENT.schema()},
+        "oneOf": [
+            {"$ref": "#/$defs/pool"},
+            {"$ref": "#/$defs/quota"},
+            {"$ref": "#/$defs/booking"},
+        ],
+        "$defs": {
+            "pool": POOL_DOCUMENT.schema(),
+            "quota": QUOTA_DOCUMENT.schema(),
+            "booking": BOOKING_DOCUMENT.schema(),
+        },
     }
 
 

@@ -57,6 +57,7 @@ PURE_STDLIB = frozenset(
         "textwrap",
         "types",
         "typing",
+        "zoneinfo",  # reads the IANA time-zone database (read-only data), never the clock
     }
 )
 #: Third-party modules the core may use: PyYAML parses text it is given.

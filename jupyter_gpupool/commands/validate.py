@@ -6,7 +6,8 @@ files or a quota naming a pool that no file defines is caught too. Each file get
 ``ok FILE (N pools)`` on stdout, or its problems as ``FILE:LINE: field.path: message`` on stderr.
 With ``--nodes``, the files are also checked against the cluster the service sees: a shape a
 pool's ``shapes`` names that none of its nodes offers is a problem (``GET api/v1/pools``'s
-``shapes_offered``). Exit status 0 when every file is valid, 1 otherwise, 2 when ``--nodes``
+``shapes_offered``), and so is a booking that does not fit its pool's capacity in one of its
+windows, with the pool's guaranteed quotas (``shapes`` and ``gpu_total``). Exit status 0 when every file is valid, 1 otherwise, 2 when ``--nodes``
 could not reach the service.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .connection import add_connection_options, run
@@ -21,6 +23,7 @@ from .files import add_file_option
 
 if TYPE_CHECKING:
     from ..client import GPUPoolClient
+    from ..core.pools import Registry
 
 
 def register(subparsers: Any) -> None:
@@ -33,8 +36,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--nodes",
         action="store_true",
-        help="also check the shapes each pool names against what its nodes offer (asks the "
-        "service)",
+        help="also check the shapes each pool names against what its nodes offer, and that the "
+        "bookings fit the pools' GPUs with their guaranteed quotas (asks the service)",
     )
     add_connection_options(parser)
     parser.set_defaults(func=run_validate)
@@ -70,10 +73,26 @@ async def check_nodes(client: GPUPoolClient, args: argparse.Namespace) -> int:
                 f"{rule.id} (its nodes offer {has})",
                 file=sys.stderr,
             )
+    problems += _check_bookings(registry, rows.values())
     if problems:
         return 1
     print(f"ok: the shapes the pools name are on their nodes ({len(rows)} pools seen)")
+    if registry.bookings:
+        print(f"ok: the bookings fit their pools ({len(registry.bookings)} bookings)")
     return 0
+
+
+def _check_bookings(registry: Registry, rows: Iterable[Mapping[str, Any]]) -> int:
+    """Each booking that does not fit its pool, at its line; how many."""
+    from ..core.bookingfit import booking_conflicts, capacity_from_rows, pool_guarantees
+
+    conflicts = booking_conflicts(
+        registry.bookings, capacity_from_rows(rows), pool_guarantees(registry.pool_quotas)
+    )
+    for c in conflicts:
+        where = c.booking.source or "?"
+        print(f"{where}: booking.name: {c.words()}", file=sys.stderr)
+    return len(conflicts)
 
 
 def check_files(args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .bookingload import Named, build_booking, check_bookings
 from .budgets import Budget
 from .docspec import Checker
 from .idle import IdlePolicy, duration_seconds, policy_from_mapping
@@ -39,7 +40,14 @@ from .pools import (
     ShapeRule,
     Source,
 )
-from .poolshapes import POOL_DOCUMENT, POOL_KINDS, QUOTA_DOCUMENT, QUOTA_KIND
+from .poolshapes import (
+    BOOKING_DOCUMENT,
+    BOOKING_KIND,
+    POOL_DOCUMENT,
+    POOL_KINDS,
+    QUOTA_DOCUMENT,
+    QUOTA_KIND,
+)
 from .shapes import is_shape_id
 from .yamldoc import Document, DocumentError, PathElem, Problem, load_documents
 
@@ -54,6 +62,7 @@ class _Loaded:
     doc: Document
     pool: Pool | None = None
     quota: QuotaDocument | None = None
+    booking: Named | None = None
 
 
 @dataclass
@@ -273,7 +282,7 @@ def _check_document(doc: Document) -> tuple[_Loaded | None, list[Problem]]:
     c = Checker(doc)
     data = doc.data
     if not isinstance(data, Mapping):
-        c.add((), "a pool file document must be a mapping with 'kind: pool' or 'kind: quota'")
+        c.add((), "a pool file document must be a mapping with 'kind: pool', 'quota' or 'booking'")
         return None, c.problems
     kind = data.get("kind")
     if kind in POOL_KINDS:
@@ -282,11 +291,14 @@ def _check_document(doc: Document) -> tuple[_Loaded | None, list[Problem]]:
     elif kind == QUOTA_KIND:
         checked = QUOTA_DOCUMENT.check(c, data, ())
         loaded = _Loaded(doc, quota=_build_quota(c, checked))
+    elif kind == BOOKING_KIND:
+        checked = BOOKING_DOCUMENT.check(c, data, ())
+        loaded = _Loaded(doc, booking=build_booking(c, checked))
     elif kind is None:
-        c.add((), "missing required key 'kind' (pool or quota)")
+        c.add((), "missing required key 'kind' (pool, quota or booking)")
         return None, c.problems
     else:
-        c.add(("kind",), f"unknown kind {kind!r}; expected pool or quota")
+        c.add(("kind",), f"unknown kind {kind!r}; expected pool, quota or booking")
         return None, c.problems
     return loaded, c.problems
 
@@ -437,7 +449,14 @@ def _assemble(loaded: list[_Loaded], problems: list[Problem]) -> Registry:
             budget_where[key] = budget.source
             budgets.append(budget)
 
+    bookings, booking_problems = check_bookings(
+        [(item.doc, item.booking) for item in loaded if item.booking is not None],
+        pools,
+        known,
+        known_names,
+    )
     problems.extend(x.problems)
+    problems.extend(booking_problems)
     return Registry(
         pools=pools,
         quota_documents=tuple(quota_docs),
@@ -447,6 +466,7 @@ def _assemble(loaded: list[_Loaded], problems: list[Problem]) -> Registry:
         default_user_cap=default_cap,
         default_pools=DefaultPools(groups=group_pools, fallback=fallback),
         budgets=tuple(budgets),
+        bookings=bookings,
     )
 
 

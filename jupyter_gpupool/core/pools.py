@@ -21,7 +21,9 @@ has groups, so
 
 Per-pool guarantees, limits and borrowing are our ``quota`` extension (:class:`PoolQuota`), written
 in a pool document or under ``pools:`` of a quota document. ``budgets:`` of a quota document are
-GPU-hours over a rolling window (:class:`~jupyter_gpupool.core.budgets.Budget`).
+GPU-hours over a rolling window (:class:`~jupyter_gpupool.core.budgets.Budget`). ``kind:
+booking`` documents give a group or users GPUs for a window of time
+(:class:`~jupyter_gpupool.core.bookings.Booking`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .bookings import Booking
 from .budgets import Budget
 from .idle import IdlePolicy
 from .templates import merge_templates
@@ -244,6 +247,8 @@ class Registry:
     default_user_cap: ResourceCap | None = None
     default_pools: DefaultPools = field(default_factory=DefaultPools)
     budgets: tuple[Budget, ...] = ()
+    #: ``kind: booking`` documents, in load order (admission does not use them yet)
+    bookings: tuple[Booking, ...] = ()
     _templates: dict[tuple[str, str | None], dict[str, Any]] = field(
         default_factory=dict, compare=False, repr=False
     )

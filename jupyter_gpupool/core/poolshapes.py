@@ -11,8 +11,10 @@ gpuctl's files load unchanged::
 Our extensions are optional extra sections of the same document (``selector``, ``access``,
 ``quota``, ``defaults``, ``limits``, ``platforms``, ``default-platform``, ``template``,
 ``placement``); ``kind: quota`` documents carry gpuctl's cluster-wide caps plus per-pool quotas
-(``pools``) and the per-group default pool order (``default-pools``). ``docs/pools.md`` is the
-reference; :data:`POOL_DOCUMENT` and :data:`QUOTA_DOCUMENT` below are the exact shapes, and the
+(``pools``) and the per-group default pool order (``default-pools``); ``kind: booking``
+documents book GPUs for a window of time (:mod:`.bookings`). ``docs/pools.md`` is the
+reference; :data:`POOL_DOCUMENT`, :data:`QUOTA_DOCUMENT` and :data:`BOOKING_DOCUMENT` below are
+the exact shapes, and the
 JSON Schema in ``schema/pool.schema.json`` is generated from them. They live apart from the
 loader (:mod:`~jupyter_gpupool.core.poolfile`) because the schema generator and the docs need the
 shapes without the rules between documents.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 from .docspec import AnyValue, Bool, Enum, Field, Int, ListOf, MapOf, Number, Quantity, Record, Str
 from .pools import PLACEMENTS
+from .timespecs import Clock, Date, LocalDateTime, TimeZone, Weekday
 
 VERSION = "v0.1"
 POOL_KINDS = ("pool", "resource")
@@ -405,5 +408,87 @@ QUOTA_DOCUMENT = Record(
                 "budget is spent.",
             ),
         ),
+    ),
+)
+
+BOOKING_KIND = "booking"
+
+_WEEKLY = Record(
+    description="The same hours on some weekdays, from 'from' to 'until'.",
+    fields=(
+        Field(
+            "days",
+            ListOf(item=Weekday(), unique=True, description="Weekdays: mon, tue, ... sun."),
+            required=True,
+        ),
+        Field("start", Clock(description='Local start time, quoted: "10:00".'), required=True),
+        Field(
+            "end",
+            Clock(description='Local end time, the same day, after the start: "12:00".'),
+            required=True,
+        ),
+    ),
+)
+
+_ONCE = Record(
+    description="One stretch of local time.",
+    fields=(
+        Field("start", LocalDateTime(description='"2027-01-12T10:00"'), required=True),
+        Field(
+            "end", LocalDateTime(description='"2027-01-12T12:00", after the start'), required=True
+        ),
+    ),
+)
+
+BOOKING_WINDOW = Record(
+    description="When the booking holds: 'once' or 'weekly', in an IANA time zone. Local "
+    "times are the zone's clocks, daylight saving included.",
+    fields=(
+        Field("once", _ONCE),
+        Field("weekly", _WEEKLY),
+        Field("from", Date(description="First day of a weekly booking (inclusive).")),
+        Field("until", Date(description="Last day of a weekly booking (inclusive).")),
+        Field("timezone", TimeZone(description="Such as Europe/Berlin."), required=True),
+    ),
+)
+
+BOOKING_DOCUMENT = Record(
+    title="gpupool booking document",
+    description="GPUs of a shape in a pool for a group or users during a window (kind: "
+    "booking). Admission does not use bookings yet.",
+    fields=(
+        Field("kind", Enum(values=(BOOKING_KIND,)), required=True),
+        Field("version", Enum(values=(VERSION,))),
+        Field(
+            "booking",
+            Record(
+                fields=(
+                    Field(
+                        "name",
+                        Str(
+                            syntax="label-value",
+                            nonempty=True,
+                            description="Unique among bookings.",
+                        ),
+                        required=True,
+                    ),
+                    Field("description", Str(nullable=True)),
+                )
+            ),
+            required=True,
+        ),
+        Field("pool", Str(nonempty=True, description="The pool booked."), required=True),
+        Field(
+            "shape",
+            Str(
+                syntax="label-value",
+                description="The shape booked: whole (the default), mig-<profile>, "
+                "shared-<n>, mps-<n>, hami-<n>.",
+            ),
+        ),
+        Field("gpus", Int(minimum=1, description="How many units of the shape."), required=True),
+        Field("groups", ListOf(item=Str(nonempty=True), unique=True)),
+        Field("users", ListOf(item=Str(nonempty=True), unique=True)),
+        Field("window", BOOKING_WINDOW, required=True),
     ),
 )

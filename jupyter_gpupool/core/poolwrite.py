@@ -1,4 +1,4 @@
-"""Back to documents: a loaded :class:`~jupyter_gpupool.core.pools.Pool` or quota as the gpuctl
+"""Back to documents: a loaded :class:`~jupyter_gpupool.core.pools.Pool`, quota or booking as the
 document that loads into an equal one (the service echoes pools, the pages and the CLI show them).
 
 Extensions are written only where a pool has them, so a plain gpuctl pool comes back as gpuctl
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .bookings import WEEKDAYS, Booking
 from .budgets import Budget
 from .idle import IdlePolicy
 from .pools import (
@@ -22,7 +23,7 @@ from .pools import (
     ResourceCap,
     ShapeRule,
 )
-from .poolshapes import QUOTA_KIND, VERSION
+from .poolshapes import BOOKING_KIND, QUOTA_KIND, VERSION
 
 
 def _entry_doc(e: QuotaEntry) -> dict[str, Any]:
@@ -167,11 +168,50 @@ def _budget_doc(b: Budget) -> dict[str, Any]:
     return out
 
 
+def booking_to_document(b: Booking) -> dict[str, Any]:
+    """A booking as its ``kind: booking`` document (dates and times as strings, so the result
+    is JSON too; loading it gives an equal booking)."""
+    meta: dict[str, Any] = {"name": b.name}
+    if b.description is not None:
+        meta["description"] = b.description
+    doc: dict[str, Any] = {
+        "kind": BOOKING_KIND,
+        "version": VERSION,
+        "booking": meta,
+        "pool": b.pool,
+        "shape": b.shape,
+        "gpus": b.gpus,
+    }
+    if b.groups:
+        doc["groups"] = list(b.groups)
+    if b.users:
+        doc["users"] = list(b.users)
+    window: dict[str, Any] = {}
+    if b.window.once is not None:
+        window["once"] = {
+            "start": f"{b.window.once.start:%Y-%m-%dT%H:%M}",
+            "end": f"{b.window.once.end:%Y-%m-%dT%H:%M}",
+        }
+    if (w := b.window.weekly) is not None:
+        window["weekly"] = {
+            "days": [WEEKDAYS[d] for d in w.days],
+            "start": f"{w.start:%H:%M}",
+            "end": f"{w.end:%H:%M}",
+        }
+        window["from"] = w.first.isoformat()
+        window["until"] = w.last.isoformat()
+    window["timezone"] = b.window.timezone
+    doc["window"] = window
+    return doc
+
+
 def registry_to_documents(registry: Registry) -> list[dict[str, Any]]:
-    """Every pool and quota document of the registry, in load order."""
-    return [pool_to_document(p) for p in registry.pools.values()] + [
-        quota_to_document(q) for q in registry.quota_documents
-    ]
+    """Every pool, quota and booking document of the registry, in load order."""
+    return (
+        [pool_to_document(p) for p in registry.pools.values()]
+        + [quota_to_document(q) for q in registry.quota_documents]
+        + [booking_to_document(b) for b in registry.bookings]
+    )
 
 
 def _plain(value: Any) -> Any:

@@ -209,11 +209,11 @@ def test_several_documents_per_file_and_a_bad_one_spoils_all():
     [
         (
             "pool: {name: x}\n",
-            "pools.yaml:1: (document): missing required key 'kind' (pool or quota)",
+            "pools.yaml:1: (document): missing required key 'kind' (pool, quota or booking)",
         ),
         (
             "kind: pools\npool: {name: x}\n",
-            "pools.yaml:1: kind: unknown kind 'pools'; expected pool or quota",
+            "pools.yaml:1: kind: unknown kind 'pools'; expected pool, quota or booking",
         ),
         (
             "kind: pool\nversion: v0.2\npool: {name: x}\n",
@@ -222,7 +222,7 @@ def test_several_documents_per_file_and_a_bad_one_spoils_all():
         ("kind: pool\n", "pools.yaml:1: (document): missing required key 'pool'"),
         (
             "- kind: pool\n",
-            "pools.yaml:1: (document): a pool file document must be a mapping with 'kind: pool' or 'kind: quota'",
+            "pools.yaml:1: (document): a pool file document must be a mapping with 'kind: pool', 'quota' or 'booking'",
         ),
         (
             "kind: pool\npool: {name: x}\nnodes: [a, b]\n",
