@@ -35,7 +35,7 @@ import yaml
 from ...core.labels import safe_label_value
 from ...core.poolfile import load_parsed
 from ...core.pools import Registry
-from ...core.poolshapes import POOL_KINDS, QUOTA_KIND
+from ...core.poolshapes import BOOKING_KIND, POOL_KINDS, QUOTA_KIND
 from ...core.poolwrite import pool_to_document, quota_to_document
 from ...core.yamldoc import (
     Document,
@@ -297,6 +297,11 @@ def upsert_pools(layout: Layout, body: str, key_for: KeyFor, max_pools: int | No
         raise bad_request("the request holds no pool document")
     if QUOTA_KIND in kinds:
         raise bad_request("the request holds a quota document; send quotas with PUT api/v1/quotas")
+    if BOOKING_KIND in kinds:
+        raise bad_request(
+            "the request holds a booking document; the service does not take bookings yet "
+            "(check them with gpupool validate --nodes)"
+        )
     # The body's names decide what is being replaced (a document without a name, or a name
     # given twice, is refused when the body is checked with what stays).
     names = dict.fromkeys(n for n in map(_pool_name, docs) if n)

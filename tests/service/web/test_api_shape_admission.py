@@ -181,3 +181,31 @@ async def test_validate_with_nodes_finds_a_shape_no_node_offers(start_service, t
     )
     # without --nodes, the file alone is valid
     assert await asyncio.to_thread(main, ["validate", "-f", str(bad)]) == 0
+
+
+BOOKING = """
+kind: booking
+version: v0.1
+booking: {name: cs231}
+pool: slice-pool
+shape: mig-3g.40gb
+gpus: 1
+groups: [cs231]
+window:
+  weekly: {days: [tue], start: "10:00", end: "12:00"}
+  from: 2027-01-12
+  until: 2027-03-30
+  timezone: Europe/Berlin
+"""
+
+
+async def test_the_service_refuses_bookings_it_does_not_use_yet(start_service):
+    """Bookings are checked by gpupool validate (issue 30, first step); the service says it does
+    not take them rather than storing a document that would promise GPUs it does not hold."""
+    service = await start_service()
+    with pytest.raises(GPUPoolError) as refused:
+        await service.admin().apply_pools(BOOKING)
+    assert refused.value.status == 400
+    assert "does not take bookings yet" in str(refused.value)
+    names = {p["name"] for p in await service.admin().pools()}
+    assert POOL in names and "cs231" not in names
