@@ -13,6 +13,7 @@ then the node whose victims are newer).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,26 +96,38 @@ class Capacity:
             if g is not None and id(g) in ids:
                 by_node.setdefault(s.node, []).append(s)
         held = self.ctx.res.pool_nodes(pool)
-        best: tuple[int, int, str] | None = None
-        plan: ReclaimPlan | None = None
-        for node, servers in by_node.items():
-            need = n - (usage.node_free(node) - held.get(node, 0))
-            servers.sort(key=lambda s: (s.created, s.namespace, s.name), reverse=True)
-            chosen: list[ServerUsage] = []
-            freed = 0
-            for s in servers:
-                if freed >= need:
-                    break
-                chosen.append(s)
-                freed += s.gpus
-            if freed < need or not chosen:
-                continue
-            oldest_chosen = chosen[-1].created
-            key = (len(chosen), freed, oldest_chosen)
-            if best is None or key[:2] < best[:2] or (key[:2] == best[:2] and key[2] > best[2]):
-                best = key
-                plan = ReclaimPlan(pool, node, tuple(chosen), freed)
-        return plan
+        needs = {node: n - (usage.node_free(node) - held.get(node, 0)) for node in by_node}
+        return cheapest_reclaim(pool, by_node, needs, lambda s: s.gpus)
+
+
+def cheapest_reclaim(
+    pool: str,
+    by_node: dict[str, list[ServerUsage]],
+    needs: dict[str, int],
+    size: Callable[[ServerUsage], int],
+) -> ReclaimPlan | None:
+    """Of the over-quota servers on each node (``by_node``), the fewest to stop, newest first,
+    so that the node frees ``needs[node]`` units (``size``: what one server frees); ties: fewer
+    units freed, then the node whose victims are newer. None when no node can free enough."""
+    best: tuple[int, int, str] | None = None
+    plan: ReclaimPlan | None = None
+    for node, servers in by_node.items():
+        need = needs[node]
+        servers.sort(key=lambda s: (s.created, s.namespace, s.name), reverse=True)
+        chosen: list[ServerUsage] = []
+        freed = 0
+        for s in servers:
+            if freed >= need:
+                break
+            chosen.append(s)
+            freed += size(s)
+        if freed < need or not chosen:
+            continue
+        key = (len(chosen), freed, chosen[-1].created)
+        if best is None or key[:2] < best[:2] or (key[:2] == best[:2] and key[2] > best[2]):
+            best = key
+            plan = ReclaimPlan(pool, node, tuple(chosen), freed)
+    return plan
 
 
 def candidate_groups(

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .amounts import Amount
+from .capacity import cheapest_reclaim
 from .decision import Context, ReclaimPlan
 from .labels import GFD_PRODUCT_LABEL
 from .pools import Pool
@@ -181,27 +182,12 @@ def reclaim_units(
         group = usage.node_group(s.node)
         if group is not None and id(group) in ok:
             by_node.setdefault(s.node, []).append(s)
-    best: tuple[int, int, str] | None = None
-    plan: ReclaimPlan | None = None
-    for node, servers in by_node.items():
+    needs = {}
+    for node in by_node:
         free = 0
         for resource in resources:
             found = usage.node_unit_count(node, resource)
             if found is not None:
                 free += found[1] - held.get((node, resource), 0)
-        need = n - free
-        servers.sort(key=lambda s: (s.created, s.namespace, s.name), reverse=True)
-        chosen: list[ServerUsage] = []
-        freed = 0
-        for s in servers:
-            if freed >= need:
-                break
-            chosen.append(s)
-            freed += s.units
-        if freed < need or not chosen:
-            continue
-        key = (len(chosen), freed, chosen[-1].created)
-        if best is None or key[:2] < best[:2] or (key[:2] == best[:2] and key[2] > best[2]):
-            best = key
-            plan = ReclaimPlan(pool, node, tuple(chosen), freed)
-    return plan
+        needs[node] = n - free
+    return cheapest_reclaim(pool, by_node, needs, lambda s: s.units)
