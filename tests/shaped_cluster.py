@@ -8,13 +8,14 @@ and a time-sliced node (two A10, 4 replicas each); ``mig-pool``: a node all in 1
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import real_answers
 import yaml
 
 from jupyter_gpupool.service.state import ServiceState
-from jupyter_gpupool.sim import parse_cluster
+from jupyter_gpupool.sim import ClusterSpec, parse_cluster
 from jupyter_gpupool.sim.cluster import node_object
 
 NODES = [
@@ -74,3 +75,17 @@ def shaped_state() -> ServiceState:
 def shaped_launch_options(user: str = "alice") -> dict[str, Any]:
     """``GET api/v1/launch-options`` for ``user`` on this cluster."""
     return real_answers.launch_options(shaped_state(), user, [], 64)
+
+
+def spec_of(nodes: list[dict[str, Any]]) -> ClusterSpec:
+    """A simulated cluster of these nodes (the cluster file's ``nodes``)."""
+    return parse_cluster(yaml.safe_dump({"nodes": nodes}))
+
+
+def one_pool_dir(tmp_path: Path, pool: str, **extra: Any) -> Path:
+    """A pools directory holding one pool document (``extra``: its other keys, e.g. ``quota``)."""
+    d = tmp_path / "pools"
+    d.mkdir()
+    doc = {"kind": "pool", "version": "v0.1", "pool": {"name": pool}, "nodes": {}, **extra}
+    (d / f"{pool}.yaml").write_text(yaml.safe_dump(doc))
+    return d

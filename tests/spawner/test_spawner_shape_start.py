@@ -7,15 +7,12 @@ simulator's scheduler to the node that has that device.
 from __future__ import annotations
 
 import pytest
-import yaml
-from shaped_cluster import NODES, shaped_state
-
-from jupyter_gpupool.sim import parse_cluster
+from shaped_cluster import NODES, shaped_state, spec_of
 
 
 @pytest.fixture
 def sim_cluster_spec():
-    return parse_cluster(yaml.safe_dump({"nodes": NODES}))
+    return spec_of(NODES)
 
 
 @pytest.fixture

@@ -13,22 +13,13 @@ from typing import Any
 
 import pytest
 from service_kit import start_pod
-from sqlalchemy import create_engine, text
+from sqlrows import sql
 from waiting import async_wait_for
 
 from jupyter_gpupool.client import GPUPoolError
 from jupyter_gpupool.db.store import DatabaseError
 
 FAST = {"history_interval": 0.2}
-
-
-def sql(url: str, query: str) -> list[tuple]:
-    engine = create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return [tuple(r) for r in conn.execute(text(query))]
-    finally:
-        engine.dispose()
 
 
 def hold_back_queue_commits(db: Any) -> Future[None]:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from service_kit import delete_pod, start_pod
 from sqlalchemy import create_engine, text
+from sqlrows import sql
 from test_gpuctl_on_the_same_cluster import gpupool
 from waiting import async_wait_for
 
@@ -26,15 +27,6 @@ from jupyter_gpupool.sim.resources import RESOURCES
 from jupyter_gpupool.sim.spec import example_cluster_spec
 
 FAST = {"history_interval": 0.2}
-
-
-def sql(url: str, query: str) -> list[tuple]:
-    engine = create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return [tuple(r) for r in conn.execute(text(query))]
-    finally:
-        engine.dispose()
 
 
 def sessions(url: str) -> list[dict[str, Any]]:

@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 import yaml
 from service_kit import delete_pod, start_pod
+from shaped_cluster import one_pool_dir, spec_of
 from test_api_partitioned_shapes import NODES, POOL
 from test_gpuctl_on_the_same_cluster import gpupool
 from test_records import sql, until
 
-from jupyter_gpupool.sim import SimCluster, parse_cluster
+from jupyter_gpupool.sim import SimCluster
 
 H = 3600.0
 MIG = {"pool": POOL, "shape": "mig-3g.40gb"}
@@ -28,15 +29,11 @@ SHARED = {"pool": POOL, "shape": "shared-4"}
 
 @pytest.fixture
 def pools_dir(tmp_path: Path) -> Path:
-    d = tmp_path / "pools"
-    d.mkdir()
-    doc = {"kind": "pool", "version": "v0.1", "pool": {"name": POOL}, "nodes": {}}
-    (d / f"{POOL}.yaml").write_text(yaml.safe_dump(doc))
-    return d
+    return one_pool_dir(tmp_path, POOL)
 
 
 def slice_cluster(now: list[float]) -> SimCluster:
-    return SimCluster(parse_cluster(yaml.safe_dump({"nodes": NODES})), clock=lambda: now[0])
+    return SimCluster(spec_of(NODES), clock=lambda: now[0])
 
 
 async def test_a_mig_instance_is_charged_its_equivalents_per_hour_and_the_report_splits_by_shape(

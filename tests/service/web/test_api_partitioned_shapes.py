@@ -12,11 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
+from shaped_cluster import one_pool_dir, spec_of
 from waiting import async_wait_for
 
 from jupyter_gpupool.client import AdmissionRejected
-from jupyter_gpupool.sim import parse_cluster
 
 POOL = "slice-pool"
 NODES = [
@@ -49,16 +48,12 @@ NODES = [
 
 @pytest.fixture
 def sim_cluster_spec():
-    return parse_cluster(yaml.safe_dump({"nodes": NODES}))
+    return spec_of(NODES)
 
 
 @pytest.fixture
 def pools_dir(tmp_path: Path) -> Path:
-    d = tmp_path / "pools"
-    d.mkdir()
-    doc = {"kind": "pool", "version": "v0.1", "pool": {"name": POOL}, "nodes": {}}
-    (d / f"{POOL}.yaml").write_text(yaml.safe_dump(doc))
-    return d
+    return one_pool_dir(tmp_path, POOL)
 
 
 def pod(name: str, node: str, resource: str) -> dict:

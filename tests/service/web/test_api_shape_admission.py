@@ -13,15 +13,14 @@ import asyncio
 from pathlib import Path
 
 import pytest
-import yaml
 from service_kit import start_pod
-from sqlalchemy import create_engine, text
+from shaped_cluster import one_pool_dir, spec_of
+from sqlrows import sql
 from test_api_partitioned_shapes import NODES, POOL
 
 from jupyter_gpupool.cli import main
 from jupyter_gpupool.client import AdmissionRejected, GPUPoolError
 from jupyter_gpupool.core.launchoptions import PoolChoice, pool_status, quota_text
-from jupyter_gpupool.sim import parse_cluster
 
 MIG = {"pool": POOL, "shape": "mig-3g.40gb"}
 SHARED = {"pool": POOL, "shape": "shared-4"}
@@ -29,23 +28,14 @@ SHARED = {"pool": POOL, "shape": "shared-4"}
 
 @pytest.fixture
 def sim_cluster_spec():
-    return parse_cluster(yaml.safe_dump({"nodes": NODES}))
+    return spec_of(NODES)
 
 
 @pytest.fixture
 def pools_dir(tmp_path: Path) -> Path:
-    d = tmp_path / "pools"
-    d.mkdir()
-    doc = {
-        "kind": "pool",
-        "version": "v0.1",
-        "pool": {"name": POOL},
-        "nodes": {},
-        # each user: at most one GPU-equivalent here
-        "quota": {"borrowing": False, "user-default": {"guaranteed": 1, "limit": 1}},
-    }
-    (d / f"{POOL}.yaml").write_text(yaml.safe_dump(doc))
-    return d
+    # each user: at most one GPU-equivalent here
+    quota = {"borrowing": False, "user-default": {"guaranteed": 1, "limit": 1}}
+    return one_pool_dir(tmp_path, POOL, quota=quota)
 
 
 def limits(admission: dict) -> dict:
@@ -117,15 +107,6 @@ async def test_bad_pool_entries_are_refused_with_what_is_wrong(start_service, en
         await service.admin().admit(user="alice", groups=[], pools=[entry], gpus=1)
     assert refused.value.status == 400
     assert says in str(refused.value)
-
-
-def sql(url: str, query: str) -> list[tuple]:
-    engine = create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return [tuple(r) for r in conn.execute(text(query))]
-    finally:
-        engine.dispose()
 
 
 async def test_a_shaped_reservation_and_place_in_line_survive_a_restart(db_url, start_service):

@@ -11,11 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 from service_kit import pod_for
+from shaped_cluster import one_pool_dir, spec_of
 from waiting import async_wait_for
-
-from jupyter_gpupool.sim import parse_cluster
 
 POOL = "a10-pool"
 NODES = [
@@ -40,16 +38,12 @@ NODES = [
 
 @pytest.fixture
 def sim_cluster_spec():
-    return parse_cluster(yaml.safe_dump({"nodes": NODES}))
+    return spec_of(NODES)
 
 
 @pytest.fixture
 def pools_dir(tmp_path: Path) -> Path:
-    d = tmp_path / "pools"
-    d.mkdir()
-    doc = {"kind": "pool", "version": "v0.1", "pool": {"name": POOL}, "nodes": {}}
-    (d / f"{POOL}.yaml").write_text(yaml.safe_dump(doc))
-    return d
+    return one_pool_dir(tmp_path, POOL)
 
 
 async def test_a_whole_gpu_pod_waits_for_a_whole_gpu_instead_of_taking_a_replica(start_service):

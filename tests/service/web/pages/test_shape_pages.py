@@ -11,31 +11,23 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
 from service_kit import start_pod
+from shaped_cluster import one_pool_dir, spec_of
 from test_api_partitioned_shapes import NODES, POOL
 from test_pages import Browser, text
 from test_records import until
 
 from jupyter_gpupool.service.web.auth import ADMIN_SCOPE
-from jupyter_gpupool.sim import SimCluster, parse_cluster
+from jupyter_gpupool.sim import SimCluster
 
 MIG = {"pool": POOL, "shape": "mig-3g.40gb"}
 
 
 @pytest.fixture
 def pools_dir(tmp_path: Path) -> Path:
-    d = tmp_path / "pools"
-    d.mkdir()
-    doc = {
-        "kind": "pool",
-        "version": "v0.1",
-        "pool": {"name": POOL},
-        "nodes": {},
-        "quota": {"borrowing": False, "user-default": {"guaranteed": 1, "limit": 1}},
-    }
-    (d / f"{POOL}.yaml").write_text(yaml.safe_dump(doc))
-    return d
+    # each user: at most one GPU-equivalent here
+    quota = {"borrowing": False, "user-default": {"guaranteed": 1, "limit": 1}}
+    return one_pool_dir(tmp_path, POOL, quota=quota)
 
 
 def row_text(html: str, table_id: str, key: str) -> str:
@@ -49,7 +41,7 @@ def row_text(html: str, table_id: str, key: str) -> str:
 async def test_a_mig_server_reads_as_its_shape_and_its_quota_with_two_decimals(
     start_service, db_url, now
 ):
-    spec = parse_cluster(yaml.safe_dump({"nodes": NODES}))
+    spec = spec_of(NODES)
     async with SimCluster(spec, clock=lambda: now[0]) as cluster:
         service = await start_service(cluster, db_url=db_url, history_interval=3600)
         admission = await service.admin().admit(user="erin", groups=[], pools=[MIG], gpus=1)
