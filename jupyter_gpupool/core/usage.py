@@ -50,6 +50,7 @@ from typing import Any
 
 from .amounts import Amount
 from .labels import POOL_LABEL
+from .usagenodes import gpu_unit_shape
 from .usagepods import AdmissionListener, PodBook
 from .usagerecords import (
     CORDONED,
@@ -120,9 +121,16 @@ class UsageIndex(PodBook):
         return max((g.max_free() for g in ps.groups.values()), default=0) if ps else 0
 
     def largest_node_gpus(self, pool: str) -> int:
-        """The most GPUs one node of ``pool`` holds, free or not, schedulable or not."""
+        """The most ``nvidia.com/gpu`` units one node of ``pool`` holds (whole GPUs or not),
+        free or not, schedulable or not."""
         ps = self._pools.get(pool)
         return max((self._nodes[n].gpu_total for n in ps.nodes), default=0) if ps else 0
+
+    def node_gpus_whole(self, node: str) -> bool:
+        """Whether the node's ``nvidia.com/gpu`` units are whole GPUs (not replicas of a shared
+        GPU, single-strategy MIG devices or HAMi slices); True for an unknown node."""
+        n = self._nodes.get(node)
+        return n is None or gpu_unit_shape(n) is None
 
     def node_free(self, node: str) -> int:
         n = self._nodes.get(node)
@@ -230,7 +238,9 @@ class UsageIndex(PodBook):
             gpu_used=ps.gpu_used,
             gpu_free=max(0, ps.gpu_total - ps.gpu_used),
             gpu_free_schedulable=ps.eligible_free,
-            largest_free_block=max((g.max_free() for g in ps.groups.values()), default=0),
+            largest_free_block=max(
+                (g.max_free() for g in ps.groups.values() if g.shape is None), default=0
+            ),
             node_count=len(ps.nodes),
             schedulable_nodes=ps.eligible_nodes,
             gpu_types=tuple(sorted(types)),
