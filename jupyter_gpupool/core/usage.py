@@ -165,6 +165,19 @@ class UsageIndex(PodBook):
     def has_pool(self, pool: str) -> bool:
         return pool in self._pools
 
+    def repartitioning(self, pool: str) -> list[str]:
+        """``"NODE: words"`` for each node of ``pool`` that takes nothing new because NVIDIA's
+        MIG manager is re-partitioning it (or failed to), sorted."""
+        ps = self._pools.get(pool)
+        if ps is None:
+            return []
+        out = []
+        for name in sorted(ps.nodes):
+            words = self._nodes[name].offer.repartitioning
+            if words:
+                out.append(f"{name}: {words}")
+        return out
+
     def pool_totals(self, pool: str) -> tuple[int, int, int]:
         """``(GPUs, nodes, schedulable nodes)`` of a pool."""
         ps = self._pools.get(pool)
