@@ -1,0 +1,67 @@
+"""Shaped admissions through the service on both clusters (tests/clusters.py), on the demo
+cluster (examples/cluster.yaml): a MIG instance of training-pool's MIG A100 (gpu-node-7) and a
+replica of dev-pool's time-sliced A10 (gpu-node-8). The pod made from each answer's overrides
+is bound by the scheduler — kube-scheduler v1.25 on the real control plane, which counts the
+extended resources the nodes' status advertises — to the node the service named; a whole GPU
+of the same pool never lands on the time-sliced node.
+
+Truth from outside the service: the node each pod is bound to, read back from the cluster's API.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from clusters import Cluster
+from service_kit import pod_for
+from waiting import async_wait_for
+
+pytestmark = pytest.mark.timeout(180)
+
+
+async def bound_to(cluster: Cluster, admission: dict[str, Any], name: str) -> dict[str, Any]:
+    """Create the admission's pod; the pod once the scheduler has bound it."""
+    await cluster.create_pod("default", pod_for(admission, name))
+
+    async def bound() -> dict[str, Any] | None:
+        pod = await cluster.pod("default", name)
+        return pod if pod and (pod.get("spec") or {}).get("nodeName") else None
+
+    return await async_wait_for(bound, what=f"pod {name} to be bound", timeout=60)
+
+
+def limits(pod: dict[str, Any]) -> dict[str, str]:
+    return pod["spec"]["containers"][0]["resources"]["limits"]
+
+
+async def test_a_mig_instance_and_a_shared_replica_are_bound_where_the_service_said(
+    cluster, start_service
+):
+    service = await start_service(cluster)
+    admin = service.admin()
+    rows = {p["name"]: p for p in await admin.pools()}
+    training = {s["id"]: s["free"] for s in rows["training-pool"]["shapes"]}
+    assert training["mig-1g.10gb"] == 2 and training["mig-3g.40gb"] == 1
+    assert {s["id"]: s["free"] for s in rows["dev-pool"]["shapes"]}["shared-4"] == 4
+
+    mig = await admin.admit(
+        user="alice", pools=[{"pool": "training-pool", "shape": "mig-1g.10gb"}], gpus=1
+    )
+    assert (mig["node"], mig["resource"]) == ("gpu-node-7", "nvidia.com/mig-1g.10gb")
+    pod = await bound_to(cluster, mig, "alice-mig")
+    assert pod["spec"]["nodeName"] == "gpu-node-7"
+    assert limits(pod) == {"nvidia.com/mig-1g.10gb": "1"}
+
+    shared = await admin.admit(
+        user="bob", pools=[{"pool": "dev-pool", "shape": "shared-4"}], gpus=1
+    )
+    assert (shared["node"], shared["resource"]) == ("gpu-node-8", "nvidia.com/gpu")
+    pod = await bound_to(cluster, shared, "bob-shared")
+    assert pod["spec"]["nodeName"] == "gpu-node-8"
+
+    # a whole GPU of the same pool asks nvidia.com/gpu too, and goes to the RTX node only
+    whole = await admin.admit(user="carol", pools=["dev-pool"], gpus=1)
+    assert whole["node"] == "gpu-node-5"
+    pod = await bound_to(cluster, whole, "carol-whole")
+    assert pod["spec"]["nodeName"] == "gpu-node-5"
