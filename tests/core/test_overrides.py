@@ -15,6 +15,20 @@ from jupyter_gpupool.core.poolfile import load_string
 from jupyter_gpupool.core.pools import DEFAULT_POOL, Pool
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+#: Not single-strategy MIG devices, not a HAMi node (its chart's label gpu=on)
+_NOT_MIG_OR_HAMI = [
+    {"key": "nvidia.com/mig.strategy", "operator": "NotIn", "values": ["single"]},
+    {"key": "gpu", "operator": "NotIn", "values": ["on"]},
+]
+#: What a pod asking whole GPUs requires of its node, ORed: GFD's nvidia.com/gpu.replicas absent
+#: or below 2 (not time-sliced or MPS replicas), and the rest
+WHOLE_GPU_TERMS = [
+    {"matchExpressions": [{"key": "nvidia.com/gpu.replicas", "operator": "DoesNotExist"}, *_NOT_MIG_OR_HAMI]},
+    {"matchExpressions": [{"key": "nvidia.com/gpu.replicas", "operator": "Lt", "values": ["2"]}, *_NOT_MIG_OR_HAMI]},
+]  # fmt: skip
+WHOLE_GPUS = {
+    "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": WHOLE_GPU_TERMS}
+}
 
 TRAINING = """\
 kind: pool
@@ -64,6 +78,7 @@ def test_plain_pool_with_defaults_and_a_reserved_node():
         "tolerations": [GPU_TOLERATION],
         "affinity": {
             "nodeAffinity": {
+                **WHOLE_GPUS,
                 "preferredDuringSchedulingIgnoredDuringExecution": [
                     {
                         "weight": 100,
@@ -77,7 +92,7 @@ def test_plain_pool_with_defaults_and_a_reserved_node():
                             ]
                         },
                     }
-                ]
+                ],
             }
         },
     }
@@ -106,6 +121,7 @@ template:
         over_quota=True,
     )
     assert got == {
+        "affinity": {"nodeAffinity": WHOLE_GPUS},
         "nodeSelector": {"disk": "ssd", "runwhere.ai/pool": "inference"},
         "labels": {
             "team": "vision",
@@ -163,6 +179,7 @@ platforms:
         type_pin=("runwhere.ai/gpu-type", "A100-80G"),
     )
     assert got == {
+        "affinity": {"nodeAffinity": WHOLE_GPUS},
         "resources": {
             # the pool's 2 cores; the platform's 64Gi per GPU replaces the pool's 16Gi
             "requests": {"cpu": "2", "memory": "256Gi", "nvidia.com/gpu": "4"},
@@ -213,6 +230,7 @@ template:
         over_quota=False,
     )
     assert got == {
+        "affinity": {"nodeAffinity": WHOLE_GPUS},
         "tolerations": [
             {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"},
             GPU_TOLERATION,
