@@ -10,6 +10,7 @@ hex digits of the name's SHA-256 (``hashlib.sha256(b"group:ml")``).
 from __future__ import annotations
 
 from jupyter_gpupool.core.decision import AdmissionRequest
+from jupyter_gpupool.core.kube.nodeaffinity import required_affinity_matches
 from jupyter_gpupool.core.overrides import build_overrides
 from jupyter_gpupool.core.poolfile import load_string
 from jupyter_gpupool.core.pools import DEFAULT_POOL, Pool
@@ -338,3 +339,44 @@ def test_default_pool_is_the_nodes_without_a_pool_label():
             "gpupool.jupyter.org/charged": "user:dave",
         },
     }
+
+
+def test_a_whole_gpu_pod_fits_only_nodes_of_whole_gpus():
+    """The whole-GPU terms read against nodes labelled as GFD, the device plugin and HAMi's
+    chart label them (docs/shapes.md), with the rule kube-scheduler applies to node affinity."""
+    reg = load_string(TRAINING)
+    got = build_overrides(
+        registry=reg,
+        pool=reg.pools["training"],
+        platform=None,
+        request=AdmissionRequest("alice", gpus=1),
+        charged="user:alice",
+        over_quota=False,
+    )
+    nodes = {
+        "no GFD labels": ({}, True),
+        "GFD, whole GPUs": ({"nvidia.com/gpu.replicas": "1"}, True),
+        "MIG mixed (replicas 0 on MIG GPUs)": (
+            {"nvidia.com/gpu.replicas": "0", "nvidia.com/mig.strategy": "mixed"},
+            True,
+        ),
+        "time-sliced in 4": ({"nvidia.com/gpu.replicas": "4"}, False),
+        "MPS in 2": ({"nvidia.com/gpu.replicas": "2", "nvidia.com/mps.capable": "true"}, False),
+        "MIG single": (
+            {"nvidia.com/gpu.replicas": "0", "nvidia.com/mig.strategy": "single"},
+            False,
+        ),
+        "HAMi": ({"gpu": "on"}, False),
+    }
+    for what, (labels, fits) in nodes.items():
+        assert required_affinity_matches(got["affinity"], labels, "n") is fits, what
+    # a pod without GPUs may go anywhere its pool is
+    cpu = build_overrides(
+        registry=reg,
+        pool=reg.pools["training"],
+        platform=None,
+        request=AdmissionRequest("alice", gpus=0),
+        charged="user:alice",
+        over_quota=False,
+    )
+    assert "affinity" not in cpu
