@@ -199,7 +199,7 @@ def test_the_tour_runs_on_binder_after_an_earlier_try_and_leaves_the_demo_clean(
 
     # 1, 2: the pools and the quotas the markdown describes
     assert f"Connected to the gpupool demo at http://127.0.0.1:{binder.port}" in out["connect"]
-    assert re.search(r"^training-pool\s+active\s+16\s+\d+\s+\d+\s+2$", out["pools"], re.M)
+    assert re.search(r"^training-pool\s+active\s+16\s+\d+\s+\d+\s+3$", out["pools"], re.M)
     assert re.search(r"^gpu-node-1\s+Ready\s+8\s.*A100-80G\s+training-pool", out["nodes"], re.M)
     assert re.search(r"^training-pool\s+group:ml-research\s+8\s+16\s", out["quotas"], re.M)
     assert re.search(r"^training-pool\s+\(each user\)\s+0\s+4\s", out["quotas"], re.M)
