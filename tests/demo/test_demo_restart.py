@@ -84,5 +84,5 @@ def test_an_admins_changes_outlive_a_restart_and_a_new_state_dir_starts_clean(tm
         assert node_labels(demo) == before
         fresh = pools(demo)
         assert "research-pool" not in fresh
-        assert fresh["training-pool"]["node_count"] == 2
-        assert fresh["inference-pool"]["node_count"] == 2
+        assert fresh["training-pool"]["node_count"] == 3
+        assert fresh["inference-pool"]["node_count"] == 3
