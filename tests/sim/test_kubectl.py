@@ -127,7 +127,7 @@ def test_kubectl_label_moves_a_node_between_pools(sim):
     pools = sim(
         "get", "nodes", "-l", "runwhere.ai/pool=inference-pool", "-o", "name"
     ).stdout.split()
-    assert pools == ["node/gpu-node-3", "node/gpu-node-4", "node/node-6"]
+    assert pools == ["node/gpu-node-3", "node/gpu-node-4", "node/gpu-node-shared-1", "node/node-6"]
     sim("label", "node", "node-6", "runwhere.ai/pool-")
     assert (
         sim("get", "node", "node-6", "-o", "jsonpath={.metadata.labels.runwhere\\.ai/pool}").stdout

@@ -73,6 +73,7 @@ async def test_syncs_and_follows_the_cluster(cluster, api):
 
         cluster.cordon("gpu-node-3", True)
         cluster.set_condition("gpu-node-4", "DiskPressure", True)
+        cluster.cordon("gpu-node-shared-1", True)
         await cluster.wait_for(lambda: index.pool_usage("inference-pool").status == "unavailable")
         assert index.node("gpu-node-3").reasons == ("cordoned (scheduling disabled)",)
 
