@@ -257,6 +257,8 @@ def _evaluate_shape(pool: Pool, shape_id: str, ctx: Context) -> _Outcome:
             why = "its nodes' taints are not tolerated by this pool's template"
         else:
             why = f"no node has a {shape_id} free (largest free: {largest})"
+            if busy := ctx.usage.repartitioning(name):
+                why += f"; {'; '.join(busy)}"
         return _Outcome(Skip(name, why), reclaim=plan)
 
     platform = pool.platform_of_type(gpu_type) if pool.platforms else None

@@ -170,9 +170,10 @@ def no_fit_reason(
     if nodes == 0:
         return "this pool has no nodes"
     if schedulable == 0:
+        busy = ctx.usage.repartitioning(pool.name)
         return (
             f"none of its {nodes} node{'s' if nodes != 1 else ''} can take servers right now "
-            "(not ready, under pressure or cordoned)"
+            + (f"({'; '.join(busy)})" if busy else "(not ready, under pressure or cordoned)")
         )
     if not groups:
         if untolerated:
@@ -182,4 +183,7 @@ def no_fit_reason(
         return "no node here can take servers right now"
     if n and total_gpus == 0:
         return "this pool has no GPUs"
-    return f"no node has {n} free GPU{'s' if n != 1 else ''} (largest free block: {fit.largest})"
+    why = f"no node has {n} free GPU{'s' if n != 1 else ''} (largest free block: {fit.largest})"
+    if busy := ctx.usage.repartitioning(pool.name):
+        why += f"; {'; '.join(busy)}"
+    return why

@@ -33,7 +33,15 @@ from .labels import (
 )
 from .pools import DEFAULT_POOL, Defaults, Platform, Pool, Registry
 from .quantities import format_cpu, format_memory, parse_quantity
-from .shapes import HAMI, HAMI_MEMORY_RESOURCE, Shape
+from .shapes import (
+    HAMI,
+    HAMI_MEMORY_RESOURCE,
+    HAMI_NODE_LABEL,
+    MIG_STRATEGY_LABEL,
+    REPLICAS_LABEL,
+    WHOLE,
+    Shape,
+)
 from .templates import merge_templates
 
 if TYPE_CHECKING:
@@ -41,6 +49,22 @@ if TYPE_CHECKING:
 
 #: What every GPU server tolerates: the taint GPU nodes commonly carry for the GPU resource.
 GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+
+
+def whole_gpu_terms() -> list[list[dict[str, Any]]]:
+    """Node affinity terms (ORed; the expressions of each ANDed) of the nodes whose
+    ``nvidia.com/gpu`` are whole GPUs: not time-sliced or MPS replicas (GFD's
+    ``nvidia.com/gpu.replicas`` above 1), not single-strategy MIG devices, not HAMi slices
+    (docs/shapes.md). A pod asking whole GPUs must not get a replica from the scheduler when
+    the node admission picked is full: it would be charged a GPU and share one."""
+    others = [
+        {"key": MIG_STRATEGY_LABEL, "operator": "NotIn", "values": ["single"]},
+        {"key": HAMI_NODE_LABEL[0], "operator": "NotIn", "values": [HAMI_NODE_LABEL[1]]},
+    ]
+    return [
+        [{"key": REPLICAS_LABEL, "operator": "DoesNotExist"}, *others],
+        [{"key": REPLICAS_LABEL, "operator": "Lt", "values": ["2"]}, *others],
+    ]
 
 
 def _resources(defaults: Defaults, n: int) -> dict[str, str]:
@@ -92,16 +116,18 @@ def build_overrides(
 
     node_selector: dict[str, str] = dict(pool.selector)
     affinity: dict[str, Any] = {}
+    required: list[dict[str, Any]] = []  # ANDed with each of the terms below
     if not pool.selector:
         if pool.name == DEFAULT_POOL:
             # Nodes *without* a pool label: not expressible as a nodeSelector.
-            affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
-                "nodeSelectorTerms": [
-                    {"matchExpressions": [{"key": pool_label, "operator": "DoesNotExist"}]}
-                ]
-            }
+            required.append({"key": pool_label, "operator": "DoesNotExist"})
         else:
             node_selector[pool_label] = pool.name
+    terms = whole_gpu_terms() if n and (shape is None or shape.kind == WHOLE) else [[]]
+    if required or any(terms):
+        affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
+            "nodeSelectorTerms": [{"matchExpressions": [*required, *t]} for t in terms]
+        }
     if type_pin is not None:
         node_selector[type_pin[0]] = type_pin[1]
     # where the pool's nvidia.com/gpu means different things on different nodes (whole GPUs,

@@ -37,14 +37,22 @@ def pool_exists(registry: Registry, index: UsageIndex, name: str) -> bool:
     return name == DEFAULT_POOL or name in registry.pools or index.has_pool(name)
 
 
+def whole_reserved(index: UsageIndex, reservations: Reservations, pool: str) -> dict[str, int]:
+    """Whole GPUs held by reservations, per node of ``pool`` (not the ``nvidia.com/gpu`` units
+    of nodes that share their GPUs: those are counted in the pool's shapes)."""
+    held = reservations.pool_nodes(pool)
+    return {node: n for node, n in held.items() if index.node_gpus_whole(node)}
+
+
 def largest_free_block(index: UsageIndex, reservations: Reservations, pool: str, raw: int) -> int:
-    """The most free GPUs on one schedulable node, GPUs held by reservations counted as used.
+    """The most free whole GPUs on one schedulable node, GPUs held by reservations counted as
+    used.
 
     ``raw`` is the index's answer without reservations. Reserved nodes are few (admission fills
     the fullest node first), so this looks at them one by one and at the groups' free-GPU
     counters only above the best block found so far.
     """
-    held = reservations.pool_nodes(pool)
+    held = whole_reserved(index, reservations, pool)
     if not held:
         return raw
     best = 0
@@ -58,6 +66,8 @@ def largest_free_block(index: UsageIndex, reservations: Reservations, pool: str,
         reserved_at[key] = reserved_at.get(key, 0) + 1
         best = max(best, free - gpus)
     for group in index.placement_groups(pool):
+        if group.shape is not None:  # replicas, not whole GPUs
+            continue
         gid = id(group)
         for free in range(len(group.counts) - 1, best, -1):
             if group.counts[free] > reserved_at.get((gid, free), 0):
@@ -91,7 +101,7 @@ def pool_summary(
     pool: Pool, usage: PoolUsage, index: UsageIndex, reservations: Reservations
 ) -> JSON:
     """One row of ``GET api/v1/pools``: gpuctl's columns, and what can still be admitted."""
-    reserved = sum(reservations.pool_nodes(pool.name).values())
+    reserved = sum(whole_reserved(index, reservations, pool.name).values())
     taken_out = nodes_taken_out(pool, index)
     status = usage.status
     if taken_out and usage.node_count == 0:

@@ -51,6 +51,7 @@ from typing import Any
 from .amounts import Amount
 from .labels import POOL_LABEL
 from .shapes import Shape
+from .usagenodes import gpu_unit_shape
 from .usagepods import AdmissionListener, PodBook
 from .usagerecords import (
     CORDONED,
@@ -121,9 +122,16 @@ class UsageIndex(PodBook):
         return max((g.max_free() for g in ps.groups.values()), default=0) if ps else 0
 
     def largest_node_gpus(self, pool: str) -> int:
-        """The most GPUs one node of ``pool`` holds, free or not, schedulable or not."""
+        """The most ``nvidia.com/gpu`` units one node of ``pool`` holds (whole GPUs or not),
+        free or not, schedulable or not."""
         ps = self._pools.get(pool)
         return max((self._nodes[n].gpu_total for n in ps.nodes), default=0) if ps else 0
+
+    def node_gpus_whole(self, node: str) -> bool:
+        """Whether the node's ``nvidia.com/gpu`` units are whole GPUs (not replicas of a shared
+        GPU, single-strategy MIG devices or HAMi slices); True for an unknown node."""
+        n = self._nodes.get(node)
+        return n is None or gpu_unit_shape(n) is None
 
     def node_free(self, node: str) -> int:
         n = self._nodes.get(node)
@@ -174,6 +182,19 @@ class UsageIndex(PodBook):
 
     def has_pool(self, pool: str) -> bool:
         return pool in self._pools
+
+    def repartitioning(self, pool: str) -> list[str]:
+        """``"NODE: words"`` for each node of ``pool`` that takes nothing new because NVIDIA's
+        MIG manager is re-partitioning it (or failed to), sorted."""
+        ps = self._pools.get(pool)
+        if ps is None:
+            return []
+        out = []
+        for name in sorted(ps.nodes):
+            words = self._nodes[name].offer.repartitioning
+            if words:
+                out.append(f"{name}: {words}")
+        return out
 
     def pool_totals(self, pool: str) -> tuple[int, int, int]:
         """``(GPUs, nodes, schedulable nodes)`` of a pool."""
@@ -248,7 +269,9 @@ class UsageIndex(PodBook):
             gpu_used=ps.gpu_used,
             gpu_free=max(0, ps.gpu_total - ps.gpu_used),
             gpu_free_schedulable=ps.eligible_free,
-            largest_free_block=max((g.max_free() for g in ps.groups.values()), default=0),
+            largest_free_block=max(
+                (g.max_free() for g in ps.groups.values() if g.shape is None), default=0
+            ),
             node_count=len(ps.nodes),
             schedulable_nodes=ps.eligible_nodes,
             gpu_types=tuple(sorted(types)),

@@ -20,7 +20,13 @@ from .usagerecords import BLOCKING, GroupKey, NodeRecord, PlacementGroup, ShapeC
 
 class PoolState:
     """One pool's nodes, servers and GPU counts in the usage index; ``shapes`` counts each shape
-    its nodes offer (:class:`~.usagerecords.ShapeCount`)."""
+    its nodes offer (:class:`~.usagerecords.ShapeCount`).
+
+    ``gpu_total``, ``gpu_used`` and ``eligible_free`` count whole GPUs only: a node whose
+    ``nvidia.com/gpu`` units are replicas of a shared GPU, single-strategy MIG devices or HAMi
+    slices (:func:`gpu_unit_shape`) adds its units to ``shapes`` alone, so that a time-sliced
+    A10 in 4 is not 4 GPUs on the pools page.
+    """
 
     __slots__ = (
         "eligible_free",
@@ -80,10 +86,11 @@ class NodeBook:
         self._nodes[node.name] = node
         ps = self._pool_state(node.pool)
         ps.nodes[node.name] = None
-        ps.gpu_total += node.gpu_total
-        ps.gpu_used += node.gpu_used
+        unit = gpu_unit_shape(node)
+        if unit is None:
+            ps.gpu_total += node.gpu_total
+            ps.gpu_used += node.gpu_used
         if not node.flags & BLOCKING:
-            unit = gpu_unit_shape(node)
             key: GroupKey = (node.gpu_type, node.type_key, node.taints, unit)
             group = ps.groups.get(key)
             if group is None:
@@ -91,7 +98,8 @@ class NodeBook:
             node.group = group
             group._add(node.name, node.free)
             ps.eligible_nodes += 1
-            ps.eligible_free += node.free
+            if unit is None:
+                ps.eligible_free += node.free
         for offered in node.offer.shapes:
             count = ps.shapes.get(offered.shape)
             if count is None:
@@ -114,8 +122,10 @@ class NodeBook:
         del self._nodes[node.name]
         ps = self._pools[node.pool]
         del ps.nodes[node.name]
-        ps.gpu_total -= node.gpu_total
-        ps.gpu_used -= node.gpu_used
+        whole = gpu_unit_shape(node) is None
+        if whole:
+            ps.gpu_total -= node.gpu_total
+            ps.gpu_used -= node.gpu_used
         for offered in node.offer.shapes:
             count = ps.shapes[offered.shape]
             count.total -= offered.count
@@ -132,7 +142,8 @@ class NodeBook:
         if node.group is not None:
             node.group._remove(node.name, node.free)
             ps.eligible_nodes -= 1
-            ps.eligible_free -= node.free
+            if whole:
+                ps.eligible_free -= node.free
             if not len(node.group):
                 del ps.groups[node.group.key]
             node.group = None
@@ -144,19 +155,22 @@ class NodeBook:
 
     def _node_used(self, node: NodeRecord, delta: int) -> None:
         ps = self._pools[node.pool]
+        whole = gpu_unit_shape(node) is None
         if node.group is not None:
             before = node.free
             node.group._remove(node.name, before)
             node.gpu_used += delta
             after = node.free
             node.group._add(node.name, after)
-            ps.eligible_free += after - before
+            if whole:
+                ps.eligible_free += after - before
             shape = node.gpu_shape
             if shape is not None:
                 shape._move(node.name, before, after)
         else:
             node.gpu_used += delta
-        ps.gpu_used += delta
+        if whole:
+            ps.gpu_used += delta
 
     def _node_shapes_used(
         self, node: NodeRecord, units: tuple[tuple[str, int], ...], sign: int

@@ -294,7 +294,10 @@ def launch_options(
         rows.append(
             {
                 **summary,
-                "largest_node_gpus": max((n.gpu_total for n in index.nodes(name)), default=0),
+                "largest_node_gpus": max(
+                    (n.gpu_total for n in index.nodes(name) if index.node_gpus_whole(n.name)),
+                    default=0,
+                ),
                 "quota": {
                     "managed": room.managed,
                     "borrowing": room.borrowing,

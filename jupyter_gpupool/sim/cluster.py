@@ -32,7 +32,7 @@ from .defaults import now_iso
 from .errors import ApiError
 from .faults import Faults
 from .kubelet import Kubelet
-from .migmanager import repartition
+from .migmanager import MigManager
 from .partitions import Layout
 from .resources import RESOURCES
 from .scheduler import Scheduler
@@ -258,6 +258,7 @@ class SimCluster:
         kubeconfig: str | os.PathLike[str] | None = None,
         run_processes: bool = False,
         start_delay: float = 0.0,
+        mig_delay: float = 0.05,
         history_size: int = 10000,
         clock: Callable[[], float] | None = None,
     ):
@@ -276,6 +277,16 @@ class SimCluster:
             self.store, run_processes=run_processes, start_delay=start_delay, layouts=self.layouts
         )
         self.node_lifecycle = NodeLifecycle(self.store)
+        #: re-partitions MIG nodes (``nvidia.com/mig.config.state`` pending, rebooting,
+        #: success), ``mig_delay`` seconds between two steps
+        self.mig_manager = MigManager(
+            self.store,
+            self.kubelet.devices,
+            self.node_specs,
+            self.layouts,
+            self.node_lifecycle.settle,
+            mig_delay,
+        )
         # GPU telemetry (GET /sim/v1/dcgm/metrics), from the kubelet's table of GPUs per pod.
         self.dcgm = DcgmExporter(self.store, self.kubelet.devices)
         self.dcgm.start()
@@ -350,6 +361,7 @@ class SimCluster:
     async def stop(self) -> None:
         self.store.cut_watches()
         self.node_lifecycle.stop()
+        self.mig_manager.stop()
         self.dcgm.stop()
         await self.kubelet.stop()
         await self.scheduler.stop()
@@ -384,6 +396,7 @@ class SimCluster:
                 with contextlib.suppress(ApiError):
                     self.store.delete("pods", md["namespace"], md["name"], grace_period=0)
         self.store.delete("nodes", None, name)
+        self.mig_manager.forget(name)
         self.layouts.pop(name, None)
         self.node_specs.pop(name, None)
         self.node_lifecycle.settle()
@@ -436,16 +449,15 @@ class SimCluster:
     def repartition(
         self, name: str, mig: Mapping[str, Any], config: str = "custom"
     ) -> dict[str, Any]:
-        """Re-partition node ``name``'s MIG GPUs as ``mig`` (a cluster file's ``gpu.mig``), as
-        NVIDIA's MIG manager does: ``nvidia.com/mig.config=config``, then
-        ``nvidia.com/mig.config.state`` ``pending`` and ``success`` with the new allocatable (the
-        node). ApiError 409 while pods hold devices of the GPUs it would change (the state left
-        ``failed``), 400 for a layout that can't be, 404 for no such node."""
-        node = repartition(
-            self.store, self.kubelet.devices, self.node_specs, self.layouts, name, mig, config
-        )
-        self.node_lifecycle.settle()
-        return node
+        """Start re-partitioning node ``name``'s MIG GPUs as ``mig`` (a cluster file's
+        ``gpu.mig``), as NVIDIA's MIG manager does: ``nvidia.com/mig.config=config`` and
+        ``nvidia.com/mig.config.state=pending`` now (the node, returned), then, ``mig_delay``
+        seconds apart, ``rebooting`` and ``pending`` again when a GPU's MIG mode changes, and
+        ``success`` with the new allocatable. ApiError 409 while pods hold devices of the GPUs
+        it would change (the state left ``failed``) or while the node is re-partitioned
+        already, 400 for a layout that can't be, 404 for no such node.
+        ``self.mig_manager.finish(name)`` ends it at once."""
+        return self.mig_manager.repartition(name, mig, config)
 
     def _update_node(self, name: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         old = self.store.get("nodes", None, name)

@@ -92,6 +92,8 @@ def api_nodes(demo: DemoOn) -> dict[str, dict[str, Any]]:
             "gpu_type": labels.get(TYPE_KEY) or "-",
             "total": total,
             "used": used.get(name, 0),
+            # time-sliced or MPS: nvidia.com/gpu are replicas (docs/shapes.md)
+            "shared": int(labels.get("nvidia.com/gpu.replicas") or 1) > 1,
         }
     return out
 
@@ -121,12 +123,14 @@ def node_rows(out: str) -> list[list[str]]:
 
 
 def expected_pool_numbers(demo: DemoOn, pools: list[str]) -> dict[str, list[str]]:
-    """``get pools``' GPU TOTAL, GPU USED, GPU FREE and NODE COUNT of ``pools``, from the API."""
+    """``get pools``' GPU TOTAL, GPU USED, GPU FREE and NODE COUNT of ``pools``, from the API: a
+    pool's GPUs are whole GPUs, not a shared node's replicas."""
     sums = {p: [0, 0, 0] for p in pools}  # total, used, nodes
     for n in api_nodes(demo).values():
         s = sums.setdefault(n["pool"], [0, 0, 0])
-        s[0] += n["total"]
-        s[1] += n["used"]
+        if not n["shared"]:
+            s[0] += n["total"]
+            s[1] += n["used"]
         s[2] += 1
     return {p: [str(t), str(u), str(t - u), str(c)] for p, (t, u, c) in sums.items()}
 
@@ -166,7 +170,8 @@ def test_get_pools_prints_gpuctls_columns_and_every_pool(gpupool, demo):
     assert status == 0 and rows[0] == GPUCTL_HEADER
     pools = {r[0]: r for r in rows[1:]}
     assert set(pools) == {"training-pool", "inference-pool", "dev-pool", "compute-pool", "default"}
-    assert pools["training-pool"][1:] == ["active", "16", "0", "16", "2"]
+    # 16 whole A100s on 2 nodes, and the MIG node (its instances are not whole GPUs)
+    assert pools["training-pool"][1:] == ["active", "16", "0", "16", "3"]
     assert pools["default"][2] == "4"  # node-6 is in no pool
     assert rows[-1][0] == "default"
     the_same_as_the_api(gpupool, demo, "pools")
@@ -190,9 +195,9 @@ def test_get_nodes_of_a_pool_and_a_nodes_labels(gpupool, demo):
     """``get nodes`` (all, and a pool's) says what a fresh API list says of each node's GPUs,
     GPU type and pool; ``get labels`` what the node's labels are."""
     shown = the_same_as_the_api(gpupool, demo, "nodes")
-    assert len(shown) == 8 and ["gpu-node-3", "4", "0", "4", "A10-24G", "inference-pool"] in shown
+    assert len(shown) == 10 and ["gpu-node-3", "4", "0", "4", "A10-24G", "inference-pool"] in shown
     shown = the_same_as_the_api(gpupool, demo, "nodes", "--pool", "training-pool")
-    assert [r[0] for r in shown] == ["gpu-node-1", "gpu-node-2"]
+    assert [r[0] for r in shown] == ["gpu-node-1", "gpu-node-2", "gpu-node-mig-1"]
     status, out, _ = gpupool("get", "labels", "gpu-node-3", "--key=runwhere.ai/pool")
     assert labels_of(demo, "gpu-node-3")[POOL_KEY] == "inference-pool"
     assert (status, out) == (0, "gpu-node-3 runwhere.ai/pool: inference-pool\n")

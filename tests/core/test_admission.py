@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from k8s_factories import EXAMPLES, TEST_POOLS, node, pod
+from test_overrides import WHOLE_GPU_TERMS, WHOLE_GPUS
 
 from jupyter_gpupool.core import labels as L
 from jupyter_gpupool.core.admission import AdmissionRequest, AdmissionState, Decision, decide
@@ -463,6 +464,7 @@ template:
         },
         "affinity": {
             "nodeAffinity": {
+                **WHOLE_GPUS,
                 "preferredDuringSchedulingIgnoredDuringExecution": [
                     {
                         "weight": 100,
@@ -472,7 +474,7 @@ template:
                             ]
                         },
                     }
-                ]
+                ],
             }
         },
     }
@@ -501,8 +503,10 @@ def test_default_pool_is_selected_by_the_absence_of_the_pool_label():
     assert d.overrides["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"
     ] == {
+        # nodes without the pool label, each term of a whole GPU's node with it
         "nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "runwhere.ai/pool", "operator": "DoesNotExist"}]}
+            {"matchExpressions": [{"key": "runwhere.ai/pool", "operator": "DoesNotExist"}, *t]}
+            for t in (term["matchExpressions"] for term in WHOLE_GPU_TERMS)
         ]
     }
 

@@ -10,11 +10,26 @@ hex digits of the name's SHA-256 (``hashlib.sha256(b"group:ml")``).
 from __future__ import annotations
 
 from jupyter_gpupool.core.decision import AdmissionRequest
+from jupyter_gpupool.core.kube.nodeaffinity import required_affinity_matches
 from jupyter_gpupool.core.overrides import build_overrides
 from jupyter_gpupool.core.poolfile import load_string
 from jupyter_gpupool.core.pools import DEFAULT_POOL, Pool
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+#: Not single-strategy MIG devices, not a HAMi node (its chart's label gpu=on)
+_NOT_MIG_OR_HAMI = [
+    {"key": "nvidia.com/mig.strategy", "operator": "NotIn", "values": ["single"]},
+    {"key": "gpu", "operator": "NotIn", "values": ["on"]},
+]
+#: What a pod asking whole GPUs requires of its node, ORed: GFD's nvidia.com/gpu.replicas absent
+#: or below 2 (not time-sliced or MPS replicas), and the rest
+WHOLE_GPU_TERMS = [
+    {"matchExpressions": [{"key": "nvidia.com/gpu.replicas", "operator": "DoesNotExist"}, *_NOT_MIG_OR_HAMI]},
+    {"matchExpressions": [{"key": "nvidia.com/gpu.replicas", "operator": "Lt", "values": ["2"]}, *_NOT_MIG_OR_HAMI]},
+]  # fmt: skip
+WHOLE_GPUS = {
+    "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": WHOLE_GPU_TERMS}
+}
 
 TRAINING = """\
 kind: pool
@@ -64,6 +79,7 @@ def test_plain_pool_with_defaults_and_a_reserved_node():
         "tolerations": [GPU_TOLERATION],
         "affinity": {
             "nodeAffinity": {
+                **WHOLE_GPUS,
                 "preferredDuringSchedulingIgnoredDuringExecution": [
                     {
                         "weight": 100,
@@ -77,7 +93,7 @@ def test_plain_pool_with_defaults_and_a_reserved_node():
                             ]
                         },
                     }
-                ]
+                ],
             }
         },
     }
@@ -106,6 +122,7 @@ template:
         over_quota=True,
     )
     assert got == {
+        "affinity": {"nodeAffinity": WHOLE_GPUS},
         "nodeSelector": {"disk": "ssd", "runwhere.ai/pool": "inference"},
         "labels": {
             "team": "vision",
@@ -163,6 +180,7 @@ platforms:
         type_pin=("runwhere.ai/gpu-type", "A100-80G"),
     )
     assert got == {
+        "affinity": {"nodeAffinity": WHOLE_GPUS},
         "resources": {
             # the pool's 2 cores; the platform's 64Gi per GPU replaces the pool's 16Gi
             "requests": {"cpu": "2", "memory": "256Gi", "nvidia.com/gpu": "4"},
@@ -213,6 +231,7 @@ template:
         over_quota=False,
     )
     assert got == {
+        "affinity": {"nodeAffinity": WHOLE_GPUS},
         "tolerations": [
             {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"},
             GPU_TOLERATION,
@@ -320,3 +339,44 @@ def test_default_pool_is_the_nodes_without_a_pool_label():
             "gpupool.jupyter.org/charged": "user:dave",
         },
     }
+
+
+def test_a_whole_gpu_pod_fits_only_nodes_of_whole_gpus():
+    """The whole-GPU terms read against nodes labelled as GFD, the device plugin and HAMi's
+    chart label them (docs/shapes.md), with the rule kube-scheduler applies to node affinity."""
+    reg = load_string(TRAINING)
+    got = build_overrides(
+        registry=reg,
+        pool=reg.pools["training"],
+        platform=None,
+        request=AdmissionRequest("alice", gpus=1),
+        charged="user:alice",
+        over_quota=False,
+    )
+    nodes = {
+        "no GFD labels": ({}, True),
+        "GFD, whole GPUs": ({"nvidia.com/gpu.replicas": "1"}, True),
+        "MIG mixed (replicas 0 on MIG GPUs)": (
+            {"nvidia.com/gpu.replicas": "0", "nvidia.com/mig.strategy": "mixed"},
+            True,
+        ),
+        "time-sliced in 4": ({"nvidia.com/gpu.replicas": "4"}, False),
+        "MPS in 2": ({"nvidia.com/gpu.replicas": "2", "nvidia.com/mps.capable": "true"}, False),
+        "MIG single": (
+            {"nvidia.com/gpu.replicas": "0", "nvidia.com/mig.strategy": "single"},
+            False,
+        ),
+        "HAMi": ({"gpu": "on"}, False),
+    }
+    for what, (labels, fits) in nodes.items():
+        assert required_affinity_matches(got["affinity"], labels, "n") is fits, what
+    # a pod without GPUs may go anywhere its pool is
+    cpu = build_overrides(
+        registry=reg,
+        pool=reg.pools["training"],
+        platform=None,
+        request=AdmissionRequest("alice", gpus=0),
+        charged="user:alice",
+        over_quota=False,
+    )
+    assert "affinity" not in cpu

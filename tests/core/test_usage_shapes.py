@@ -311,6 +311,47 @@ def test_an_ordinary_pools_shapes_are_its_whole_gpus_with_todays_numbers():
     assert pool_shapes(idx, res, "compute-pool") == []
 
 
+def test_pool_rows_count_whole_gpus_only_and_list_slices_as_shapes():
+    """Two A10s time-sliced in 4 are 8 units of ``nvidia.com/gpu`` on their node but not 8 GPUs
+    of its pool: ``gpu_total`` and the figures beside it count whole GPUs, the replicas (and a MIG
+    node's instances) are the pool's shapes."""
+    idx = UsageIndex()
+    idx.apply_node("ADDED", node("w1", "dev-pool", 4, "RTX4090-24G"))
+    idx.apply_node("ADDED", shared_node("a10-1", "dev-pool", 2, 4))
+    idx.apply_node("ADDED", mig_node("m1", "dev-pool", {"1g.10gb": 2}))
+    idx.apply_pod("ADDED", pod("a", 1, "w1", user="alice"))
+    idx.apply_pod("ADDED", pod("b", 1, "a10-1", user="bob"))
+    res = Reservations()
+    res.add(Reservation("r1", "dev-pool", "a10-1", 1, "carol", "user:carol", False, 9.0))
+    res.add(Reservation("r2", "dev-pool", "w1", 1, "dave", "user:dave", False, 9.0))
+    row = pool_summary(Pool("dev-pool"), idx.pool_usage("dev-pool"), idx, res)
+    figures = ("gpu_total", "gpu_used", "gpu_free", "gpu_reserved", "gpu_available")
+    assert {k: row[k] for k in figures} == {
+        "gpu_total": 4,
+        "gpu_used": 1,
+        "gpu_free": 3,
+        "gpu_reserved": 1,
+        "gpu_available": 2,
+    }
+    assert row["largest_free_block"] == 2
+    assert shapes(idx, "dev-pool", res) == {
+        "whole": (4, 2, 2),
+        "mig-1g.10gb": (2, 2, 2),
+        "shared-4": (8, 6, 6),
+    }
+    # the pool's whole GPUs stay the same as its shared node's replicas come and go
+    idx.apply_pod("DELETED", pod("b", 1, "a10-1", user="bob"))
+    idx.apply_node("DELETED", shared_node("a10-1", "dev-pool", 2, 4))
+    usage = idx.pool_usage("dev-pool")
+    assert (usage.gpu_total, usage.gpu_used, usage.gpu_free_schedulable) == (4, 1, 3)
+    # a pool of shared GPUs only has no whole GPUs at all
+    idx.apply_node("ADDED", shared_node("a10-2", "shared-pool", 2, 4))
+    idx.apply_pod("ADDED", pod("c", 1, "a10-2", user="carol"))
+    usage = idx.pool_usage("shared-pool")
+    assert (usage.gpu_total, usage.gpu_used, usage.largest_free_block) == (0, 0, 0)
+    assert shapes(idx, "shared-pool") == {"shared-4": (8, 7, 7)}
+
+
 def test_shapes_are_ordered_whole_then_mig_by_size_then_shared_then_hami():
     idx = UsageIndex()
     idx.apply_node("ADDED", shared_node("a10-1", "p", 1, 4))

@@ -76,12 +76,13 @@ def test_an_admins_changes_outlive_a_restart_and_a_new_state_dir_starts_clean(tm
         now = pools(demo)
         assert now["research-pool"]["defined"] and now["research-pool"]["node_count"] == 1
         assert now["research-pool"]["gpu_types"] == ["T4"]
-        assert now["inference-pool"]["node_count"] == 3  # gpu-node-3, 4 and 2
-        assert now["training-pool"]["node_count"] == 1
+        # gpu-node-3, 4, shared-1 and 2
+        assert now["inference-pool"]["node_count"] == 4
+        assert now["training-pool"]["node_count"] == 2  # gpu-node-1 and gpu-node-mig-1
 
     with DemoProcess.start(tmp_path / "fresh") as demo:
         assert node_labels(demo) == before
         fresh = pools(demo)
         assert "research-pool" not in fresh
-        assert fresh["training-pool"]["node_count"] == 2
-        assert fresh["inference-pool"]["node_count"] == 2
+        assert fresh["training-pool"]["node_count"] == 3
+        assert fresh["inference-pool"]["node_count"] == 3

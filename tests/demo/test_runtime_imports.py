@@ -42,5 +42,5 @@ def test_every_module_imports_without_the_test_only_packages():
     )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0] == "8 nodes"
+    assert lines[0] == "10 nodes"
     assert [line for line in lines[1:] if line] == []

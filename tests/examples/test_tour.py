@@ -199,7 +199,7 @@ def test_the_tour_runs_on_binder_after_an_earlier_try_and_leaves_the_demo_clean(
 
     # 1, 2: the pools and the quotas the markdown describes
     assert f"Connected to the gpupool demo at http://127.0.0.1:{binder.port}" in out["connect"]
-    assert re.search(r"^training-pool\s+active\s+16\s+\d+\s+\d+\s+2$", out["pools"], re.M)
+    assert re.search(r"^training-pool\s+active\s+16\s+\d+\s+\d+\s+3$", out["pools"], re.M)
     assert re.search(r"^gpu-node-1\s+Ready\s+8\s.*A100-80G\s+training-pool", out["nodes"], re.M)
     assert re.search(r"^training-pool\s+group:ml-research\s+8\s+16\s", out["quotas"], re.M)
     assert re.search(r"^training-pool\s+\(each user\)\s+0\s+4\s", out["quotas"], re.M)
@@ -226,7 +226,7 @@ def test_the_tour_runs_on_binder_after_an_earlier_try_and_leaves_the_demo_clean(
     assert re.search(
         r"^erin/: 4 GPUs in training-pool .*, over quota, charged to user:erin$", fill, re.M
     )
-    assert re.search(r"^training-pool\s+active\s+16\s+16\s+0\s+2$", fill, re.M)
+    assert re.search(r"^training-pool\s+active\s+16\s+16\s+0\s+3$", fill, re.M)
     fallback = out["fallback"].splitlines()
     assert fallback[0].strip() == (
         "skipped training-pool because no node has 4 free GPUs (largest free block: 0)"
@@ -255,7 +255,7 @@ def test_the_tour_runs_on_binder_after_an_earlier_try_and_leaves_the_demo_clean(
     assert {k[0] for k, r in after.items() if r[6] == "yes"} == {"dave", "erin"}
 
     # 6: everything stopped, seen by the service itself
-    assert re.search(r"^training-pool\s+active\s+16\s+0\s+16\s+2$", out["cleanup"], re.M)
+    assert re.search(r"^training-pool\s+active\s+16\s+0\s+16\s+3$", out["cleanup"], re.M)
     demo = binder.demo()
     status, body = demo.api("GET", "/services/gpupool/api/v1/pools")
     assert status == 200

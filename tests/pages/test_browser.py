@@ -199,10 +199,10 @@ def test_a_pool_created_on_the_admin_page_appears(admin, demo):
 
 def test_the_nodes_page_filters_and_the_quotas_page(admin, demo):
     open_page(admin, demo, "nodes")
-    expect(admin.locator("#node-table tbody tr")).to_have_count(8)
+    expect(admin.locator("#node-table tbody tr")).to_have_count(10)
     admin.select_option("#f-pool", "inference-pool")
     admin.click(".gpupool-filter button")
-    expect(admin.locator("#node-table tbody tr")).to_have_count(2)
+    expect(admin.locator("#node-table tbody tr")).to_have_count(3)
     expect(admin.locator("#node-table")).to_contain_text("runwhere.ai/pool=inference-pool")
     open_page(admin, demo, "nodes")
     shoot(admin, "nodes")

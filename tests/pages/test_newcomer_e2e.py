@@ -32,9 +32,11 @@ pytestmark = pytest.mark.timeout(240)
 
 
 def cluster_pool(name: str) -> tuple[int, str]:
-    """``(GPU count, GPU types)`` of a pool in the demo's cluster (examples/cluster.yaml)."""
+    """``(whole GPUs, GPU types)`` of a pool in the demo's cluster (examples/cluster.yaml): a
+    node whose GPUs are cut into MIG instances or shared has no whole GPUs."""
     nodes = [n for n in example_cluster_spec().nodes if n.labels.get(POOL_LABEL) == name]
-    return sum(n.gpu.count for n in nodes), ", ".join(sorted({str(n.gpu.type) for n in nodes}))
+    whole = sum(n.gpu.count for n in nodes if n.gpu.layout() is None)
+    return whole, ", ".join(sorted({str(n.gpu.type) for n in nodes}))
 
 
 @contextlib.contextmanager

@@ -29,7 +29,7 @@ def pod_body(name, labels=None, gpus=0, **spec):
 
 async def test_list_nodes_and_read_one(core):
     nodes = await core.list_node()
-    assert len(nodes.items) == 8
+    assert len(nodes.items) == 10
     node = await core.read_node("gpu-node-1")
     assert node.status.allocatable["nvidia.com/gpu"] == "8"
     assert node.metadata.labels["runwhere.ai/pool"] == "training-pool"
@@ -373,7 +373,7 @@ async def test_injected_faults_answer_500(core, sim_cluster):
     with pytest.raises(ApiException) as err:
         await core.list_namespaced_config_map("default")
     assert err.value.status == 500
-    assert len((await core.list_node()).items) == 8  # other paths unaffected
+    assert len((await core.list_node()).items) == 10  # other paths unaffected
     sim_cluster.faults.configure(error_rate=0.5, seed=7)
     results = []
     for _ in range(40):

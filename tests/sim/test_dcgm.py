@@ -166,8 +166,13 @@ async def visible_in_order(cluster: SimCluster, name: str) -> list[str]:
 
 
 def gpu_nodes(spec: ClusterSpec) -> dict[str, int]:
-    """The cluster file's GPU nodes and their GPU counts."""
-    return {n.name: n.gpu.count for n in spec.nodes if n.gpu.count and n.gpu.device_plugin}
+    """The cluster file's nodes of whole GPUs and their GPU counts (a MIG node's and a shared
+    GPU's series are tests/sim/test_partitioned_nodes.py's)."""
+    return {
+        n.name: n.gpu.count
+        for n in spec.nodes
+        if n.gpu.count and n.gpu.device_plugin and n.gpu.layout() is None
+    }
 
 
 @pytest.fixture
@@ -183,22 +188,27 @@ async def processes() -> Any:
 async def test_one_series_per_gpu_of_every_gpu_node_in_the_exporters_format(sim_cluster):
     spec = example_cluster_spec()
     expected = {(node, str(i)) for node, count in gpu_nodes(spec).items() for i in range(count)}
-    assert len(expected) == 8 + 8 + 4 + 4 + 4 + 4  # examples/cluster.yaml's GPUs
+    assert len(expected) == 8 + 8 + 4 + 4 + 4 + 4  # examples/cluster.yaml's whole GPUs
+    whole = {node for node, _ in expected}
     products = {n.name: n.gpu.product for n in spec.nodes}
     memory = {n.name: n.gpu.memory_mib for n in spec.nodes}
 
     code, headers, text = await call(sim_cluster, "GET", METRICS)
     assert code == 200 and headers["Content-Type"].startswith("text/plain; version=0.0.4")
     families = {f.name: f for f in text_string_to_metric_families(text)}
-    assert set(families) == set(FIELDS)
+    # the MIG node's instances report DCGM_FI_PROF_GR_ENGINE_ACTIVE
+    assert set(families) == {*FIELDS, "DCGM_FI_PROF_GR_ENGINE_ACTIVE"}
     for name, help_text in FIELDS.items():
         family = families[name]
         assert (family.type, family.documentation) == ("gauge", help_text)
-        got = {(s.labels["Hostname"], s.labels["gpu"]) for s in family.samples}
-        assert got == expected and len(family.samples) == len(expected), name
+        samples = [s for s in family.samples if s.labels["Hostname"] in whole]
+        got = {(s.labels["Hostname"], s.labels["gpu"]) for s in samples}
+        assert got == expected and len(samples) == len(expected), name
     uuids = set()
     for name, labels, value in series(text):
         node, gpu = labels["Hostname"], labels["gpu"]
+        if node not in whole:
+            continue
         assert labels["device"] == f"nvidia{gpu}"
         assert labels["modelName"] == products[node]
         assert UUID.match(labels["UUID"]), labels
@@ -210,7 +220,8 @@ async def test_one_series_per_gpu_of_every_gpu_node_in_the_exporters_format(sim_
     assert len(uuids) == len(expected)  # every GPU its own UUID
     # The same GPUs keep their UUIDs in another simulator with the same nodes.
     async with SimCluster(spec) as again:
-        assert {g["UUID"] for g in util_by_gpu(await scrape(again)).values()} == uuids
+        again_util = util_by_gpu(await scrape(again)).values()
+        assert {g["UUID"] for g in again_util if g["Hostname"] in whole} == uuids
 
 
 async def test_node_filter_gives_that_nodes_gpus_and_404_for_no_such_node(sim_cluster):

@@ -42,11 +42,11 @@ def sim(tmp_path):
         yield kubectl
 
 
-def test_sim_writes_a_kubeconfig_and_kubectl_lists_8_nodes(sim):
+def test_sim_writes_a_kubeconfig_and_kubectl_lists_10_nodes(sim):
     out = sim("get", "nodes", "-L", "runwhere.ai/pool").stdout.splitlines()
     assert out[0].split() == ["NAME", "STATUS", "ROLES", "AGE", "VERSION", "POOL"]
     rows = {line.split()[0]: line.split() for line in out[1:]}
-    assert len(rows) == 8
+    assert len(rows) == 10
     assert rows["gpu-node-1"][1] == "Ready" and rows["gpu-node-1"][-1] == "training-pool"
     assert len(rows["node-6"]) == 5  # no pool label
     assert sim("version", "-o", "json").returncode == 0
@@ -107,10 +107,10 @@ def test_gpu_pods_run_in_their_pool_or_stay_pending_with_a_reason(sim):
     status = sim("get", "pod", "sixteen", "-o", "jsonpath={.status.phase}").stdout
     assert status == "Pending"
     assert (
-        "0/8 nodes are available: 6 node(s) didn't match Pod's node affinity/selector, "
-        "8 Insufficient nvidia.com/gpu. preemption: 0/8 nodes are available: "
-        "2 No preemption victims found for incoming pod, "
-        "6 Preemption is not helpful for scheduling." in described
+        "0/10 nodes are available: 10 Insufficient nvidia.com/gpu, "
+        "7 node(s) didn't match Pod's node affinity/selector. preemption: 0/10 nodes are available: "
+        "3 No preemption victims found for incoming pod, "
+        "7 Preemption is not helpful for scheduling." in described
     )
     events = sim("get", "events", "--field-selector", "reason=FailedScheduling").stdout
     assert "pod/sixteen" in events
@@ -127,7 +127,7 @@ def test_kubectl_label_moves_a_node_between_pools(sim):
     pools = sim(
         "get", "nodes", "-l", "runwhere.ai/pool=inference-pool", "-o", "name"
     ).stdout.split()
-    assert pools == ["node/gpu-node-3", "node/gpu-node-4", "node/node-6"]
+    assert pools == ["node/gpu-node-3", "node/gpu-node-4", "node/gpu-node-shared-1", "node/node-6"]
     sim("label", "node", "node-6", "runwhere.ai/pool-")
     assert (
         sim("get", "node", "node-6", "-o", "jsonpath={.metadata.labels.runwhere\\.ai/pool}").stdout

@@ -94,10 +94,10 @@ async def test_start_times_out_when_no_node_has_the_gpus(spawner_factory, sim_cl
     assert any(
         e["reason"] == "FailedScheduling"
         and e["message"]
-        == "0/8 nodes are available: 6 Insufficient nvidia.com/gpu, "
-        "6 node(s) didn't match Pod's node affinity/selector. preemption: "
-        "0/8 nodes are available: 2 No preemption victims found for incoming pod, "
-        "6 Preemption is not helpful for scheduling."
+        == "0/10 nodes are available: 7 node(s) didn't match Pod's node affinity/selector, "
+        "8 Insufficient nvidia.com/gpu. preemption: "
+        "0/10 nodes are available: 3 No preemption victims found for incoming pod, "
+        "7 Preemption is not helpful for scheduling."
         for e in events
     )
     # the hub stops a spawner whose start failed: the pending pod goes away at once

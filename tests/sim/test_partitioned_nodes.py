@@ -280,6 +280,7 @@ def mig_states(cluster: SimCluster, node: str) -> list[str]:
 
 
 async def test_repartitioning_goes_through_pending_to_success_and_changes_allocatable(cluster):
+    """GPU 1 leaves MIG mode (its 2g.20gb go): the simulated MIG manager reboots for it."""
     states = mig_states(cluster, "mig-mixed")
     code, body = await put(
         cluster,
@@ -287,7 +288,9 @@ async def test_repartitioning_goes_through_pending_to_success_and_changes_alloca
         {"mig": {"strategy": "mixed", "devices": {"1g.10gb": 7}}, "config": "all-1g"},
     )
     assert code == 200, body
-    assert states == ["pending", "success"]
+    assert body["metadata"]["labels"]["nvidia.com/mig.config.state"] == "pending"
+    await async_wait_for(lambda: states[-1] == "success", what="success", timeout=15)
+    assert states == ["pending", "rebooting", "pending", "success"]
     node = cluster.store.get("nodes", None, "mig-mixed")
     assert node["metadata"]["labels"]["nvidia.com/mig.config"] == "all-1g"
     offer = node_offer(node["metadata"]["labels"], node["status"]["allocatable"])

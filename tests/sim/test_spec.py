@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_gpupool.core.shapes import node_offer
 from jupyter_gpupool.core.yamldoc import DocumentError
 from jupyter_gpupool.sim import SimCluster, load_cluster_file, parse_cluster
 
@@ -13,7 +14,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cluster.yaml"
 def test_example_cluster_is_gpuctls_four_pools_plus_one_unpooled_node():
     spec = load_cluster_file(EXAMPLE)
     nodes = {n.name: n for n in spec.nodes}
-    assert len(nodes) == 8
+    assert len(nodes) == 10
     pools = {name: n.labels.get("runwhere.ai/pool") for name, n in nodes.items()}
     assert pools == {
         "gpu-node-1": "training-pool",
@@ -21,6 +22,8 @@ def test_example_cluster_is_gpuctls_four_pools_plus_one_unpooled_node():
         "gpu-node-3": "inference-pool",
         "gpu-node-4": "inference-pool",
         "gpu-node-5": "dev-pool",
+        "gpu-node-mig-1": "training-pool",
+        "gpu-node-shared-1": "inference-pool",
         "cpu-node-1": "compute-pool",
         "cpu-node-2": "compute-pool",
         "node-6": None,
@@ -34,6 +37,14 @@ def test_example_cluster_is_gpuctls_four_pools_plus_one_unpooled_node():
     assert nodes["gpu-node-3"].capacity()["nvidia.com/gpu"] == "4"
     assert "nvidia.com/gpu" not in nodes["cpu-node-1"].capacity()
     assert nodes["node-6"].all_labels()["runwhere.ai/gpu-type"] == "T4-16G"
+    # the slices a newcomer sees on the spawn form: mig-parted's all-balanced cut of one
+    # A100-80GB, and an A10 time-sliced in 4
+    for name, shapes in (
+        ("gpu-node-mig-1", {"mig-3g.40gb": 1, "mig-2g.20gb": 1, "mig-1g.10gb": 2}),
+        ("gpu-node-shared-1", {"shared-4": 4}),
+    ):
+        offer = node_offer(nodes[name].all_labels(), nodes[name].capacity())
+        assert {o.shape.id: o.count for o in offer.shapes} == shapes, name
 
 
 def test_every_problem_is_reported_with_file_line_and_field():

@@ -48,20 +48,22 @@ c.Spawner.pre_spawn_hook = _short_start
 INVISIBLE_TAINT = {"key": "node.kubernetes.io/out-of-service", "effect": "NoExecute"}
 #: What kube-scheduler v1.25 says (a FailedScheduling event, the PodScheduled condition) of a
 #: 1-GPU server pod of POOL when N nodes carry INVISIBLE_TAINT, keyed by (POOL, N): its reasons
-#: sorted as text; the two CPU nodes count as lacking GPUs. The simulated scheduler says the same.
+#: sorted as text; the two CPU nodes and the MIG node (no whole GPU) count as lacking GPUs, and
+#: inference-pool's time-sliced node does not match a whole GPU's node affinity. The simulated
+#: scheduler says the same.
 REFUSED = {
-    ("dev-pool", 1): "0/8 nodes are available: "
+    ("dev-pool", 1): "0/10 nodes are available: "
     "1 node(s) had untolerated taint {node.kubernetes.io/out-of-service: }, "
-    "2 Insufficient nvidia.com/gpu, 7 node(s) didn't match Pod's node affinity/selector. "
-    "preemption: 0/8 nodes are available: 8 Preemption is not helpful for scheduling.",
-    ("dev-pool", 3): "0/8 nodes are available: 2 Insufficient nvidia.com/gpu, "
+    "3 Insufficient nvidia.com/gpu, 9 node(s) didn't match Pod's node affinity/selector. "
+    "preemption: 0/10 nodes are available: 10 Preemption is not helpful for scheduling.",
+    ("dev-pool", 3): "0/10 nodes are available: 3 Insufficient nvidia.com/gpu, "
     "3 node(s) had untolerated taint {node.kubernetes.io/out-of-service: }, "
-    "7 node(s) didn't match Pod's node affinity/selector. "
-    "preemption: 0/8 nodes are available: 8 Preemption is not helpful for scheduling.",
-    ("inference-pool", 3): "0/8 nodes are available: 2 Insufficient nvidia.com/gpu, "
+    "9 node(s) didn't match Pod's node affinity/selector. "
+    "preemption: 0/10 nodes are available: 10 Preemption is not helpful for scheduling.",
+    ("inference-pool", 3): "0/10 nodes are available: 3 Insufficient nvidia.com/gpu, "
     "3 node(s) had untolerated taint {node.kubernetes.io/out-of-service: }, "
-    "6 node(s) didn't match Pod's node affinity/selector. "
-    "preemption: 0/8 nodes are available: 8 Preemption is not helpful for scheduling.",
+    "8 node(s) didn't match Pod's node affinity/selector. "
+    "preemption: 0/10 nodes are available: 10 Preemption is not helpful for scheduling.",
 }
 
 
@@ -296,9 +298,9 @@ async def test_falls_back_when_the_scheduler_refuses_what_the_service_admitted(h
 
 
 async def test_wraps_around_the_pools_until_start_timeout(hub):
-    """Every node of both pools the user lists carries the taint: the spawner tries dev-pool,
-    inference-pool, dev-pool again... until start_timeout, then fails saying what the scheduler
-    said in each pool, and leaves no pod and no admission behind."""
+    """Every whole-GPU node of both pools the user lists carries the taint: the spawner tries
+    dev-pool, inference-pool, dev-pool again... until start_timeout, then fails saying what the
+    scheduler said in each pool, and leaves no pod and no admission behind."""
     nodes = ["gpu-node-3", "gpu-node-4", "gpu-node-5"]
     refused = {pool: REFUSED[pool, 3] for pool in ("dev-pool", "inference-pool")}
     await taint(hub, nodes)

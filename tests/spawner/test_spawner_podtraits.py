@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jupyter_gpupool.core.admission import AdmissionRequest, build_overrides
+from jupyter_gpupool.core.overrides import whole_gpu_terms
 from jupyter_gpupool.core.pools import DEFAULT_POOL, Defaults, Pool, Registry
 from jupyter_gpupool.spawner.podtraits import (
     POOL_TRAITS,
@@ -201,14 +202,16 @@ def test_default_pool_affinity_is_added_to_every_configured_term():
     configured = {**CONFIGURED, "node_affinity_required": {"1": zone, "2": host}}
     out = pool_trait_values(configured, overrides)
     no_pool = {"key": "runwhere.ai/pool", "operator": "DoesNotExist"}
+    # a whole GPU's node, in either of two ways (tests/core/test_overrides.py spells them out)
+    whole = whole_gpu_terms()
     assert out["node_affinity_required"] == [
-        {"matchExpressions": [zone["matchExpressions"][0], no_pool]},
-        {"matchFields": host["matchFields"], "matchExpressions": [no_pool]},
+        *({"matchExpressions": [zone["matchExpressions"][0], no_pool, *w]} for w in whole),
+        *({"matchFields": host["matchFields"], "matchExpressions": [no_pool, *w]} for w in whole),
     ]
     assert (out["cpu_guarantee"], out["mem_guarantee"]) == (2.0, 8 * 2**30)
-    # nothing configured: the pool's own term
+    # nothing configured: the pool's own terms
     alone = pool_trait_values(CONFIGURED, overrides)["node_affinity_required"]
-    assert alone == [{"matchExpressions": [no_pool]}]
+    assert alone == [{"matchExpressions": [no_pool, *w]} for w in whole]
 
 
 def test_env_value_from_is_kept_as_an_env_spec():

@@ -129,17 +129,17 @@ async def test_an_unschedulable_pod_falls_back_to_the_next_pool(spawner, sim_clu
     messages = spawner._progress.messages
     assert messages[0] == "admitted to training-pool within quota (2 A100-80G GPUs)"
     assert messages[1].startswith(
-        'falling back from training-pool to inference-pool because "0/8 nodes are available: '
-        "2 Insufficient nvidia.com/gpu, "  # the CPU nodes
+        'falling back from training-pool to inference-pool because "0/10 nodes are available: '
         "2 node(s) had untolerated taint {node.kubernetes.io/unschedulable: }, "
         "2 node(s) were unschedulable, "
+        "3 Insufficient nvidia.com/gpu, "  # the CPU nodes and the MIG node
     )
     assert messages[2] == "admitted to inference-pool within quota (2 A10-24G GPUs)"
     assert spawner.get_state()["gpupool"]["pool"] == "inference-pool"
     # the steps after it are shown with the new decision, which says why not training-pool
     assert spawner._progress.decision.summary.startswith(
         "Admitted to inference-pool within quota (2 A10-24G GPUs); training-pool could not "
-        'schedule it ("0/8 nodes are available: 2 Insufficient nvidia.com/gpu, '
+        'schedule it ("0/10 nodes are available: 2 node(s) had untolerated taint '
     )
 
 
@@ -177,7 +177,7 @@ async def test_no_pool_schedules_within_start_timeout(make_spawner, sim_cluster,
         await spawner.start()
     assert e.value.status_code == 503
     assert e.value.message.startswith(
-        "No pool could schedule your server within 3 seconds. inference-pool: 0/8 nodes"
+        "No pool could schedule your server within 3 seconds. inference-pool: 0/10 nodes"
     )
     # the one pool was retried (wrap-around) and every admission was given back
     assert len(fake_service.admissions) >= 2

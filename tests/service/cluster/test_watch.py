@@ -60,8 +60,9 @@ async def test_syncs_and_follows_the_cluster(cluster, api):
             ("compute-pool", 0, 2),
             ("default", 4, 1),
             ("dev-pool", 4, 1),
-            ("inference-pool", 8, 2),
-            ("training-pool", 16, 2),
+            # 8 whole A10s on 2 nodes, and the time-sliced one (its replicas are not GPUs)
+            ("inference-pool", 8, 3),
+            ("training-pool", 16, 3),
         ]
         core = kubernetes_asyncio.client.CoreV1Api(api)
         await core.create_namespaced_pod("default", gpu_pod("nb-1", 6, "training-pool"))
@@ -72,6 +73,7 @@ async def test_syncs_and_follows_the_cluster(cluster, api):
 
         cluster.cordon("gpu-node-3", True)
         cluster.set_condition("gpu-node-4", "DiskPressure", True)
+        cluster.cordon("gpu-node-shared-1", True)
         await cluster.wait_for(lambda: index.pool_usage("inference-pool").status == "unavailable")
         assert index.node("gpu-node-3").reasons == ("cordoned (scheduling disabled)",)
 
@@ -154,7 +156,7 @@ async def test_backs_off_on_errors_and_recovers(cluster, api):
         assert "500" in (view.last_error or "")
         cluster.faults.configure(error_rate=0.0)
         await view.wait_synced(10)
-        assert index.node_count == 8
+        assert index.node_count == 10
     finally:
         await view.stop()
 

@@ -46,7 +46,8 @@ async def test_pools_lists_every_pool_with_live_free_gpus(service):
     training = pools["training-pool"]
     assert training["description"] == "Large model training (high-end GPUs)"
     assert (training["gpu_total"], training["gpu_used"], training["gpu_free"]) == (16, 0, 16)
-    assert training["node_count"] == 2 and training["gpu_types"] == ["A100-80G"]
+    # 16 whole A100s on 2 nodes, and the MIG node (its instances are not whole GPUs)
+    assert training["node_count"] == 3 and training["gpu_types"] == ["A100-80G"]
     assert training["largest_free_block"] == 8 and training["status"] == "active"
     assert pools["default"]["gpu_total"] == 4  # node-6 carries no pool label
     assert pools["compute-pool"]["gpu_total"] == 0 and pools["compute-pool"]["node_count"] == 2
@@ -86,7 +87,7 @@ async def test_pool_detail_has_nodes_servers_and_quota(service):
     await start_pod(service.cluster, a, "alice-nb")
     await service.settled()
     detail = await admin.pool("training-pool")
-    assert [n["name"] for n in detail["nodes"]] == ["gpu-node-1", "gpu-node-2"]
+    assert [n["name"] for n in detail["nodes"]] == ["gpu-node-1", "gpu-node-2", "gpu-node-mig-1"]
     [server] = detail["servers"]
     assert (server["user"], server["gpus"], server["pool"]) == ("alice", 2, "training-pool")
     quota = detail["quota"]

@@ -1,5 +1,6 @@
 """A pool's shapes in ``GET api/v1/pools`` and ``GET api/v1/pools/NAME``, through the API on the
-simulated cluster (its nodes are ordinary: whole GPUs only)."""
+simulated demo cluster: training-pool's whole A100s (and, after them, its MIG node's
+instances)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from service_kit import start_pod
 async def test_an_ordinary_pool_lists_its_whole_gpus_with_free_counts(service):
     admin = service.admin()
     pools = {p["name"]: p for p in await admin.pools()}
-    [whole] = pools["training-pool"]["shapes"]
+    whole, *mig = pools["training-pool"]["shapes"]
+    assert [s["id"] for s in mig] == ["mig-3g.40gb", "mig-2g.20gb", "mig-1g.10gb"]
     assert whole == {
         "id": "whole",
         "name": None,
@@ -31,7 +33,7 @@ async def test_an_ordinary_pool_lists_its_whole_gpus_with_free_counts(service):
     a = await admin.admit(user="bob", groups=["ml-research"], pools=["training-pool"], gpus=3)
     for when in ("reserved", "running"):
         row = next(p for p in await admin.pools() if p["name"] == "training-pool")
-        [whole] = row["shapes"]
+        whole = row["shapes"][0]
         assert (whole["total"], whole["free"], whole["largest_free"]) == (16, 13, 8), when
         assert (whole["free"], whole["largest_free"]) == (
             row["gpu_available"],

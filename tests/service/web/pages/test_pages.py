@@ -163,7 +163,7 @@ async def test_the_pools_page_has_gpuctls_columns_and_more(service, admin):
     # servers
     assert text(row).split() == [
         "training-pool", "active", "A100-80G", "16", "16", "0", "8", "0", "held", "·", "0",
-        "in", "line", "2", "2", "(", "0", "pending)",
+        "in", "line", "3", "2", "(", "0", "pending)",
     ]  # fmt: skip
     row = re.search(r'<tr data-key="dev-pool">.*?</tr>', html, re.S).group(0)
     assert " ".join(text(row).split()[7:13]) == "1 held · 0 in line"  # carol's, with no pod yet
@@ -198,7 +198,7 @@ async def test_the_nodes_page_filters_by_pool_status_and_name(service, admin):
     service.cluster.cordon("gpu-node-3")
     await service.settled()
     status, html, _ = await admin.get("nodes")
-    assert status == 200 and len(re.findall(r'<tr data-key="[^"]', html)) == 8
+    assert status == 200 and len(re.findall(r'<tr data-key="[^"]', html)) == 10
     assert "runwhere.ai/pool=training-pool" in html  # labels are shown
     status, html, _ = await admin.get("nodes?status=cordoned")
     rows = re.findall(r'<tr data-key="([^"]+)"', html)
@@ -210,7 +210,7 @@ async def test_the_nodes_page_filters_by_pool_status_and_name(service, admin):
     # the API the page refreshes from takes the same arguments, a page at a time
     nodes = await service.admin()._json("GET", "api/v1/nodes", params={"limit": "3", "offset": "3"})
     assert [n["name"] for n in nodes["nodes"]] == ["gpu-node-2", "gpu-node-3", "gpu-node-4"]
-    assert (nodes["total"], nodes["offset"], nodes["limit"]) == (8, 3, 3)
+    assert (nodes["total"], nodes["offset"], nodes["limit"]) == (10, 3, 3)
 
 
 async def test_the_quotas_page_and_its_rows_in_the_api(service, admin):
