@@ -167,7 +167,8 @@ def never_reason(
 
     ``largest_node(pool)``: the most GPUs one node of the pool holds (0 without nodes)."""
     reasons = []
-    for name in pools_of(request, state):
+    pools = request.pools or tuple(state.registry.default_pool_order(request.groups))
+    for name, shape_id in request.choices(pools):
         pool = state.registry.pool(name)
         if pool is None:
             if not state.usage.has_pool(name):
@@ -176,6 +177,16 @@ def never_reason(
             pool = Pool(name)
         if not pool.allows(request.user, request.groups):
             reasons.append(f"{name}: you don't have access to this pool")
+            continue
+        if shape_id is not None and request.gpus:
+            # a shape: one unit, of a shape the pool's nodes offer (and its file lets in)
+            ids = {c.shape.id for c in state.usage.shape_counts(name)}
+            if request.gpus != 1:
+                reasons.append(f"{name}: a server gets one {shape_id}")
+            elif shape_id not in ids or not pool.offers_shape(shape_id):
+                reasons.append(f"{name}: this pool has no {shape_id}")
+            else:
+                return None
             continue
         if problem := validate_gpus(pool, request.gpus):
             reasons.append(f"{name}: {problem}")

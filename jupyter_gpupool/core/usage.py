@@ -121,11 +121,25 @@ class UsageIndex(PodBook):
         ps = self._pools.get(pool)
         return max((g.max_free() for g in ps.groups.values()), default=0) if ps else 0
 
-    def largest_node_gpus(self, pool: str) -> int:
-        """The most ``nvidia.com/gpu`` units one node of ``pool`` holds (whole GPUs or not),
-        free or not, schedulable or not."""
+    def pool_max_room(self, pool: str) -> int:
+        """The most free units of any one kind on one schedulable node of ``pool``: free GPUs
+        (:meth:`pool_max_free`) or free units of a shape (a MIG device, a renamed shared GPU);
+        reservations not counted. An upper bound for "could a request of the line fit here"."""
         ps = self._pools.get(pool)
-        return max((self._nodes[n].gpu_total for n in ps.nodes), default=0) if ps else 0
+        if ps is None:
+            return 0
+        return max(
+            self.pool_max_free(pool), max((c.max_free() for c in ps.shapes.values()), default=0)
+        )
+
+    def largest_node_gpus(self, pool: str) -> int:
+        """The most whole GPUs one node of ``pool`` holds, free or not, schedulable or not (a
+        node whose ``nvidia.com/gpu`` units are replicas or MIG devices holds none)."""
+        ps = self._pools.get(pool)
+        if ps is None:
+            return 0
+        nodes = (self._nodes[n] for n in ps.nodes)
+        return max((n.gpu_total for n in nodes if gpu_unit_shape(n) is None), default=0)
 
     def node_gpus_whole(self, node: str) -> bool:
         """Whether the node's ``nvidia.com/gpu`` units are whole GPUs (not replicas of a shared
@@ -227,9 +241,13 @@ class UsageIndex(PodBook):
         return [self._server(self._pods[k]) for k in ps.over_quota]
 
     def borrowed_gpus(self, pool: str) -> int:
-        """GPUs of the bound servers in ``pool`` that borrow beyond their quota."""
+        """Whole GPUs of the bound servers in ``pool`` that borrow beyond their quota (a
+        borrowed replica or MIG device is in the pool's shapes, not its GPUs)."""
         ps = self._pools.get(pool)
-        return sum(self._pods[k].gpus for k in ps.over_quota) if ps is not None else 0
+        if ps is None:
+            return 0
+        pods = (self._pods[k] for k in ps.over_quota)
+        return sum(p.gpus for p in pods if p.node is None or self.node_gpus_whole(p.node))
 
     def admission_state(self, admission_id: str) -> str | None:
         """``"pending"`` or ``"bound"`` for a live pod with this admission id, else None."""

@@ -181,9 +181,10 @@ class Line:
         state, index = self.state, self.state.index
         base = state.admission_state()
         may_reclaim = functools.cache(lambda pool: bool(index.over_quota_servers(pool)))
-        max_free = functools.cache(index.pool_max_free)
-        # Only the entries that list a pool with room (a node with free GPUs, reservations not
-        # counted: an upper bound) or with borrowers to reclaim from are ranked: in the same
+        max_free = functools.cache(index.pool_max_room)
+        # Only the entries that list a pool with room (a node with free GPUs or free units of a
+        # shape, reservations not counted: an upper bound) or with borrowers to reclaim from are
+        # ranked: in the same
         # order as the whole line, they alone could be admitted, and their standings say
         # which of those pools are held for requests within quota. Elsewhere nothing can be
         # admitted before the next change of usage (which kicks a pass): what was held stays
