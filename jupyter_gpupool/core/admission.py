@@ -174,7 +174,6 @@ def _evaluate(name: str, shape_id: str | None, ctx: Context) -> _Outcome:
         pool_label=ctx.state.pool_label,
         type_pin=type_pin,
         node_hostname=ctx.usage.node_hostname(fit.node),
-        shape_pin=shape_pin(ctx, name, fit.node) if n else None,
     )
     return _Outcome(
         decision=Decision(

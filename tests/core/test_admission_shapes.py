@@ -221,17 +221,24 @@ def test_a_pool_mixing_shapes_of_nvidia_gpu_pins_the_pod_to_its_shape_by_gfd_lab
     w = World(MIXED, whole, shared_node("s1", "a10-pool", gpus=2, replicas=4))
     d = w.decide(["a10-pool"])
     assert d.node == "w1"
-    selector = d.overrides["nodeSelector"]
-    assert selector["nvidia.com/gpu.product"] == "NVIDIA-A10"
-    assert selector["nvidia.com/gpu.replicas"] == "1"
+    # whole GPUs: a required affinity for nodes of whole GPUs (overrides.whole_gpu_terms), in
+    # every pool, so no pin is needed
+    assert "nvidia.com/gpu.product" not in d.overrides["nodeSelector"]
+    required = d.overrides["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert {"key": "nvidia.com/gpu.replicas", "operator": "Lt", "values": ["2"]} in [
+        e for term in required["nodeSelectorTerms"] for e in term["matchExpressions"]
+    ]
     shared = w.decide([("a10-pool", "shared-4")])
     assert shared.node == "s1"
     selector = shared.overrides["nodeSelector"]
     assert selector["nvidia.com/gpu.product"] == "NVIDIA-A10-SHARED"
     assert selector["nvidia.com/gpu.replicas"] == "4"
-    # a pool of one shape is left as it was: no pin
-    plain = world()
-    assert "nvidia.com/gpu.product" not in plain.decide(["whole-pool"]).overrides["nodeSelector"]
+    # a pool of one shape: no pin for its replicas either
+    plain = World(MIXED, shared_node("s2", "a10-pool", gpus=1, replicas=4))
+    only = plain.decide([("a10-pool", "shared-4")])
+    assert "nvidia.com/gpu.product" not in only.overrides["nodeSelector"]
 
 
 NAMED = """

@@ -68,7 +68,13 @@ class PoolBar(widgets.HBox):
             min=0, max=1, layout=widgets.Layout(width="12em", min_width="6em", flex="0 1 auto")
         )
         self._words = _html(flex="1 1 16em")
-        self._shape = widgets.Dropdown(options=[], layout=widgets.Layout(width="auto"))
+        # as wide as its longest option, but never past the notebook's edge (it wraps under)
+        self._shape = widgets.Dropdown(
+            options=[],
+            layout=widgets.Layout(
+                width="auto", max_width="calc(100% - 2 * var(--jp-widgets-margin))"
+            ),
+        )
         self._shape.layout.display = "none"
         self._isolates: dict[str, str] = {}
         self._shape.observe(self._on_shape_value, "value")
