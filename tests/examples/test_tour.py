@@ -194,7 +194,13 @@ def test_the_tour_runs_on_binder_after_an_earlier_try_and_leaves_the_demo_clean(
     runner = nbclient.NotebookClient(
         nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(EXAMPLES)}}
     )
-    runner.execute(env=kernel_env)  # a cell that fails raises CellExecutionError
+    try:
+        runner.execute(env=kernel_env)  # a cell that fails raises CellExecutionError
+    except nbclient.exceptions.CellExecutionError:
+        # what the cells before it printed, so that a failure says how the tour got there
+        for tag, text in outputs(nb).items():
+            print(f"--- cell {tag} ---\n{text}")
+        raise
     out = outputs(nb)
 
     # 1, 2: the pools and the quotas the markdown describes
