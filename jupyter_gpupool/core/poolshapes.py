@@ -202,30 +202,21 @@ PLATFORM = Record(
     ),
 )
 
+
+def _named(key: str, name_description: str) -> Field:
+    """A document's ``KEY: {name, description}``, its name a label value (pools, bookings)."""
+    name = Str(syntax="label-value", nonempty=True, description=name_description)
+    fields = (Field("name", name, required=True), Field("description", Str(nullable=True)))
+    return Field(key, Record(fields=fields), required=True)
+
+
 POOL_DOCUMENT = Record(
     title="gpupool pool document",
     description="A gpuctl pool (kind: pool, version: v0.1) with optional gpupool extensions.",
     fields=(
         Field("kind", Enum(values=POOL_KINDS), required=True),
         Field("version", Enum(values=(VERSION,))),
-        Field(
-            "pool",
-            Record(
-                fields=(
-                    Field(
-                        "name",
-                        Str(
-                            syntax="label-value",
-                            nonempty=True,
-                            description="Pool name; also the value of the nodes' pool label.",
-                        ),
-                        required=True,
-                    ),
-                    Field("description", Str(nullable=True)),
-                )
-            ),
-            required=True,
-        ),
+        _named("pool", "Pool name; also the value of the nodes' pool label."),
         Field(
             "nodes",
             MapOf(
@@ -459,24 +450,7 @@ BOOKING_DOCUMENT = Record(
     fields=(
         Field("kind", Enum(values=(BOOKING_KIND,)), required=True),
         Field("version", Enum(values=(VERSION,))),
-        Field(
-            "booking",
-            Record(
-                fields=(
-                    Field(
-                        "name",
-                        Str(
-                            syntax="label-value",
-                            nonempty=True,
-                            description="Unique among bookings.",
-                        ),
-                        required=True,
-                    ),
-                    Field("description", Str(nullable=True)),
-                )
-            ),
-            required=True,
-        ),
+        _named("booking", "Unique among bookings."),
         Field("pool", Str(nonempty=True, description="The pool booked."), required=True),
         Field(
             "shape",
