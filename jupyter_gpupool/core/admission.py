@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from .bookingcharge import charge as charge_with_bookings
+from .bookingnow import booking_of
 from .budgets import refusal
 from .capacity import Capacity, candidate_groups, no_fit_reason
 from .decision import (
@@ -46,7 +48,7 @@ from .decision import (
 from .labels import GPU_RESOURCE, is_label_value
 from .overrides import GPU_TOLERATION, build_overrides
 from .pools import Platform, Pool
-from .quota import Headroom, charge_for, quota_headroom
+from .quota import Headroom, quota_headroom
 from .shapefit import (
     fit_units,
     need_of,
@@ -145,6 +147,7 @@ def _evaluate(name: str, shape_id: str | None, ctx: Context) -> _Outcome:
     if isinstance(charge, Skip):
         return _Outcome(charge)
     charged, over_quota = charge
+    guaranteed = reg.quota(name) is not None or booking_of(charged) is not None
 
     groups, untolerated = candidate_groups(pool, platform, type_filter, ctx)
     groups = unit_groups(groups, None)
@@ -152,7 +155,7 @@ def _evaluate(name: str, shape_id: str | None, ctx: Context) -> _Outcome:
     fit = placement.fit(n, spread=pool.placement == "spread")
     if fit.node is None or fit.group is None:
         skip = Skip(name, no_fit_reason(pool, n, fit, groups, untolerated, type_filter, ctx))
-        if n and not over_quota and req.reclaim and reg.quota(name) is not None:
+        if n and not over_quota and req.reclaim and guaranteed:
             plan = placement.reclaim(name, n)
             if plan is not None:
                 return _Outcome(skip, reclaim=plan)
@@ -191,14 +194,17 @@ def _evaluate(name: str, shape_id: str | None, ctx: Context) -> _Outcome:
     )
 
 
-def _charge(pool: Pool, ctx: Context) -> tuple[str, bool] | Skip:
+def _charge(pool: Pool, ctx: Context, shape_id: str | None = None) -> tuple[str, bool] | Skip:
     """Who is charged for ``ctx.need`` in ``pool``, over quota or not; or why no one can be
-    (quota, a line within quota waiting here, a spent budget)."""
+    (quota, a line within quota waiting here, a spent budget). Within a booking in force
+    (:mod:`.bookingcharge`) no quota, line or budget applies."""
     req, reg, name = ctx.req, ctx.registry, pool.name
-    charge = charge_for(pool, ctx)
+    charge = charge_with_bookings(pool, shape_id, ctx)
     if isinstance(charge, str):
         return Skip(name, charge)
     charged, over_quota = charge
+    if booking_of(charged) is not None:
+        return charged, over_quota
     if over_quota and ctx.need and name in ctx.state.promised:
         return Skip(name, PROMISED)
     book = ctx.state.budgets
@@ -225,10 +231,11 @@ def _evaluate_shape(pool: Pool, shape_id: str, ctx: Context) -> _Outcome:
     if problem := shape_rule_refusal(pool, shape_id, ctx):
         return _Outcome(Skip(name, problem))
     ctx.need = need_of(counts, n)
-    charge = _charge(pool, ctx)
+    charge = _charge(pool, ctx, shape_id)
     if isinstance(charge, Skip):
         return _Outcome(charge)
     charged, over_quota = charge
+    guaranteed = ctx.registry.quota(name) is not None or booking_of(charged) is not None
 
     groups, untolerated = candidate_groups(pool, None, None, ctx)
     spread = pool.placement == "spread"
@@ -236,7 +243,7 @@ def _evaluate_shape(pool: Pool, shape_id: str, ctx: Context) -> _Outcome:
     shape: Shape | None = None
     gpu_type, nodes_fit, largest = "", 0, 0
     plan: ReclaimPlan | None = None
-    reclaims = not over_quota and req.reclaim and ctx.registry.quota(name) is not None
+    reclaims = not over_quota and req.reclaim and guaranteed
     if counts[0].shape.resource == GPU_RESOURCE:
         placement = Capacity(unit_groups(groups, shape_id), ctx, name)
         fit = placement.fit(n, spread=spread)

@@ -89,7 +89,7 @@ class Capacity:
         usage = self.ctx.usage
         ids = {id(g) for g in self.groups}
         by_node: dict[str, list[ServerUsage]] = {}
-        for s in usage.over_quota_servers(pool):
+        for s in self.ctx.reclaimable(pool):
             if s.node is None or s.state == "terminating":
                 continue
             g = usage.node_group(s.node)

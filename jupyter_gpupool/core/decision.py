@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .amounts import Amount, whole_if_whole
+from .bookingnow import Calendar, ended_servers
 from .budgets import BudgetSessions
 from .labels import GPU_RESOURCE, POOL_LABEL
 from .pools import Registry
@@ -101,6 +102,8 @@ class AdmissionState:
     #: Pools where a request waiting in line within its quota is not admitted yet: they take
     #: no request over quota (the GPUs that come free there are the waiting one's)
     promised: frozenset[str] = frozenset()
+    #: The bookings and their windows (:mod:`.bookingnow`); None: no bookings
+    bookings: Calendar | None = None
 
 
 @dataclass(frozen=True)
@@ -235,6 +238,15 @@ class Context:
         #: What the request counts against quotas in the pool being considered (GPU-equivalents:
         #: its units times its shape's equivalent); admission sets it per pool.
         self.need: Amount = req.gpus
+
+    def reclaimable(self, pool: str) -> list[ServerUsage]:
+        """Servers of ``pool`` whose GPUs may be taken back: over quota, or admitted within a
+        booking whose window is over."""
+        found = self.usage.over_quota_servers(pool)
+        calendar = self.state.bookings
+        if calendar is not None:
+            found = found + ended_servers(self.usage.servers(pool), calendar, self.state.now)
+        return found
 
     def used(self, pool: str, subject: str) -> Amount:
         return self.usage.subject_used(pool, subject) + self.res.subject_reserved(pool, subject)

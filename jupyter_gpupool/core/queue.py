@@ -7,11 +7,12 @@ GPUs may have come free, and carries the admissions out under the admission lock
 **Order** (*decided*; also in ``docs/pools.md``). Each pass ranks the waiting requests by
 
 1. within quota first: a request that some pool of its list would charge within a guarantee
-   (:func:`~.quota.charge_for`, usage and reservations as they are now) comes before one that
+   or a booking in force (:func:`~.bookingcharge.charge`, usage and reservations as they are
+   now) comes before one that
    would only borrow;
 2. fair share: among those, the subject it would be charged to that uses the smallest part of
    its guarantee in that pool first (GPUs used / GPUs guaranteed; a subject without a guarantee
-   counts as guaranteed 1 GPU; a pool without quota counts 0 for everyone);
+   counts as guaranteed 1 GPU; a pool without quota, and a booking, count 0 for everyone);
 3. first come, first served.
 
 A pass walks the line in that order and admits every request that fits, so nothing overtakes a
@@ -32,6 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from .admission import validate_gpus
+from .bookingcharge import charge as charge_with_bookings
 from .decision import (
     AdmissionRequest,
     AdmissionState,
@@ -39,7 +41,6 @@ from .decision import (
     gpus_text,
 )
 from .pools import Pool
-from .quota import charge_for
 from .shapefit import need_of, offered
 
 __all__ = [
@@ -100,6 +101,8 @@ def _guaranteed(state: AdmissionState, pool: str, subject: str) -> int | None:
     if quota is None:
         return None
     kind, _, name = subject.partition(":")
+    if kind == "booking":
+        return None  # within a booking in force: its members come first, first come first
     if kind == "group":
         entry = quota.groups.get(name)
         return entry.guaranteed if entry is not None else 0
@@ -121,7 +124,7 @@ def standing(w: Waiting, state: AdmissionState) -> Standing:
             continue
         counts = offered(ctx, name, shape_id, req.gpu_type) if shape_id and req.gpus else []
         ctx.need = need_of(counts, req.gpus) if counts else req.gpus
-        charge = charge_for(pool, ctx)
+        charge = charge_with_bookings(pool, shape_id, ctx)
         if isinstance(charge, str):
             continue
         subject, over = charge

@@ -176,7 +176,7 @@ def reclaim_units(
     held = ctx.res.pool_units(pool)
     resources = {c.shape.resource for c in counts}
     by_node: dict[str, list[ServerUsage]] = {}
-    for s in usage.over_quota_servers(pool):
+    for s in ctx.reclaimable(pool):
         if s.node is None or s.state == "terminating" or s.shape != shape_id or not s.units:
             continue
         group = usage.node_group(s.node)

@@ -1,0 +1,71 @@
+"""Who a request is charged to once bookings count: within a booking in force, else by quota,
+over quota when it would take units a booking keeps (rules: :mod:`.bookingnow`).
+
+Admission (:mod:`.admission`) and the line's order (:mod:`.queue`) both ask :func:`charge`,
+so a member waiting for a window stands within quota in line from the window's start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .bookingnow import ShapeLedger, shape_key
+from .decision import Context
+from .pools import Pool
+from .quota import charge_for
+from .shapes import WHOLE
+from .usagerecords import ShapeCount
+
+
+def reserved_units(ctx: Context, pool: str, shape: str) -> int:
+    """Units of ``shape`` the reservations hold in ``pool`` (their pods not seen yet)."""
+    usage = ctx.usage
+    total = 0
+    for node, n in ctx.res.pool_nodes(pool).items():
+        group = usage.node_group(node)
+        if group is not None and (group.shape.id if group.shape is not None else WHOLE) == shape:
+            total += n
+    for (node, resource), n in ctx.res.pool_units(pool).items():
+        found = usage.node_unit_count(node, resource)
+        if found is not None and found[0].shape.id == shape:
+            total += n
+    return total
+
+
+def booking_ledger(ctx: Context, pool: str, shape_id: str | None) -> ShapeLedger | None:
+    """What the bookings in force in ``pool`` hold of the request's shape now; None when none
+    of that shape is in force."""
+    calendar = ctx.state.bookings
+    if calendar is None or pool not in calendar.pools:
+        return None
+    key = shape_key(shape_id)
+    windows = [w for w in calendar.in_force(pool, ctx.state.now) if w.booking.shape == key]
+    if not windows:
+        return None
+    counts: Sequence[ShapeCount] = [c for c in ctx.usage.shape_counts(pool) if c.shape.id == key]
+    return ShapeLedger(
+        windows,
+        key,
+        counts,
+        lambda subject: ctx.used(pool, subject),
+        reserved_units(ctx, pool, key),
+    )
+
+
+def charge(pool: Pool, shape_id: str | None, ctx: Context) -> tuple[str, bool] | str:
+    """``(subject, over_quota)`` for ``ctx.need`` in ``pool``, or why no one can be charged:
+    within a booking in force first, then :func:`~.quota.charge_for`, over quota when the
+    request would take units the bookings keep."""
+    req = ctx.req
+    ledger = booking_ledger(ctx, pool.name, shape_id) if ctx.need else None
+    if ledger is not None:
+        window = ledger.within(req.user, req.groups, req.gpus)
+        if window is not None:
+            return window.subject, False
+    found = charge_for(pool, ctx)
+    if isinstance(found, str):
+        return found
+    subject, over = found
+    if not over and ledger is not None and ledger.borrows(req.gpus):
+        over = True
+    return subject, over
