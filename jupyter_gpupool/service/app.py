@@ -36,6 +36,7 @@ from .. import __version__, logredact
 from ..core.labels import is_label_value
 from ..core.yamldoc import DocumentError
 from . import clock
+from .admission.bookingwatch import BookingWatch
 from .admission.desk import AdmissionDesk
 from .admission.line import Line
 from .cluster.hubapi import HubAPI
@@ -245,6 +246,9 @@ class GPUPoolService(Application, GPUPoolSettings):
                 hub.user_groups if hub is not None else no_groups,
                 desk.stop_server,
             ),
+            bookings=BookingWatch(
+                state, desk.stop_server, warning=self.booking_warning, kick=desk.line.kick
+            ),
         )
 
     def _utilization_source(self, kube: Kube) -> DCGMSource | PrometheusSource | None:
@@ -298,6 +302,8 @@ class GPUPoolService(Application, GPUPoolSettings):
                 ctx.state.registry, index, utilization, now
             )
             ctx.loops.append(utilization.loop)
+        if ctx.bookings is not None:
+            ctx.loops.append(ctx.bookings.loop)
         if self.reload_interval > 0:
             ctx.loops.append(ctx.pools.reloader(self.reload_interval))
         for loop in ctx.loops:
@@ -336,6 +342,8 @@ class GPUPoolService(Application, GPUPoolSettings):
         ctx.view.on_pod = records.on_pod
         ctx.view.on_pods_reset = records.ledger.tick
         ctx.desk.on_reclaim = records.ledger.reclaiming
+        if ctx.bookings is not None:
+            ctx.bookings.on_stop = records.ledger.reclaiming
         ctx.idle.on_cull = records.ledger.culled
         ctx.idle.on_warn = records.ledger.idle_warned
         ctx.state.budgets = records.budgets

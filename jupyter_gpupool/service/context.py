@@ -12,6 +12,7 @@ from typing import Any
 from jinja2 import Environment
 from jupyterhub.services.auth import HubOAuth
 
+from .admission.bookingwatch import BookingWatch
 from .admission.desk import AdmissionDesk
 from .cluster.hubapi import HubAPI
 from .cluster.kube import Kube, KubeError
@@ -50,6 +51,8 @@ class ServiceContext:
     records: Records = field(default_factory=lambda: Records(None))
     utilization: Utilization = field(default_factory=lambda: Utilization(None, 30.0))
     idle: IdleWatch = field(default_factory=IdleWatch)
+    #: Bookings' windows at work: warnings, stops at a window's start (None: not watched)
+    bookings: BookingWatch | None = None
     templates: Environment = field(default_factory=make_environment)
     #: The background loops, by name in ``GET api/v1/health`` (:mod:`.loops`)
     loops: list[Loop] = field(default_factory=list)

@@ -13,6 +13,8 @@ from typing import Any
 
 from ..core.admission import AdmissionState
 from ..core.amounts import json_default
+from ..core.bookingnow import Calendar
+from ..core.bookings import Booking
 from ..core.budgets import BudgetSessions
 from ..core.labels import POOL_LABEL
 from ..core.poolrows import pool_names, pool_or_bare, pool_summary
@@ -84,6 +86,20 @@ class ServiceState:
         self.budgets: BudgetSessions | None = None
         #: Told of each new registry (the budget book follows its budgets)
         self.on_registry: Callable[[Registry], None] | None = None
+        self._calendar = Calendar(())
+
+    @property
+    def bookings(self) -> tuple[Booking, ...]:
+        """The bookings in force: the registry's (pool files)."""
+        return self.registry.bookings
+
+    @property
+    def calendar(self) -> Calendar:
+        """The bookings' windows (:mod:`..core.bookingnow`), built again when they change."""
+        bookings = self.bookings
+        if self._calendar.bookings is not bookings:
+            self._calendar = Calendar(bookings)
+        return self._calendar
 
     def set_registry(self, registry: Registry) -> None:
         """Put a new registry in force (label selectors of pools apply at once)."""
@@ -104,6 +120,7 @@ class ServiceState:
             pool_label=self.pool_label,
             budgets=self.budgets,
             now=clock.now(),
+            bookings=self.calendar,
         )
 
     # --- pools, as the API lists them ------------------------------------------------------------

@@ -75,7 +75,21 @@ class AdmissionSettings(HasTraits):
         """,
     ).tag(config=True)
 
-    @validate("reservation_ttl", "reclaim_wait")
+    booking_warning = Float(
+        600.0,
+        help="""Seconds before a booking's window starts that the servers borrowing its GPUs
+        are warned (a ``booking`` notice in ``GET api/v1/servers``, on My GPUs, in
+        ``%gpupool status`` and the JupyterLab status item). At the start they are stopped
+        through the hub, newest first, as many as the booking needs. The servers admitted
+        within a booking are told as long before its end that they borrow from then on.
+
+        Example::
+
+            c.GPUPoolService.booking_warning = 300
+        """,
+    ).tag(config=True)
+
+    @validate("reservation_ttl", "reclaim_wait", "booking_warning")
     def _positive_seconds(self, proposal: Any) -> float:
         return more_than_zero(proposal, " seconds")
 

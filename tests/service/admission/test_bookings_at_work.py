@@ -1,0 +1,91 @@
+"""A booking at work in the service, with the clock moved: a borrower is stopped at the
+window's start through the hub (the ledger in the database says ``reclaimed``), a member is
+then admitted within the booking, and a booking's server runs on after the window.
+
+dev-pool has one node of 4 GPUs; students are guaranteed 2 there. The booking keeps the other
+2 for ml-ops from 08:10 to 09:10 UTC (T0 is 08:00). The truth: what the hub stub was asked to
+stop, the pods in the simulated cluster, the sessions in the SQLite database.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from service_kit import T0, start_pod
+from waiting import async_wait_for
+
+from jupyter_gpupool.client import AdmissionRejected
+
+BOOKING = """kind: booking
+version: v0.1
+booking: {name: ml-lab, description: ML ops lab}
+pool: dev-pool
+gpus: 2
+groups: [ml-ops]
+window: {once: {start: "2027-01-15T08:10", end: "2027-01-15T09:10"}, timezone: UTC}
+"""
+START, END = T0 + 600, T0 + 4200
+
+
+def sessions(db: Path) -> dict[str, tuple[str, str | None]]:
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT pod, charged, ended FROM server_sessions").fetchall()
+    return {pod: (charged, ended) for pod, charged, ended in rows}
+
+
+async def test_a_borrower_is_stopped_at_the_start_and_a_member_admitted_within(
+    start_service, pools_dir, tmp_path, now
+):
+    (pools_dir / "bookings.yaml").write_text(BOOKING)
+    db = tmp_path / "bookings.sqlite"
+    service = await start_service(db_url=f"sqlite:///{db}")
+    cluster, admin, hub = service.cluster, service.admin(), service.hub
+
+    async def stop(user: str, server: str) -> int:
+        cluster.store.delete("pods", "default", f"{user}-nb")
+        return 202
+
+    hub.on_stop = stop
+    # before the window: bob (students) within the guarantee, alice borrows the other two
+    bob = await admin.admit(user="bob", groups=["students"], pools=["dev-pool"], gpus=2)
+    assert not bob["over_quota"]
+    await start_pod(cluster, bob, "bob-nb")
+    now[0] = T0 + 60
+    alice = await admin.admit(user="alice", groups=[], pools=["dev-pool"], gpus=2)
+    assert alice["over_quota"]
+    await start_pod(cluster, alice, "alice-nb")
+    await service.settled()
+
+    # a member before the window is an ordinary request: the pool is full
+    with pytest.raises(AdmissionRejected, match="no node has 1 free GPU"):
+        await admin.admit(user="carol", groups=["ml-ops"], pools=["dev-pool"], gpus=1)
+    now[0] = START - 1
+    assert hub.stopped == []
+
+    now[0] = START
+    await async_wait_for(
+        lambda: cluster.pod("default", "alice-nb") is None, what="alice's server stopped"
+    )
+    assert hub.stopped == [("alice", "")]  # through the hub, and only hers
+    assert cluster.pod("default", "bob-nb") is not None
+    await service.settled()
+
+    carol = await admin.admit(user="carol", groups=["ml-ops"], pools=["dev-pool"], gpus=2)
+    assert (carol["charged"], carol["over_quota"]) == ("booking:ml-lab", False)
+    await start_pod(cluster, carol, "carol-nb")
+
+    async def ledger() -> dict[str, tuple[str, str | None]] | None:
+        found = sessions(db)
+        return found if found.get("alice-nb", (None, None))[1] == "reclaimed" else None
+
+    found = await async_wait_for(ledger, what="alice's session ended reclaimed")
+    assert found["bob-nb"] == ("group:students", None)
+
+    # after the window carol's server runs on: nothing is stopped when a booking ends
+    now[0] = END + 5
+    await service.settled()
+    running = {s["name"] for s in await admin.servers(pool="dev-pool")}
+    assert running == {"bob-nb", "carol-nb"}
+    assert hub.stopped == [("alice", "")]
