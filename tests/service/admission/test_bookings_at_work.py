@@ -44,7 +44,8 @@ async def test_a_borrower_is_stopped_at_the_start_and_a_member_admitted_within(
     cluster, admin, hub = service.cluster, service.admin(), service.hub
 
     async def stop(user: str, server: str) -> int:
-        cluster.store.delete("pods", "default", f"{user}-nb")
+        if cluster.pod("default", f"{user}-nb") is not None:  # the line may reclaim it too
+            cluster.store.delete("pods", "default", f"{user}-nb")
         return 202
 
     hub.on_stop = stop
@@ -89,3 +90,44 @@ async def test_a_borrower_is_stopped_at_the_start_and_a_member_admitted_within(
     running = {s["name"] for s in await admin.servers(pool="dev-pool")}
     assert running == {"bob-nb", "carol-nb"}
     assert hub.stopped == [("alice", "")]
+
+
+async def test_a_member_waiting_in_line_is_admitted_at_the_window_start(
+    start_service, pools_dir, tmp_path, now
+):
+    (pools_dir / "bookings.yaml").write_text(BOOKING)
+    # the clock moves 10 minutes at once: the entries must not be dropped as unasked for
+    service = await start_service(
+        db_url=f"sqlite:///{tmp_path / 'line.sqlite'}", queue_heartbeat=3600
+    )
+    cluster, admin = service.cluster, service.admin()
+
+    async def stop(user: str, server: str) -> int:
+        if cluster.pod("default", f"{user}-nb") is not None:  # the line may reclaim it too
+            cluster.store.delete("pods", "default", f"{user}-nb")
+        return 202
+
+    service.hub.on_stop = stop
+    for user, groups in (("bob", ["students"]), ("dave", ["students"])):
+        a = await admin.admit(user=user, groups=groups, pools=["dev-pool"], gpus=2)
+        await start_pod(cluster, a, f"{user}-nb")  # all four GPUs, two of them borrowed
+    await service.settled()
+    # erin (not a member, 2 GPUs) queued first, carol (member, 1) second: both wait
+    erin = await admin.admit(user="erin", groups=[], pools=["dev-pool"], gpus=2, queue=True)
+    carol = await admin.admit(
+        user="carol", groups=["ml-ops"], pools=["dev-pool"], gpus=1, queue=True
+    )
+    assert erin["queued"] and carol["queued"]
+    assert (erin["position"], carol["position"]) == (1, 2)
+    now[0] = START  # dave's borrowed GPUs are taken back; carol goes first, within the booking
+
+    async def carol_admitted():
+        a = await admin.admission(carol["id"])
+        return a if not a.get("queued") else None
+
+    a = await async_wait_for(carol_admitted, what="carol admitted from the line")
+    assert (a["charged"], a["over_quota"]) == ("booking:ml-lab", False)
+    # erin came first, but carol goes first from the window's start: the one GPU left is too
+    # few for erin's two, so she waits (had she gone first, she would have borrowed both)
+    e = await admin.admission(erin["id"])
+    assert e["queued"] and e["position"] == 1
