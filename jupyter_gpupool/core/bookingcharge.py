@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .bookingnow import ShapeLedger, shape_key
-from .decision import Context
+from .bookingnow import InForce, ShapeLedger, shape_key
+from .decision import AdmissionRequest, AdmissionState, Context
 from .pools import Pool
 from .quota import charge_for
 from .shapes import WHOLE
@@ -69,3 +69,22 @@ def charge(pool: Pool, shape_id: str | None, ctx: Context) -> tuple[str, bool] |
     if not over and ledger is not None and ledger.borrows(req.gpus):
         over = True
     return subject, over
+
+
+def member_bookings(
+    state: AdmissionState, pool: str, user: str, groups: Sequence[str]
+) -> list[tuple[InForce, int]]:
+    """The bookings in force in ``pool`` that ``user`` is a member of, each with the units its
+    servers and reservations use now (the spawn form's "booked for cs231 until 12:00: 31 of 40
+    free")."""
+    calendar = state.bookings
+    if calendar is None or pool not in calendar.pools:
+        return []
+    ctx = Context(AdmissionRequest(user=user, groups=tuple(groups)), state)
+    out = []
+    for w in calendar.in_force(pool, state.now):
+        if not w.has_member(user, groups):
+            continue
+        ledger = booking_ledger(ctx, pool, None if w.booking.shape == WHOLE else w.booking.shape)
+        out.append((w, ledger.units_used(w) if ledger is not None else 0))
+    return out

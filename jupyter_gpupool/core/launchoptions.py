@@ -62,6 +62,38 @@ def _opt_int(value: Any) -> int | None:
 
 
 @dataclass(frozen=True)
+class BookedChoice:
+    """A booking in force in a pool that the user is a member of: ``free`` of its ``gpus``
+    units of ``shape`` are left until ``until_text`` (the booking's own clock)."""
+
+    name: str
+    shape: str
+    gpus: int
+    free: int
+    until_text: str
+    timezone: str = "UTC"
+
+    @classmethod
+    def from_json(cls, row: Mapping[str, Any]) -> BookedChoice:
+        return cls(
+            name=str(row["name"]),
+            shape=str(row.get("shape") or "whole"),
+            gpus=int(row.get("gpus") or 0),
+            free=int(row.get("free") or 0),
+            until_text=str(row.get("until_text") or ""),
+            timezone=str(row.get("timezone") or "UTC"),
+        )
+
+
+def booked_text(b: BookedChoice) -> str:
+    """``booked for cs231 until 12:00: 31 of 40 free`` (the shape named when not whole
+    GPUs; the zone when not UTC)."""
+    what = "" if b.shape == "whole" else f" {b.shape}"
+    zone = "" if b.timezone == "UTC" else f" {b.timezone}"
+    return f"booked for {b.name} until {b.until_text}{zone}: {b.free} of {b.gpus}{what} free"
+
+
+@dataclass(frozen=True)
 class PoolChoice:
     """One pool a user may choose, as the service reports it now."""
 
@@ -87,6 +119,8 @@ class PoolChoice:
     quota_shapes: Mapping[str, str] = field(default_factory=dict)
     #: what its nodes offer (issue 29): whole GPUs, MIG instances, shared GPUs, HAMi slices
     shapes: tuple[ShapeChoice, ...] = ()
+    #: the bookings in force here that the user is a member of (issue 30)
+    bookings: tuple[BookedChoice, ...] = ()
 
     @property
     def offers_parts(self) -> bool:
@@ -151,6 +185,7 @@ class PoolChoice:
             quota_available=_opt_int(quota.get("available")),
             quota_shapes={str(k): str(v) for k, v in (quota.get("shapes") or {}).items()},
             shapes=tuple(ShapeChoice.from_json(s) for s in row.get("shapes") or ()),
+            bookings=tuple(BookedChoice.from_json(b) for b in row.get("bookings") or ()),
         )
 
 
@@ -229,6 +264,8 @@ def pool_status(p: PoolChoice) -> tuple[str, str]:
         return "cpu", "CPU only"
     if p.largest_free_block == 0 or p.gpu_available == 0:
         return "full", "full"
+    if any(b.free for b in p.bookings):
+        return "free", "free within your booking"
     if p.quota_managed and not p.quota_available:
         within = [k for k, v in p.quota_shapes.items() if v == "within"]
         borrow = [k for k, v in p.quota_shapes.items() if v == "borrowing"]
@@ -245,7 +282,13 @@ def pool_status(p: PoolChoice) -> tuple[str, str]:
 
 
 def quota_text(p: PoolChoice) -> str:
-    """The user's remaining quota in the pool, in words."""
+    """The user's remaining quota in the pool, in words, and the bookings in force the user is
+    a member of (``booked for cs231 until 12:00: 31 of 40 free``)."""
+    booked = "".join(f"; {booked_text(b)}" for b in p.bookings)
+    return _quota_words(p) + booked
+
+
+def _quota_words(p: PoolChoice) -> str:
     if not p.quota_managed:
         return "no quota"
     within, available = p.within_quota or 0, p.quota_available or 0

@@ -14,6 +14,8 @@ from typing import Any
 
 from ..core.admission import AdmissionState, Decision, group_subject, quota_headroom, user_subject
 from ..core.amounts import Amount, amount_text
+from ..core.bookingcharge import member_bookings
+from ..core.bookingnow import InForce
 from ..core.budgets import applying, budget_rows
 from ..core.formatting import csv_text
 from ..core.poolrows import pool_names, pool_or_bare
@@ -306,6 +308,9 @@ def launch_options(
                     # per shape: within | borrowing | none (one unit of it, capacity aside)
                     "shapes": shape_headroom(name, user, groups, state, parts) if parts else {},
                 },
+                "bookings": [
+                    booked_row(w, used) for w, used in member_bookings(state, name, user, groups)
+                ],
             }
         )
     open_ = {r["name"] for r in rows}
@@ -324,6 +329,23 @@ def launch_options(
             if state.budgets is not None
             else []
         ),
+    }
+
+
+def booked_row(w: InForce, used: int) -> JSON:
+    """A booking in force that the user is a member of, as the spawn form says it."""
+    b, o = w.booking, w.occurrence
+    return {
+        "name": b.name,
+        "description": b.description,
+        "shape": b.shape,
+        "gpus": b.gpus,
+        "used": used,
+        "free": max(0, b.gpus - used),
+        "start": o.start,
+        "end": o.end,
+        "until_text": f"{o.local_end:%H:%M}",
+        "timezone": o.timezone,
     }
 
 

@@ -17,6 +17,9 @@ from service_kit import T0, start_pod
 from waiting import async_wait_for
 
 from jupyter_gpupool.client import AdmissionRejected
+from jupyter_gpupool.core.launchoptions import Catalog
+from jupyter_gpupool.spawner.form import form_context, render_form
+from jupyter_gpupool.spawner.options import SpawnOptions
 
 BOOKING = """kind: booking
 version: v0.1
@@ -131,3 +134,26 @@ async def test_a_member_waiting_in_line_is_admitted_at_the_window_start(
     # few for erin's two, so she waits (had she gone first, she would have borrowed both)
     e = await admin.admission(erin["id"])
     assert e["queued"] and e["position"] == 1
+
+
+async def test_the_spawn_form_says_what_is_left_of_a_booking_to_its_members(
+    start_service, pools_dir, tmp_path, now
+):
+    (pools_dir / "bookings.yaml").write_text(BOOKING)
+    service = await start_service()
+    cluster, admin = service.cluster, service.admin()
+
+    async def dev_row(user: str, groups: list[str]) -> dict:
+        options = await admin.launch_options(user=user, groups=groups)
+        return next(p for p in options["pools"] if p["name"] == "dev-pool")
+
+    assert (await dev_row("carol", ["ml-ops"]))["bookings"] == []  # before the window
+    now[0] = START
+    a = await admin.admit(user="carol", groups=["ml-ops"], pools=["dev-pool"], gpus=1)
+    await start_pod(cluster, a, "carol-nb")
+    await service.settled()
+    row = await dev_row("dan", ["ml-ops"])
+    catalog = Catalog.from_json({"pools": [row]})
+    text = render_form(form_context(catalog, SpawnOptions()))
+    assert "booked for ml-lab until 09:10: 1 of 2 free" in text
+    assert (await dev_row("erin", []))["bookings"] == []  # not a member: nothing said
