@@ -25,11 +25,21 @@ pools; it prints ``{"whole": {...}, "mig": {...}, "mig_x_whole_admissions_per_s"
     python benchmarks/bench_admission.py            # full size
     python benchmarks/bench_admission.py --nodes 50 --pools 5 --pods 500 --users 40 --groups 8
     python benchmarks/bench_admission.py --mig-fraction 0.5    # half of 5,000 nodes MIG
+    python benchmarks/bench_admission.py --bookings 1000       # with 1,000 bookings defined
+
+With ``--bookings N`` (issue 30) the run is made twice on clusters built from the same seed,
+both at the same moment (a Tuesday, 10:30 UTC, in term): first with no booking, then with ``N``
+weekly bookings of 1 to 4 whole GPUs for a group, two hours on one to three weekdays each
+between 08:00 and 18:00 (UTC or Europe/Berlin), from January to March 2027, spread over the
+pools (about one in ten is in force at that moment, so members are admitted within them and
+the others see their GPUs held). It prints ``{"none": {...}, "bookings": {...},
+"bookings_x_none_p99": ...}`` (the target: at most 1.10).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import gc
 import json
 import random
@@ -45,6 +55,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jupyter_gpupool.core import labels as L
 from jupyter_gpupool.core.admission import AdmissionRequest, AdmissionState, decide
+from jupyter_gpupool.core.bookingnow import Calendar
+from jupyter_gpupool.core.bookings import Booking, Weekly, Window
 from jupyter_gpupool.core.poolfile import load_string
 from jupyter_gpupool.core.pools import Registry
 from jupyter_gpupool.core.reservations import Reservations
@@ -58,6 +70,8 @@ MIG_PROFILE = "1g.10gb"
 MIG_RESOURCE = "nvidia.com/mig-" + MIG_PROFILE
 MIG_SHAPE = "mig-" + MIG_PROFILE
 MIG_PER_GPU = 7
+#: The moment admissions are decided at with ``--bookings``: Tuesday 2027-01-19 10:30 UTC
+BOOKINGS_NOW = 1_800_354_600.0
 
 
 def rss_mb() -> float:
@@ -108,6 +122,32 @@ class Synthetic:
             n: args.gpus_per_node * (MIG_PER_GPU if n in self.mig else 1) for n in self.node_pool
         }
         self.alive: dict[str, tuple[Any, ...]] = {}  # final state, for the baseline
+
+    def bookings(self, n: int) -> list[Booking]:
+        """``n`` weekly bookings of whole GPUs for a group, spread over the pools."""
+        rng = random.Random(self.args.seed + 5)
+        out = []
+        for i in range(n):
+            hour = rng.randint(8, 16)
+            out.append(
+                Booking(
+                    name=f"booking-{i:04d}",
+                    pool=self.pools[i % len(self.pools)],
+                    window=Window(
+                        rng.choice(("UTC", "Europe/Berlin")),
+                        weekly=Weekly(
+                            tuple(sorted(rng.sample(range(5), rng.randint(1, 3)))),
+                            dt.time(hour),
+                            dt.time(hour + 2),
+                            dt.date(2027, 1, 4),
+                            dt.date(2027, 3, 28),
+                        ),
+                    ),
+                    gpus=rng.randint(1, 4),
+                    groups=(rng.choice(self.groups),),
+                )
+            )
+        return out
 
     def registry(self) -> Registry:
         docs: list[dict[str, Any]] = []
@@ -356,9 +396,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=0.0,
         help="also run with this fraction of the nodes MIG-partitioned, and compare",
     )
+    parser.add_argument(
+        "--bookings",
+        type=int,
+        default=0,
+        help="also run with this many bookings defined, and compare (issue 30)",
+    )
     args = parser.parse_args(argv)
     if not 0 <= args.mig_fraction <= 1:
         parser.error("--mig-fraction is a fraction between 0 and 1")
+    if args.bookings < 0:
+        parser.error("--bookings is a number of bookings, 0 or more")
+    if args.bookings:
+        count, args.bookings = args.bookings, 0
+        none = run(args, at=BOOKINGS_NOW)
+        gc.collect()
+        args.bookings = count
+        booked = run(args, at=BOOKINGS_NOW)
+        ratio = booked["admission_p99_ms"] / none["admission_p99_ms"]
+        print(
+            json.dumps(
+                {
+                    "none": none,
+                    "bookings": booked,
+                    "bookings_x_none_admissions_per_s": round(
+                        booked["admissions_per_s"] / none["admissions_per_s"], 2
+                    ),
+                    "bookings_x_none_p99": round(ratio, 2),
+                }
+            )
+        )
+        return 0
     if not args.mig_fraction:
         print(json.dumps(run(args)))
         return 0
@@ -383,13 +451,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    """One run (feed, admit, baseline) on the cluster ``args`` describe: its figures."""
+def run(args: argparse.Namespace, at: float = 0.0) -> dict[str, Any]:
+    """One run (feed, admit, baseline) on the cluster ``args`` describe, deciding at ``at``
+    (epoch seconds): its figures."""
     syn = Synthetic(args)
     registry = syn.registry()
     reservations = Reservations()
     index = UsageIndex(on_admission=reservations.observe)
-    state = AdmissionState(registry, index, reservations)
+    count = getattr(args, "bookings", 0)
+    calendar = Calendar(syn.bookings(count)) if count else None
+    state = AdmissionState(registry, index, reservations, now=at, bookings=calendar)
 
     # --- feed watch events ---------------------------------------------------------------------
     events = 0
@@ -413,7 +484,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     # --- admissions ----------------------------------------------------------------------------
     rng = random.Random(args.seed + 2)
     latencies: list[float] = []
-    admitted = 0
+    admitted = within = 0
     now = 0.0
     pending: list[tuple[str, Any]] = []
     for i in range(args.admissions):
@@ -444,6 +515,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         latencies.append(time.perf_counter() - t0)
         if d.admitted:
             admitted += 1
+            within += (d.charged or "").startswith("booking:")
             pending.append((req.admission_id, d))
         # time passes; most admitted pods show up (bound), the rest expire
         now += 0.01
@@ -497,6 +569,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     if syn.mig:
         result["mig_nodes"] = len(syn.mig)
+    if calendar is not None:
+        result["bookings"] = len(calendar)
+        result["bookings_in_force"] = sum(len(calendar.in_force(p, at)) for p in syn.pools)
+        result["admitted_within_bookings"] = within
     return result
 
 

@@ -32,16 +32,14 @@ def reserved_units(ctx: Context, pool: str, shape: str) -> int:
     return total
 
 
-def booking_ledger(ctx: Context, pool: str, shape_id: str | None) -> ShapeLedger | None:
-    """What the bookings in force in ``pool`` hold of the request's shape now; None when none
-    of that shape is in force."""
+def _windows(ctx: Context, pool: str, key: str) -> list[InForce]:
     calendar = ctx.state.bookings
     if calendar is None or pool not in calendar.pools:
-        return None
-    key = shape_key(shape_id)
-    windows = [w for w in calendar.in_force(pool, ctx.state.now) if w.booking.shape == key]
-    if not windows:
-        return None
+        return []
+    return [w for w in calendar.in_force(pool, ctx.state.now) if w.booking.shape == key]
+
+
+def _ledger(ctx: Context, pool: str, key: str, windows: list[InForce]) -> ShapeLedger:
     counts: Sequence[ShapeCount] = [c for c in ctx.usage.shape_counts(pool) if c.shape.id == key]
     return ShapeLedger(
         windows,
@@ -52,23 +50,32 @@ def booking_ledger(ctx: Context, pool: str, shape_id: str | None) -> ShapeLedger
     )
 
 
+def booking_ledger(ctx: Context, pool: str, shape_id: str | None) -> ShapeLedger | None:
+    """What the bookings in force in ``pool`` hold of the request's shape now; None when none
+    of that shape is in force."""
+    key = shape_key(shape_id)
+    windows = _windows(ctx, pool, key)
+    return _ledger(ctx, pool, key, windows) if windows else None
+
+
 def charge(pool: Pool, shape_id: str | None, ctx: Context) -> tuple[str, bool] | str:
     """``(subject, over_quota)`` for ``ctx.need`` in ``pool``, or why no one can be charged:
     within a booking in force first, then :func:`~.quota.charge_for`, over quota when the
     request would take units the bookings keep."""
     req = ctx.req
-    ledger = booking_ledger(ctx, pool.name, shape_id) if ctx.need else None
-    if ledger is not None:
+    key = shape_key(shape_id)
+    windows = _windows(ctx, pool.name, key) if ctx.need else []
+    ledger: ShapeLedger | None = None
+    if any(w.has_member(req.user, req.groups) for w in windows):
+        ledger = _ledger(ctx, pool.name, key, windows)
         window = ledger.within(req.user, req.groups, req.gpus)
         if window is not None:
             return window.subject, False
     found = charge_for(pool, ctx)
-    if isinstance(found, str):
+    if isinstance(found, str) or found[1] or not windows:
         return found
-    subject, over = found
-    if not over and ledger is not None and ledger.borrows(req.gpus):
-        over = True
-    return subject, over
+    ledger = ledger or _ledger(ctx, pool.name, key, windows)
+    return (found[0], True) if ledger.borrows(req.gpus) else found
 
 
 def member_bookings(

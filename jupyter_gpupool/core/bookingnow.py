@@ -32,8 +32,6 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from fractions import Fraction
 
 from .amounts import Amount
 from .bookings import Booking, Occurrence, occurrences
@@ -64,16 +62,24 @@ def shape_key(shape_id: str | None) -> str:
     return shape_id or WHOLE
 
 
-@dataclass(frozen=True)
 class InForce:
-    """One window of one booking."""
+    """One window of one booking; ``subject`` is what its servers are charged to."""
 
-    booking: Booking
-    occurrence: Occurrence
+    __slots__ = ("booking", "occurrence", "subject")
 
-    @property
-    def subject(self) -> str:
-        return booking_subject(self.booking.name)
+    def __init__(self, booking: Booking, occurrence: Occurrence):
+        self.booking = booking
+        self.occurrence = occurrence
+        self.subject = booking_subject(booking.name)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, InForce) and (self.booking, self.occurrence) == (
+            other.booking,
+            other.occurrence,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.booking.name, self.occurrence.start))
 
     def has_member(self, user: str, groups: Iterable[str]) -> bool:
         b = self.booking
@@ -175,14 +181,20 @@ class ShapeLedger:
         self.shape = shape
         self.windows = [w for w in windows if w.booking.shape == shape]
         self.counts = counts
-        self.unit = max((c.shape.equivalent for c in counts), default=Fraction(1))
+        self.unit: Amount = max((c.shape.equivalent for c in counts), default=1)
         self.used = used
         self.free = sum(c.free for c in counts) - reserved_units
+        self._units: dict[str, int] = {}
 
     def units_used(self, w: InForce) -> int:
         """Units of the booking's shape its servers and reservations use now."""
-        eq = Fraction(self.used(w.subject))
-        return int(-(-eq // Fraction(self.unit)))  # rounded up: a part of a unit is a unit
+        found = self._units.get(w.subject)
+        if found is None:
+            eq = self.used(w.subject)
+            # rounded up: a part of a unit is a unit
+            found = int(-(-eq // self.unit)) if eq else 0
+            self._units[w.subject] = found
+        return found
 
     def unused(self, w: InForce) -> int:
         return max(0, w.booking.gpus - self.units_used(w))
@@ -201,6 +213,8 @@ class ShapeLedger:
 
     def borrows(self, units: int, but: InForce | None = None) -> bool:
         """Whether taking ``units`` now takes some of the units the bookings keep."""
+        if self.free - units >= sum(w.booking.gpus for w in self.windows):
+            return False  # room for every booking whole, used or not: no need to count
         held = self.held(but)
         return held > 0 and self.free - units < held
 

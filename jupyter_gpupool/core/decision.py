@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .amounts import Amount, whole_if_whole
-from .bookingnow import Calendar, ended_servers
+from .bookingnow import Calendar, booking_of, ended_servers
 from .budgets import BudgetSessions
 from .labels import GPU_RESOURCE, POOL_LABEL
 from .pools import Registry
@@ -36,6 +36,7 @@ class UsageView(Protocol):
     def pool_totals(self, pool: str) -> tuple[int, int, int]: ...
     def repartitioning(self, pool: str) -> list[str]: ...
     def subject_used(self, pool: str, subject: str) -> Amount: ...
+    def subjects(self, pool: str) -> Iterable[str]: ...
     def user_used(self, pool: str, user: str) -> Amount: ...
     def subject_used_total(self, subject: str) -> Amount: ...
     def user_used_total(self, user: str) -> Amount: ...
@@ -243,9 +244,14 @@ class Context:
         """Servers of ``pool`` whose GPUs may be taken back: over quota, or admitted within a
         booking whose window is over."""
         found = self.usage.over_quota_servers(pool)
-        calendar = self.state.bookings
-        if calendar is not None:
-            found = found + ended_servers(self.usage.servers(pool), calendar, self.state.now)
+        calendar, usage, now = self.state.bookings, self.usage, self.state.now
+        if calendar is not None and any(
+            (name := booking_of(s)) is not None
+            and usage.subject_used(pool, s)
+            and calendar.window_of(name, now) is None
+            for s in usage.subjects(pool)
+        ):  # a booking's servers whose window is over: rare, so the servers are listed then
+            found = found + ended_servers(usage.servers(pool), calendar, now)
         return found
 
     def used(self, pool: str, subject: str) -> Amount:
