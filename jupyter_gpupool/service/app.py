@@ -49,6 +49,7 @@ from .monitoring.metrics import Metrics
 from .monitoring.polling import DCGMSource, PrometheusSource, Utilization
 from .records.memory import Records, StartupRefused
 from .records.samples import UsageHistory
+from .registry.bookingdesk import BookingDesk
 from .registry.changes import PoolManager
 from .registry.store import ConfigMapStore, FileStore, RegistryStore
 from .settings import GPUPoolSettings, idle_policy_of
@@ -220,6 +221,11 @@ class GPUPoolService(Application, GPUPoolSettings):
             durable_timeout=self.durable_timeout,
         )
         desk.line = Line(desk, heartbeat=self.queue_heartbeat)
+        records = Records.at(
+            self.db_url, raw_days=self.history_raw_days, keep_days=self.history_days
+        )
+        records.bookings.durable_timeout = self.durable_timeout
+        records.bookings.on_change = state.set_stored_bookings
         return ServiceContext(
             state=state,
             desk=desk,
@@ -233,11 +239,8 @@ class GPUPoolService(Application, GPUPoolSettings):
             max_body_size=int(self.max_body_size),
             max_gpus=self.max_gpus,
             history=UsageHistory(self.history_interval, self.history_hours),
-            records=Records.at(
-                self.db_url,
-                raw_days=self.history_raw_days,
-                keep_days=self.history_days,
-            ),
+            records=records,
+            bookings=BookingDesk(state, records.bookings),
             templates=make_environment(self.template_paths),
             utilization=Utilization(self._utilization_source(kube), self.utilization_interval),
             idle=IdleWatch(

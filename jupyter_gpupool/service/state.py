@@ -13,6 +13,7 @@ from typing import Any
 
 from ..core.admission import AdmissionState
 from ..core.amounts import json_default
+from ..core.bookings import Booking
 from ..core.budgets import BudgetSessions
 from ..core.labels import POOL_LABEL
 from ..core.poolrows import pool_names, pool_or_bare, pool_summary
@@ -84,6 +85,11 @@ class ServiceState:
         self.budgets: BudgetSessions | None = None
         #: Told of each new registry (the budget book follows its budgets)
         self.on_registry: Callable[[Registry], None] | None = None
+        # the bookings made through the API (the records' book tells), and the merged tuple
+        # with the registry's, rebuilt only when either changes (read on every admission)
+        self._stored_bookings: tuple[Booking, ...] = ()
+        self._bookings: tuple[Booking, ...] = ()
+        self._bookings_of: tuple[Registry, tuple[Booking, ...]] | None = None
 
     def set_registry(self, registry: Registry) -> None:
         """Put a new registry in force (label selectors of pools apply at once)."""
@@ -95,6 +101,24 @@ class ServiceState:
         self._usages.clear()
         if self.on_registry is not None:
             self.on_registry(registry)
+
+    def set_stored_bookings(self, bookings: tuple[Booking, ...]) -> None:
+        """The bookings made through the API, as the records keep them (a new tuple each
+        change)."""
+        self._stored_bookings = bookings
+
+    @property
+    def bookings(self) -> tuple[Booking, ...]:
+        """Every booking in force: the registry's (pool files) first, then those made through
+        the API; a stored one whose name a pool file took since is left out (the file's
+        wins)."""
+        of = self._bookings_of
+        if of is None or of[0] is not self.registry or of[1] is not self._stored_bookings:
+            files = self.registry.bookings
+            taken = {b.name for b in files}
+            self._bookings = files + tuple(b for b in self._stored_bookings if b.name not in taken)
+            self._bookings_of = (self.registry, self._stored_bookings)
+        return self._bookings
 
     def admission_state(self) -> AdmissionState:
         return AdmissionState(

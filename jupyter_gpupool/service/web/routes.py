@@ -11,7 +11,7 @@ from typing import Any
 
 import tornado.web
 
-from . import admissionapi, api
+from . import admissionapi, api, bookingapi
 from .pages import admin, base, idle, nodes, pools, reports, user
 from .pages.templating import STATIC
 
@@ -46,6 +46,8 @@ def route_table(prefix: str) -> list[tuple[str, type[tornado.web.RequestHandler]
         (v1 + "admissions", admissionapi.AdmissionsHandler),
         (v1 + "admissions/([^/]+)", admissionapi.AdmissionHandler),
         (v1 + "queue", admissionapi.QueueHandler),
+        (v1 + "bookings", bookingapi.BookingsHandler),
+        (v1 + "bookings/([^/]+)", bookingapi.BookingHandler),
         (prefix + "metrics", api.MetricsHandler),
         (prefix + "api/(.*)", api.NotFoundHandler),
         (prefix + "oauth_callback", base.OAuthCallbackHandler),
