@@ -158,6 +158,15 @@ POOL = {"kind": "pool", "version": "v0.1", "pool": {"name": "auth-test-pool"}, "
 PAGE_POOL = "kind: pool\nversion: v0.1\npool:\n  name: auth-page-pool\nnodes: {}\n"
 QUOTAS = (REPO / "examples" / "pools" / "quotas.yaml").read_text()
 ADMISSION = {"user": "alice", "pools": ["dev-pool"], "gpus": 1}
+BOOKING = {
+    "kind": "booking",
+    "version": "v0.1",
+    "booking": {"name": "auth-test-booking"},
+    "pool": "dev-pool",
+    "gpus": 1,
+    "users": ["alice"],
+    "window": {"once": {"start": "2030-01-07T10:00", "end": "2030-01-07T12:00"}, "timezone": "UTC"},
+}
 
 #: Who gets what, by the kind of route: the status for each caller, ``OK`` for the row's own.
 #: Callers: no token; a user token without access to the service (``custom:gpupool:use`` alone);
@@ -218,6 +227,14 @@ TABLE: dict[tuple[str, str], Row] = {
     ("api/v1/admissions/([^/]+)", "GET"): Row("api/v1/admissions/{id}", "use"),
     ("api/v1/admissions/([^/]+)", "DELETE"): Row("api/v1/admissions/{id}", "use"),
     ("api/v1/queue", "GET"): Row("api/v1/queue", "use"),
+    ("api/v1/bookings", "GET"): Row("api/v1/bookings", "use"),
+    ("api/v1/bookings", "POST"): Row("api/v1/bookings", "admin", (201,), BOOKING),
+    # alice is in it: her GET reads it too
+    ("api/v1/bookings/([^/]+)", "GET"): Row("api/v1/bookings/auth-test-booking", "use", (200, 404)),
+    ("api/v1/bookings/([^/]+)", "PUT"): Row(
+        "api/v1/bookings/auth-test-booking", "admin", body=BOOKING
+    ),
+    ("api/v1/bookings/([^/]+)", "DELETE"): Row("api/v1/bookings/auth-test-booking", "admin"),
     ("metrics", "GET"): Row("metrics", "metrics"),
     # anything else under api/: a 404, but only after the door
     **{
