@@ -12,7 +12,7 @@ from typing import Any
 import tornado.web
 
 from . import admissionapi, api, bookingapi
-from .pages import admin, base, idle, nodes, pools, reports, user
+from .pages import admin, base, bookings, idle, nodes, pools, reports, user
 from .pages.templating import STATIC
 
 access_log = logging.getLogger("gpupool.access")
@@ -59,12 +59,15 @@ def route_table(prefix: str) -> list[tuple[str, type[tornado.web.RequestHandler]
         (prefix + "quotas", nodes.QuotasPage),
         (prefix + "reports", reports.ReportsPage),
         (prefix + "idle", idle.IdlePage),
+        (prefix + "bookings", bookings.BookingsPage),
         (prefix + "admin", admin.AdminPage),
         (prefix + "admin/pools", admin.ApplyPoolsAction),
         (prefix + "admin/pools/([^/]+)/delete", admin.DeletePoolPage),
         (prefix + "admin/nodes", admin.MoveNodeAction),
         (prefix + "admin/quotas", admin.QuotasAction),
         (prefix + "admin/servers/stop", admin.StopServerAction),
+        (prefix + "admin/bookings", bookings.AddBookingsAction),
+        (prefix + "admin/bookings/([^/]+)/delete", bookings.DeleteBookingAction),
         (prefix, user.UserPage),
         (prefix.rstrip("/"), tornado.web.RedirectHandler, {"url": prefix}),
     ]

@@ -155,6 +155,11 @@ def hub(tmp_path_factory):
 
 
 POOL = {"kind": "pool", "version": "v0.1", "pool": {"name": "auth-test-pool"}, "nodes": {}}
+PAGE_BOOKING = (
+    "kind: booking\nversion: v0.1\nbooking: {name: auth-page-booking}\npool: dev-pool\ngpus: 1\n"
+    "users: [alice]\nwindow: {once: {start: '2030-02-04T10:00', end: '2030-02-04T12:00'}, "
+    "timezone: UTC}\n"
+)
 PAGE_POOL = "kind: pool\nversion: v0.1\npool:\n  name: auth-page-pool\nnodes: {}\n"
 QUOTAS = (REPO / "examples" / "pools" / "quotas.yaml").read_text()
 ADMISSION = {"user": "alice", "pools": ["dev-pool"], "gpus": 1}
@@ -254,6 +259,7 @@ TABLE: dict[tuple[str, str], Row] = {
     ("quotas", "GET"): Row("quotas", "admin-page"),
     ("reports", "GET"): Row("reports?by=group&since=30d", "admin-page"),
     ("idle", "GET"): Row("idle", "admin-page"),
+    ("bookings", "GET"): Row("bookings?week=2030-W06", "admin-page"),
     ("admin", "GET"): Row("admin", "admin-page"),
     # the admin page's forms post to these (they show the admin page on GET too)
     ("admin/pools", "GET"): Row("admin/pools", "admin-page"),
@@ -271,6 +277,13 @@ TABLE: dict[tuple[str, str], Row] = {
     # no such server: 404 from the handler, which only an admin reaches
     ("admin/servers/stop", "POST"): Row(
         "admin/servers/stop", "action", (404,), {"user": "nobody", "server": "x"}, True
+    ),
+    ("admin/bookings", "GET"): Row("admin/bookings", "admin-page"),
+    ("admin/bookings", "POST"): Row(
+        "admin/bookings", "action", (302,), {"yaml": PAGE_BOOKING}, True
+    ),
+    ("admin/bookings/([^/]+)/delete", "POST"): Row(
+        "admin/bookings/auth-page-booking/delete", "action", (302,), {}, True
     ),
     # the prefix without its slash: a redirect to the index page
     ("/services/gpupool", "GET"): Row("/services/gpupool", "open", (301,)),
