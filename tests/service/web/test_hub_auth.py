@@ -380,17 +380,22 @@ def test_the_admin_page_forms_need_the_xsrf_token(hub):
     assert page.status_code == 200
     xsrf = re.search(r'name="_xsrf" value="([^"]+)"', page.text).group(1)
     actions = [(p, row) for (p, m), row in TABLE.items() if m == "POST" and row.kind == "action"]
-    assert len(actions) == 6
+    assert len(actions) == 8
+    booking = hub["direct"] + "api/v1/bookings/auth-page-booking"
     for _, row in actions:
         url = hub["api"] + row.path
         refused = s.post(url, data=row.body, allow_redirects=False)
         assert refused.status_code == 403, (row.path, refused.status_code, refused.text[:300])
         if row.path == "admin/pools":  # nothing was made
             assert call(hub["direct"] + "api/v1/pools/auth-page-pool", token=hub["admin"])[0] == 404
+        if row.path == "admin/bookings":
+            assert call(booking, token=hub["admin"])[0] == 404
         done = s.post(url, data={**row.body, "_xsrf": xsrf}, allow_redirects=False)
         assert done.status_code in row.ok, (row.path, done.status_code, done.text[:300])
         if row.path == "admin/pools":
             assert call(hub["direct"] + "api/v1/pools/auth-page-pool", token=hub["admin"])[0] == 200
+        if row.path == "admin/bookings":
+            assert call(booking, token=hub["admin"])[0] == 200
 
 
 def test_the_access_log_leaves_out_query_strings(hub):
