@@ -10,11 +10,13 @@ guarantee 14 (ml-research 12, alice 2), so 3 are left to book at any moment. The
 from __future__ import annotations
 
 import json
+from concurrent.futures import Future
 
 import pytest
 from sqlrows import sql
 
 from jupyter_gpupool.client import GPUPoolError
+from jupyter_gpupool.db.store import DatabaseError
 
 CS231 = """\
 kind: booking
@@ -193,3 +195,23 @@ async def test_without_a_database_no_booking_is_taken(start_service):
         await service.admin().create_bookings(CS231)
     assert refused.value.status == 503
     assert "kept in the service's database" in refused.value.message
+
+
+async def test_a_booking_the_database_does_not_take_is_not_kept(db_url, start_service):
+    """The answer waits for the commit: a write that fails answers 503 and keeps nothing, in
+    memory or in the database."""
+    service = await start_service(db_url=db_url)
+    db = service.ctx.records.db
+
+    def failing(fields):
+        future = Future()
+        future.set_exception(DatabaseError("the disk is full"))
+        return future
+
+    db.booking_put = failing
+    with pytest.raises(GPUPoolError) as refused:
+        await service.admin().create_bookings(CS231)
+    assert refused.value.status == 503 and "the disk is full" in refused.value.message
+    assert service.ctx.state.bookings == ()
+    assert (await service.admin().bookings())["bookings"] == []
+    assert sql(db_url, "SELECT name FROM bookings") == []
