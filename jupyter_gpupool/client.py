@@ -256,6 +256,33 @@ class GPUPoolClient:
         """Delete a pool: its document and its nodes' pool label. Servers keep running."""
         return await self._json("DELETE", f"api/v1/pools/{_q(name)}")
 
+    async def bookings(self, pool: str | None = None, week: str | None = None) -> dict[str, Any]:
+        """``{"week", "week_from", "week_until", "bookings": [...]}``: the bookings the caller
+        may see (an admin all), with their windows in ``week`` (``2027-W03`` or a date; the
+        current week by default)."""
+        return dict(await self._json("GET", "api/v1/bookings", params={"pool": pool, "week": week}))
+
+    async def booking(self, name: str, week: str | None = None) -> dict[str, Any]:
+        return dict(await self._json("GET", f"api/v1/bookings/{_q(name)}", params={"week": week}))
+
+    async def create_bookings(self, documents: str | Mapping[str, Any]) -> dict[str, Any]:
+        """Create or replace bookings from YAML text (one or more ``kind: booking``
+        documents) or one JSON document; a booking that does not fit is refused (409)."""
+        if isinstance(documents, str):
+            return await self._json(
+                "POST", "api/v1/bookings", text=documents, content_type="application/yaml"
+            )
+        return await self._json("POST", "api/v1/bookings", json_body=documents)
+
+    async def replace_booking(self, name: str, document: str | Mapping[str, Any]) -> dict[str, Any]:
+        path = f"api/v1/bookings/{_q(name)}"
+        if isinstance(document, str):
+            return await self._json("PUT", path, text=document, content_type="application/yaml")
+        return await self._json("PUT", path, json_body=document)
+
+    async def delete_booking(self, name: str) -> dict[str, Any]:
+        return await self._json("DELETE", f"api/v1/bookings/{_q(name)}")
+
     async def nodes(self, pool: str | None = None) -> list[dict[str, Any]]:
         return list((await self._json("GET", "api/v1/nodes", params={"pool": pool}))["nodes"])
 

@@ -1,8 +1,10 @@
-"""``gpupool create -f FILE|DIR ...``: create or replace pools (and quotas) from gpuctl files.
+"""``gpupool create -f FILE|DIR ...``: create or replace pools (quotas, bookings) from gpuctl files.
 
 The pool documents of all the files go to the service in one request, so either every pool is
 created (and its nodes labelled) or, if anything is wrong, nothing is; problems are reported as
-``FILE:LINE: field: message``. Quota documents (``kind: quota``) then replace the quota documents
+``FILE:LINE: field: message``. Booking documents (``kind: booking``) go in the same request: the
+service keeps them in its database once the pools are applied, and refuses one that does not
+fit its pool (the window named). Quota documents (``kind: quota``) then replace the quota documents
 of the same name; the others in force stay.
 """
 
@@ -23,7 +25,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "create",
         aliases=["apply"],
-        help="create or replace pools and quotas from files",
+        help="create or replace pools, quotas and bookings from files",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
     add_file_option(parser)
@@ -59,6 +61,9 @@ async def create(client: GPUPoolClient, args: argparse.Namespace) -> int:
         for verb in ("created", "replaced"):
             for name in result.get(verb) or ():
                 write(f"pool {name} {verb}\n")
+        for verb in ("created", "replaced"):
+            for name in result.get(f"bookings_{verb}") or ():
+                write(f"booking {name} {verb}\n")
         if result.get("labeled_nodes"):
             write(f"nodes labelled: {', '.join(result['labeled_nodes'])}\n")
         if result.get("unlabeled_nodes"):

@@ -1,5 +1,6 @@
-"""``gpupool delete -f FILE|DIR ...``, ``gpupool delete pool NAME ...`` or
-``gpupool delete quota NAME ...``: delete pools and quota documents.
+"""``gpupool delete -f FILE|DIR ...``, ``gpupool delete pool NAME ...``,
+``gpupool delete quota NAME ...`` or ``gpupool delete booking NAME ...``: delete pools, quota
+documents and bookings.
 
 Deleting a pool removes its document and the pool label of its nodes (they join ``default``); it
 never stops a server: the servers still running there are listed, as gpuctl recommends stopping
@@ -22,20 +23,21 @@ if TYPE_CHECKING:  # imported where used: yaml and aiohttp are slow to import
 
 POOL_WORDS = ("pool", "pools")
 QUOTA_WORDS = ("quota", "quotas")
+BOOKING_WORDS = ("booking", "bookings")
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "delete",
-        help="delete pools and quota documents (by file or name); servers keep running",
+        help="delete pools, quota documents and bookings (by file or name); servers keep running",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
-        usage="gpupool delete (-f FILE|DIR ... | pool NAME ... | quota NAME ...) [options]",
+        usage="gpupool delete (-f FILE|DIR ... | pool|quota|booking NAME ...) [options]",
     )
     parser.add_argument(
         "target",
         nargs="*",
-        metavar="pool|quota NAME",
-        help="`pool` or `quota` and the names of what to delete",
+        metavar="pool|quota|booking NAME",
+        help="`pool`, `quota` or `booking` and the names of what to delete",
     )
     add_file_option(parser, required=False)
     add_connection_options(parser)
@@ -46,9 +48,10 @@ def register(subparsers: Any) -> None:
 class Targets:
     pools: list[str] = field(default_factory=list)
     quotas: list[str] = field(default_factory=list)
+    bookings: list[str] = field(default_factory=list)
 
 
-WHAT = "say what to delete: gpupool delete pool NAME, quota NAME, or -f FILE"
+WHAT = "say what to delete: gpupool delete pool NAME, quota NAME, booking NAME, or -f FILE"
 
 
 def targets(args: argparse.Namespace) -> Targets:
@@ -56,12 +59,14 @@ def targets(args: argparse.Namespace) -> Targets:
 
     if args.target:
         if args.files:
-            raise CommandError("give either -f FILE or pool|quota NAME, not both")
+            raise CommandError("give either -f FILE or pool|quota|booking NAME, not both")
         kind, *given = args.target
         if kind in POOL_WORDS and given:
             return Targets(pools=given)
         if kind in QUOTA_WORDS and given:
             return Targets(quotas=given)
+        if kind in BOOKING_WORDS and given:
+            return Targets(bookings=given)
         raise CommandError(WHAT)
     if not args.files:
         raise CommandError(WHAT)
@@ -73,8 +78,12 @@ def targets(args: argparse.Namespace) -> Targets:
                     found.pools.append(part.name)
                 elif part.is_quota:
                     found.quotas.append(part.name)
-    if not found.pools and not found.quotas:
-        raise CommandError(f"{', '.join(args.files)}: no pool or quota documents to delete")
+                elif part.is_booking:
+                    found.bookings.append(part.name)
+    if not found.pools and not found.quotas and not found.bookings:
+        raise CommandError(
+            f"{', '.join(args.files)}: no pool, quota or booking documents to delete"
+        )
     return found
 
 
@@ -92,6 +101,16 @@ async def delete(client: GPUPoolClient, args: argparse.Namespace) -> int:
     status = 0
     if args.targets.quotas:
         status = await delete_quotas(client, args.targets.quotas)
+    for name in args.targets.bookings:  # before the pools they name
+        try:
+            await client.delete_booking(name)
+        except GPUPoolError as e:
+            error = explain(e, client.url)
+            if error.status != 1:
+                raise
+            status = report(error)
+            continue
+        write(f"booking {name} deleted\n")
     for name in args.targets.pools:
         try:
             result = await client.delete_pool(name)

@@ -1,4 +1,5 @@
-"""``gpupool describe pool NAME``: one pool with its nodes, servers and quota (gpuctl's verb)."""
+"""``gpupool describe pool NAME``: one pool with its nodes, servers and quota (gpuctl's verb);
+``gpupool describe booking NAME``: one booking, its window and its next one."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ TAKEN_OUT_COLUMNS = (Column("NODE NAME", "name"), Column("NOW IN POOL", "pool"))
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "describe",
-        help="show one pool: its settings, nodes, servers and quota",
+        help="show one pool (its settings, nodes, servers and quota) or one booking",
         description=__doc__,
     )
     kinds = parser.add_subparsers(dest="kind", metavar="KIND", required=True)
@@ -32,6 +33,12 @@ def register(subparsers: Any) -> None:
     add_output_option(p, ("table", "json", "yaml"))
     add_connection_options(p)
     p.set_defaults(func=lambda args: run(args, describe_pool))
+    p = kinds.add_parser("booking", aliases=["bookings"], help="a booking")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--week", metavar="YYYY-Www", help="its windows that week (default: this one)")
+    add_output_option(p, ("table", "json", "yaml"))
+    add_connection_options(p)
+    p.set_defaults(func=lambda args: run(args, describe_booking))
 
 
 def _limits(limits: Mapping[str, Any]) -> str:
@@ -134,4 +141,41 @@ async def describe_pool(client: GPUPoolClient, args: argparse.Namespace) -> int:
         write(format_pool(pool, time.time()))
     else:
         write(render(args.output, [], (), raw=pool))
+    return 0
+
+
+def format_booking(b: Mapping[str, Any]) -> str:
+    """The human-readable description of ``GET api/v1/bookings/NAME`` (pure, for tests)."""
+
+    def when(o: Any) -> str:
+        return f"{o['words']} ({o['start']} to {o['end']})" if isinstance(o, Mapping) else "none"
+
+    fields = [
+        ("Name", b.get("name")),
+        ("Description", b.get("description")),
+        ("Pool", b.get("pool")),
+        ("Shape", b.get("shape")),
+        ("GPUs", f"{b.get('gpus')} ({b.get('gpu_equivalents')} GPU-equivalents)"),
+        ("Groups", ", ".join(b.get("groups") or ()) or "none"),
+        ("Users", ", ".join(b.get("users") or ()) or "none"),
+        ("When", b.get("window")),
+        ("Now", when(b.get("current"))),
+        ("Next", when(b.get("next"))),
+        ("Written in", b.get("source")),
+        ("Created by", b.get("created_by") or "-"),
+        ("Changed by", b.get("changed_by") or "-"),
+    ]
+    width = max(len(k) for k, _ in fields) + 2
+    out = "".join(f"{(k + ':').ljust(width)}{cell(v)}\n" for k, v in fields)
+    week = b.get("week") or []
+    out += "\nThis week:\n" + ("".join(f"  {when(o)}\n" for o in week) or "  (none)\n")
+    return out
+
+
+async def describe_booking(client: GPUPoolClient, args: argparse.Namespace) -> int:
+    booking = await client.booking(args.name, week=args.week)
+    if args.output == "table":
+        write(format_booking(booking))
+    else:
+        write(render(args.output, [], (), raw=booking))
     return 0

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from ..core.poolshapes import POOL_KINDS, QUOTA_KIND
+from ..core.poolshapes import BOOKING_KIND, POOL_KINDS, QUOTA_KIND
 from ..core.yamldoc import DocumentError, safe_load
 
 REQUEST = "<request>"
@@ -49,6 +49,10 @@ class Chunk:
     def is_quota(self) -> bool:
         return self.kind == QUOTA_KIND
 
+    @property
+    def is_booking(self) -> bool:
+        return self.kind == BOOKING_KIND
+
 
 def _identify(text: str) -> tuple[str | None, str | None]:
     try:
@@ -58,7 +62,7 @@ def _identify(text: str) -> tuple[str | None, str | None]:
     if not isinstance(data, dict):
         return None, None
     kind = data.get("kind")
-    meta = data.get("quota" if kind == QUOTA_KIND else "pool")
+    meta = data.get(kind if kind in (QUOTA_KIND, BOOKING_KIND) else "pool")
     name = meta.get("name") if isinstance(meta, dict) else None
     return (str(kind) if kind is not None else None), (str(name) if name is not None else None)
 

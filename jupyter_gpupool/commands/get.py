@@ -1,4 +1,4 @@
-"""``gpupool get pools|jobs|nodes|labels|quotas|queue|gpu-hours|health``: gpuctl's listings,
+"""``gpupool get pools|jobs|nodes|labels|quotas|queue|gpu-hours|health|bookings``: gpuctl's listings,
 from the service.
 
 ::
@@ -11,6 +11,7 @@ from the service.
     gpupool get queue --pool dev-pool          # the requests waiting in line, first in line first
     gpupool get gpu-hours --by group --since 30d    # from the service's ledger
     gpupool get health                         # admins: which part of the service is stuck
+    gpupool get bookings --pool training-pool --week 2027-W03   # and their windows that week
 
 Every ``get`` takes ``-o table|wide|json|yaml|csv``.
 """
@@ -171,6 +172,44 @@ GPU_HOURS_COLUMNS = (
 )
 
 
+def booking_who(row: Mapping[str, Any]) -> str:
+    """``group cs231, user bob``."""
+    return ", ".join(
+        [f"group {g}" for g in row.get("groups") or ()]
+        + [f"user {u}" for u in row.get("users") or ()]
+    )
+
+
+def _when(o: Any) -> str:
+    return str(o["words"]) if isinstance(o, Mapping) else "-"
+
+
+BOOKING_COLUMNS = (
+    Column("NAME", "name"),
+    Column("POOL", "pool"),
+    Column("SHAPE", "shape"),
+    Column("GPUS", "gpus"),
+    Column("WHO", "who", get=booking_who),
+    Column("WHEN", "window"),
+    Column(
+        "NEXT",
+        "next",
+        get=lambda r: (
+            _when(r.get("current")) + " (now)" if r.get("current") else _when(r.get("next"))
+        ),
+    ),
+    Column(
+        "THIS WEEK",
+        "week",
+        get=lambda r: "; ".join(_when(o) for o in r.get("week") or ()) or "-",
+        wide=True,
+    ),
+    Column("SOURCE", "source", wide=True),
+    Column("CREATED BY", "created_by", wide=True),
+    Column("DESCRIPTION", "description", wide=True),
+)
+
+
 HEALTH_COLUMNS = (
     Column("PART", "part"),
     Column("STATE", "state"),
@@ -292,6 +331,19 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=lambda args: run(args, get_gpu_hours))
 
     p = resources.add_parser(
+        "bookings", aliases=["booking"], help="bookings: GPUs of a pool for a group in a window"
+    )
+    p.add_argument("--pool", help="only the bookings of this pool")
+    p.add_argument(
+        "--week",
+        nargs="?",
+        const="",
+        metavar="YYYY-Www",
+        help="only the bookings with a window that week (2027-W03, or a date in it; without a "
+        "value the current week), and their windows",
+    )
+    p.set_defaults(func=lambda args: run(args, get_bookings))
+    p = resources.add_parser(
         "health", help="the service's loops, watch and database, and what is stuck (admins)"
     )
     p.set_defaults(func=lambda args: run(args, get_health))
@@ -304,6 +356,15 @@ def register(subparsers: Any) -> None:
 async def get_pools(client: GPUPoolClient, args: argparse.Namespace) -> int:
     pools = await client.pools()
     write(render(args.output, pools, POOL_COLUMNS))
+    return 0
+
+
+async def get_bookings(client: GPUPoolClient, args: argparse.Namespace) -> int:
+    answer = await client.bookings(pool=args.pool, week=args.week or None)
+    rows = list(answer["bookings"])
+    if args.week is not None:
+        rows = [r for r in rows if r.get("week")]
+    write(render(args.output, rows, BOOKING_COLUMNS, raw=answer))
     return 0
 
 

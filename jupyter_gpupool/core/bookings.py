@@ -4,8 +4,8 @@ A ``kind: booking`` document (checked by :mod:`.bookingload`, FILE:LINE like the
 file) becomes a :class:`Booking`. Its :class:`Window` is either one stretch of local time
 (:class:`Once`) or the same hours on some weekdays between two dates (:class:`Weekly`), in an
 IANA time zone. This module says *when* a booking holds: :func:`window_at`, :func:`next_start`,
-:func:`occurrences`; :mod:`.bookingfit` says whether bookings fit a pool. Admission does not use
-bookings yet (issue 30, first step).
+:func:`occurrences`; :mod:`.bookingfit` says whether bookings fit a pool; :mod:`.bookingnow`
+what a booking in force does to admission.
 
 **Local time is what the admin wrote** (*decided*; also in ``docs/pools.md``). "Tuesdays
 10:00-12:00 Europe/Berlin" is 10:00 on the clocks in Berlin every Tuesday: 09:00 UTC in winter,

@@ -247,7 +247,7 @@ class Registry:
     default_user_cap: ResourceCap | None = None
     default_pools: DefaultPools = field(default_factory=DefaultPools)
     budgets: tuple[Budget, ...] = ()
-    #: ``kind: booking`` documents, in load order (admission does not use them yet)
+    #: ``kind: booking`` documents, in load order (in force: :mod:`.bookingnow`)
     bookings: tuple[Booking, ...] = ()
     _templates: dict[tuple[str, str | None], dict[str, Any]] = field(
         default_factory=dict, compare=False, repr=False

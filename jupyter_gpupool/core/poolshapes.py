@@ -446,7 +446,7 @@ BOOKING_WINDOW = Record(
 BOOKING_DOCUMENT = Record(
     title="gpupool booking document",
     description="GPUs of a shape in a pool for a group or users during a window (kind: "
-    "booking). Admission does not use bookings yet.",
+    "booking): in its window its members are admitted first and its unused GPUs are only lent.",
     fields=(
         Field("kind", Enum(values=(BOOKING_KIND,)), required=True),
         Field("version", Enum(values=(VERSION,))),

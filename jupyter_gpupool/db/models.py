@@ -131,3 +131,18 @@ class ReservationRow(Base):
     equivalents: Mapped[str | None] = mapped_column(String(64), nullable=True)
     #: The shape id when not whole GPUs (``mig-3g.40gb``...)
     shape: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
+class BookingRow(Base):
+    """A booking made through the API (issue 30): its ``kind: booking`` document as JSON text,
+    and who made it and last changed it. Written before the API answers."""
+
+    __tablename__ = "bookings"
+
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    #: The booking document (``booking_to_document``), JSON
+    document: Mapped[str] = mapped_column(Text)
+    created_by: Mapped[str] = mapped_column(String(255))
+    created: Mapped[float] = mapped_column(Float)
+    changed_by: Mapped[str] = mapped_column(String(255))
+    changed: Mapped[float] = mapped_column(Float)

@@ -31,7 +31,14 @@ from sqlalchemy.orm import Session
 
 from ..core.history import hourly_averages
 from ..core.utilization import hourly_busy
-from .models import ChangeRecord, QueueEntry, ReservationRow, ServerSession, UsageSample
+from .models import (
+    BookingRow,
+    ChangeRecord,
+    QueueEntry,
+    ReservationRow,
+    ServerSession,
+    UsageSample,
+)
 from .writer import DatabaseError, Writer, short_error
 
 __all__ = ["Database", "DatabaseError", "SchemaTooNew", "head_revision", "redacted", "upgrade"]
@@ -300,6 +307,24 @@ class Database(Writer):
 
         self._put("reservation", write)
 
+    def booking_put(self, fields: Mapping[str, Any]) -> Future[None] | None:
+        """A booking is created or replaced (``fields``: the columns of :class:`BookingRow`):
+        a durable write, the future of its commit."""
+        row = BookingRow(**dict(fields))
+
+        def write(s: Session) -> None:
+            s.merge(row)
+
+        return self._put("booking", write, durable=True)
+
+    def booking_drop(self, name: str) -> Future[None] | None:
+        """A booking is deleted: a durable write, the future of its commit."""
+
+        def write(s: Session) -> None:
+            s.execute(delete(BookingRow).where(BookingRow.name == name))
+
+        return self._put("booking", write, durable=True)
+
     def seen_open(self, now: float) -> None:
         """Every open session was still running at ``now`` (one statement, however many; the
         ledger closes the sessions of servers that stopped before it says this)."""
@@ -468,6 +493,13 @@ class Database(Writer):
         )
         with self._read() as s:
             return [dict(zip(RESERVATION_FIELDS, r, strict=True)) for r in s.execute(query)]
+
+    def bookings(self) -> list[dict[str, Any]]:
+        """Every booking made through the API, by name: the columns of :class:`BookingRow`."""
+        fields = ("name", "document", "created_by", "created", "changed_by", "changed")
+        query = select(*(getattr(BookingRow, f) for f in fields)).order_by(BookingRow.name)
+        with self._read() as s:
+            return [dict(zip(fields, r, strict=True)) for r in s.execute(query)]
 
 
 def _select_sessions(fields: Sequence[str]) -> Select[Any]:

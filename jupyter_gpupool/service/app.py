@@ -50,6 +50,7 @@ from .monitoring.metrics import Metrics
 from .monitoring.polling import DCGMSource, PrometheusSource, Utilization
 from .records.memory import Records, StartupRefused
 from .records.samples import UsageHistory
+from .registry.bookingdesk import BookingDesk
 from .registry.changes import PoolManager
 from .registry.store import ConfigMapStore, FileStore, RegistryStore
 from .settings import GPUPoolSettings, idle_policy_of
@@ -221,6 +222,11 @@ class GPUPoolService(Application, GPUPoolSettings):
             durable_timeout=self.durable_timeout,
         )
         desk.line = Line(desk, heartbeat=self.queue_heartbeat)
+        records = Records.at(
+            self.db_url, raw_days=self.history_raw_days, keep_days=self.history_days
+        )
+        records.bookings.durable_timeout = self.durable_timeout
+        records.bookings.on_change = state.set_stored_bookings
         return ServiceContext(
             state=state,
             desk=desk,
@@ -234,11 +240,8 @@ class GPUPoolService(Application, GPUPoolSettings):
             max_body_size=int(self.max_body_size),
             max_gpus=self.max_gpus,
             history=UsageHistory(self.history_interval, self.history_hours),
-            records=Records.at(
-                self.db_url,
-                raw_days=self.history_raw_days,
-                keep_days=self.history_days,
-            ),
+            records=records,
+            bookings=BookingDesk(state, records.bookings),
             templates=make_environment(self.template_paths),
             utilization=Utilization(self._utilization_source(kube), self.utilization_interval),
             idle=IdleWatch(
@@ -246,7 +249,7 @@ class GPUPoolService(Application, GPUPoolSettings):
                 hub.user_groups if hub is not None else no_groups,
                 desk.stop_server,
             ),
-            bookings=BookingWatch(
+            booking_watch=BookingWatch(
                 state, desk.stop_server, warning=self.booking_warning, kick=desk.line.kick
             ),
         )
@@ -302,8 +305,8 @@ class GPUPoolService(Application, GPUPoolSettings):
                 ctx.state.registry, index, utilization, now
             )
             ctx.loops.append(utilization.loop)
-        if ctx.bookings is not None:
-            ctx.loops.append(ctx.bookings.loop)
+        if ctx.booking_watch is not None:
+            ctx.loops.append(ctx.booking_watch.loop)
         if self.reload_interval > 0:
             ctx.loops.append(ctx.pools.reloader(self.reload_interval))
         for loop in ctx.loops:
@@ -342,8 +345,8 @@ class GPUPoolService(Application, GPUPoolSettings):
         ctx.view.on_pod = records.on_pod
         ctx.view.on_pods_reset = records.ledger.tick
         ctx.desk.on_reclaim = records.ledger.reclaiming
-        if ctx.bookings is not None:
-            ctx.bookings.on_stop = records.ledger.reclaiming
+        if ctx.booking_watch is not None:
+            ctx.booking_watch.on_stop = records.ledger.reclaiming
         ctx.idle.on_cull = records.ledger.culled
         ctx.idle.on_warn = records.ledger.idle_warned
         ctx.state.budgets = records.budgets

@@ -25,6 +25,7 @@ from .monitoring.polling import Utilization
 from .records.changelog import ChangeLog
 from .records.memory import Records
 from .records.samples import UsageHistory
+from .registry.bookingdesk import BookingDesk
 from .registry.changes import PoolManager
 from .state import ServiceState
 from .web.pages.templating import make_environment
@@ -52,8 +53,12 @@ class ServiceContext:
     utilization: Utilization = field(default_factory=lambda: Utilization(None, 30.0))
     idle: IdleWatch = field(default_factory=IdleWatch)
     #: Bookings' windows at work: warnings, stops at a window's start (None: not watched)
-    bookings: BookingWatch | None = None
+    booking_watch: BookingWatch | None = None
     templates: Environment = field(default_factory=make_environment)
+    #: Bookings made through the API and the admin page (checked, fitted, kept)
+    bookings: BookingDesk = field(
+        default_factory=lambda: BookingDesk(ServiceState(), Records(None).bookings)
+    )
     #: The background loops, by name in ``GET api/v1/health`` (:mod:`.loops`)
     loops: list[Loop] = field(default_factory=list)
 

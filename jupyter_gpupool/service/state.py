@@ -87,11 +87,11 @@ class ServiceState:
         #: Told of each new registry (the budget book follows its budgets)
         self.on_registry: Callable[[Registry], None] | None = None
         self._calendar = Calendar(())
-
-    @property
-    def bookings(self) -> tuple[Booking, ...]:
-        """The bookings in force: the registry's (pool files)."""
-        return self.registry.bookings
+        # the bookings made through the API (the records' book tells), and the merged tuple
+        # with the registry's, rebuilt only when either changes (read on every admission)
+        self._stored_bookings: tuple[Booking, ...] = ()
+        self._bookings: tuple[Booking, ...] = ()
+        self._bookings_of: tuple[Registry, tuple[Booking, ...]] | None = None
 
     @property
     def calendar(self) -> Calendar:
@@ -111,6 +111,24 @@ class ServiceState:
         self._usages.clear()
         if self.on_registry is not None:
             self.on_registry(registry)
+
+    def set_stored_bookings(self, bookings: tuple[Booking, ...]) -> None:
+        """The bookings made through the API, as the records keep them (a new tuple each
+        change)."""
+        self._stored_bookings = bookings
+
+    @property
+    def bookings(self) -> tuple[Booking, ...]:
+        """Every booking in force: the registry's (pool files) first, then those made through
+        the API; a stored one whose name a pool file took since is left out (the file's
+        wins)."""
+        of = self._bookings_of
+        if of is None or of[0] is not self.registry or of[1] is not self._stored_bookings:
+            files = self.registry.bookings
+            taken = {b.name for b in files}
+            self._bookings = files + tuple(b for b in self._stored_bookings if b.name not in taken)
+            self._bookings_of = (self.registry, self._stored_bookings)
+        return self._bookings
 
     def admission_state(self) -> AdmissionState:
         return AdmissionState(

@@ -29,6 +29,7 @@ PAGES = {
     "quotas": ("admin", "quotas"),
     "reports": ("admin", "reports?by=user&since=30d"),
     "idle": ("admin", "idle"),
+    "bookings": ("admin", "bookings"),
     "admin": ("admin", "admin"),
     "admin/pools/([^/]+)/delete": ("admin", "admin/pools/dev-pool/delete"),
 }

@@ -101,3 +101,16 @@ def replaced_quotas(names: Any) -> str:
 def stopped_server(user: str, server: str, pool: str | None) -> str:
     where = f" in {pool}" if pool else ""
     return f"stopped server {user}/{server}{where}"
+
+
+def applied_bookings(result: Mapping[str, Any]) -> str:
+    parts = []
+    if result.get("created"):
+        parts.append(f"created booking {_names(result['created'])}")
+    if result.get("replaced"):
+        parts.append(f"replaced booking {_names(result['replaced'])}")
+    return "; ".join(parts) or "applied booking documents (no change)"
+
+
+def deleted_booking(name: str) -> str:
+    return f"deleted booking {name}"

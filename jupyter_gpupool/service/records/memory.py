@@ -31,6 +31,7 @@ from .. import clock
 from ..admission.line import entry_of, waiting_from_row
 from ..errors import ApiError
 from ..monitoring.polling import Utilization
+from .bookingbook import BookingBook
 from .budgetbook import BudgetBook
 from .ledger import Ledger, ReadPod
 
@@ -55,6 +56,8 @@ class Records:
         #: The sessions budgets count; None without a database (budgets are not enforced)
         self.budgets: BudgetBook | None = None
         self.problem = "" if db is not None else "no database is configured"
+        #: The bookings made through the API (kept only with a database)
+        self.bookings = BookingBook(db)
         self._last_prune = float("-inf")
 
     @classmethod
@@ -81,6 +84,7 @@ class Records:
             raise StartupRefused(str(e)) from e
         except DatabaseError as e:
             self.problem = str(e)
+            self.bookings.unavailable(str(e))
             log.error("%s; usage history, GPU-hours and the change log are not kept", e)
             return
         if before != after:
@@ -92,6 +96,7 @@ class Records:
         self.ledger.on_open = self.budgets.opened
         self.ledger.on_close = self.budgets.closed
         await self.ledger.take_up(await asyncio.to_thread(db.sessions, open_only=True), read_pod)
+        await self.bookings.load()
 
     def _budget_sessions(
         self, since: float, users: Sequence[str], charged: Sequence[str]

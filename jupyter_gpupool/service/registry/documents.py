@@ -289,19 +289,16 @@ def _apply(
 
 
 def upsert_pools(layout: Layout, body: str, key_for: KeyFor, max_pools: int | None = None) -> Edit:
-    """Create or replace every ``kind: pool`` document of ``body``; a 400 when there would be
+    """Create or replace every ``kind: pool`` document of ``body`` (its ``kind: booking``
+    documents are left out: the booking desk takes them); a 400 when there would be
     more than ``max_pools`` pools (the body is not read past one document too many)."""
-    docs = _body(body, max_pools)
+    # booking documents are the booking desk's (POST api/v1/pools hands them over)
+    docs = [d for d in _body(body, max_pools) if _kinds([d]) != [BOOKING_KIND]]
     kinds = _kinds(docs)
     if not kinds:
         raise bad_request("the request holds no pool document")
     if QUOTA_KIND in kinds:
         raise bad_request("the request holds a quota document; send quotas with PUT api/v1/quotas")
-    if BOOKING_KIND in kinds:
-        raise bad_request(
-            "the request holds a booking document; the service does not take bookings yet "
-            "(check them with gpupool validate --nodes)"
-        )
     # The body's names decide what is being replaced (a document without a name, or a name
     # given twice, is refused when the body is checked with what stays).
     names = dict.fromkeys(n for n in map(_pool_name, docs) if n)

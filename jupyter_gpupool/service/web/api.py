@@ -23,6 +23,7 @@ from ..bodies import parse_groups, parse_json, parse_label_patch, text_body
 from ..errors import ApiError
 from ..health import health_report
 from ..records import changelog
+from ..registry.bookingdesk import booking_documents_of
 from .auth import ADMIN_SCOPE, METRICS_SCOPE, USE_SCOPE
 from .base import APIHandler
 from .nodetable import page_of, parse_query, select, whole_number
@@ -84,9 +85,27 @@ class PoolsHandler(APIHandler):
         self.finish(self.ctx.state.pools_json(user, groups))
 
     async def post(self) -> None:
-        result = await self.ctx.pools.apply_pools(text_body(self.body))
-        self.record(changelog.applied_pools(result))
-        self.write_json(result, status=201 if result["created"] else 200)
+        """Pool documents are applied, then booking documents are kept (the booking desk):
+        ``gpupool create -f`` sends both in one body."""
+        text = text_body(self.body)
+        bookings, others = booking_documents_of(text)
+        result: dict[str, Any] = {"created": [], "replaced": [], "pools": []}
+        if others or not bookings:
+            result = await self.ctx.pools.apply_pools(text)
+            self.record(changelog.applied_pools(result))
+        created = bool(result["created"])
+        if bookings:
+            try:
+                booked = await self.ctx.bookings.apply(bookings, self.caller.who)
+            except ApiError as e:
+                if result["created"] or result["replaced"]:
+                    e.message += " (the pool documents were applied)"
+                raise
+            self.record(changelog.applied_bookings(booked))
+            result["bookings_created"] = booked["created"]
+            result["bookings_replaced"] = booked["replaced"]
+            created = created or bool(booked["created"])
+        self.write_json(result, status=201 if created else 200)
 
 
 class PoolsCSVHandler(APIHandler):

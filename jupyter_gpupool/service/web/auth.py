@@ -78,6 +78,11 @@ class Caller:
         return self.is_admin or USE_SCOPE in self.scopes
 
     @property
+    def who(self) -> str:
+        """``user admin``, ``service gpupool-spawner``: as the change log names its authors."""
+        return f"{self.kind} {self.name}"
+
+    @property
     def is_user(self) -> bool:
         return self.kind == "user"
 

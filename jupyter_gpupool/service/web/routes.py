@@ -11,8 +11,8 @@ from typing import Any
 
 import tornado.web
 
-from . import admissionapi, api
-from .pages import admin, base, idle, nodes, pools, reports, user
+from . import admissionapi, api, bookingapi
+from .pages import admin, base, bookings, idle, nodes, pools, reports, user
 from .pages.templating import STATIC
 
 access_log = logging.getLogger("gpupool.access")
@@ -46,6 +46,8 @@ def route_table(prefix: str) -> list[tuple[str, type[tornado.web.RequestHandler]
         (v1 + "admissions", admissionapi.AdmissionsHandler),
         (v1 + "admissions/([^/]+)", admissionapi.AdmissionHandler),
         (v1 + "queue", admissionapi.QueueHandler),
+        (v1 + "bookings", bookingapi.BookingsHandler),
+        (v1 + "bookings/([^/]+)", bookingapi.BookingHandler),
         (prefix + "metrics", api.MetricsHandler),
         (prefix + "api/(.*)", api.NotFoundHandler),
         (prefix + "oauth_callback", base.OAuthCallbackHandler),
@@ -57,12 +59,15 @@ def route_table(prefix: str) -> list[tuple[str, type[tornado.web.RequestHandler]
         (prefix + "quotas", nodes.QuotasPage),
         (prefix + "reports", reports.ReportsPage),
         (prefix + "idle", idle.IdlePage),
+        (prefix + "bookings", bookings.BookingsPage),
         (prefix + "admin", admin.AdminPage),
         (prefix + "admin/pools", admin.ApplyPoolsAction),
         (prefix + "admin/pools/([^/]+)/delete", admin.DeletePoolPage),
         (prefix + "admin/nodes", admin.MoveNodeAction),
         (prefix + "admin/quotas", admin.QuotasAction),
         (prefix + "admin/servers/stop", admin.StopServerAction),
+        (prefix + "admin/bookings", bookings.AddBookingsAction),
+        (prefix + "admin/bookings/([^/]+)/delete", bookings.DeleteBookingAction),
         (prefix, user.UserPage),
         (prefix.rstrip("/"), tornado.web.RedirectHandler, {"url": prefix}),
     ]

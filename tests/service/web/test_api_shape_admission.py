@@ -180,13 +180,13 @@ window:
 """
 
 
-async def test_the_service_refuses_bookings_it_does_not_use_yet(start_service):
-    """Bookings are checked by gpupool validate (issue 30, first step); the service says it does
-    not take them rather than storing a document that would promise GPUs it does not hold."""
+async def test_the_service_keeps_a_booking_sent_with_the_pools(start_service):
+    """A booking document sent to ``POST api/v1/pools`` is kept as a booking (issue 30), not
+    made into a pool; its MIG shape is one the pool's nodes have."""
     service = await start_service()
-    with pytest.raises(GPUPoolError) as refused:
-        await service.admin().apply_pools(BOOKING)
-    assert refused.value.status == 400
-    assert "does not take bookings yet" in str(refused.value)
+    answer = await service.admin().apply_pools(BOOKING)
+    assert answer["bookings_created"] == ["cs231"] and answer["created"] == []
+    [booked] = (await service.admin().bookings())["bookings"]
+    assert (booked["pool"], booked["shape"], booked["gpus"]) == (POOL, "mig-3g.40gb", 1)
     names = {p["name"] for p in await service.admin().pools()}
     assert POOL in names and "cs231" not in names

@@ -155,9 +155,23 @@ def hub(tmp_path_factory):
 
 
 POOL = {"kind": "pool", "version": "v0.1", "pool": {"name": "auth-test-pool"}, "nodes": {}}
+PAGE_BOOKING = (
+    "kind: booking\nversion: v0.1\nbooking: {name: auth-page-booking}\npool: dev-pool\ngpus: 1\n"
+    "users: [alice]\nwindow: {once: {start: '2030-02-04T10:00', end: '2030-02-04T12:00'}, "
+    "timezone: UTC}\n"
+)
 PAGE_POOL = "kind: pool\nversion: v0.1\npool:\n  name: auth-page-pool\nnodes: {}\n"
 QUOTAS = (REPO / "examples" / "pools" / "quotas.yaml").read_text()
 ADMISSION = {"user": "alice", "pools": ["dev-pool"], "gpus": 1}
+BOOKING = {
+    "kind": "booking",
+    "version": "v0.1",
+    "booking": {"name": "auth-test-booking"},
+    "pool": "dev-pool",
+    "gpus": 1,
+    "users": ["alice"],
+    "window": {"once": {"start": "2030-01-07T10:00", "end": "2030-01-07T12:00"}, "timezone": "UTC"},
+}
 
 #: Who gets what, by the kind of route: the status for each caller, ``OK`` for the row's own.
 #: Callers: no token; a user token without access to the service (``custom:gpupool:use`` alone);
@@ -218,6 +232,14 @@ TABLE: dict[tuple[str, str], Row] = {
     ("api/v1/admissions/([^/]+)", "GET"): Row("api/v1/admissions/{id}", "use"),
     ("api/v1/admissions/([^/]+)", "DELETE"): Row("api/v1/admissions/{id}", "use"),
     ("api/v1/queue", "GET"): Row("api/v1/queue", "use"),
+    ("api/v1/bookings", "GET"): Row("api/v1/bookings", "use"),
+    ("api/v1/bookings", "POST"): Row("api/v1/bookings", "admin", (201,), BOOKING),
+    # alice is in it: her GET reads it too
+    ("api/v1/bookings/([^/]+)", "GET"): Row("api/v1/bookings/auth-test-booking", "use", (200, 404)),
+    ("api/v1/bookings/([^/]+)", "PUT"): Row(
+        "api/v1/bookings/auth-test-booking", "admin", body=BOOKING
+    ),
+    ("api/v1/bookings/([^/]+)", "DELETE"): Row("api/v1/bookings/auth-test-booking", "admin"),
     ("metrics", "GET"): Row("metrics", "metrics"),
     # anything else under api/: a 404, but only after the door
     **{
@@ -237,6 +259,7 @@ TABLE: dict[tuple[str, str], Row] = {
     ("quotas", "GET"): Row("quotas", "admin-page"),
     ("reports", "GET"): Row("reports?by=group&since=30d", "admin-page"),
     ("idle", "GET"): Row("idle", "admin-page"),
+    ("bookings", "GET"): Row("bookings?week=2030-W06", "admin-page"),
     ("admin", "GET"): Row("admin", "admin-page"),
     # the admin page's forms post to these (they show the admin page on GET too)
     ("admin/pools", "GET"): Row("admin/pools", "admin-page"),
@@ -254,6 +277,13 @@ TABLE: dict[tuple[str, str], Row] = {
     # no such server: 404 from the handler, which only an admin reaches
     ("admin/servers/stop", "POST"): Row(
         "admin/servers/stop", "action", (404,), {"user": "nobody", "server": "x"}, True
+    ),
+    ("admin/bookings", "GET"): Row("admin/bookings", "admin-page"),
+    ("admin/bookings", "POST"): Row(
+        "admin/bookings", "action", (302,), {"yaml": PAGE_BOOKING}, True
+    ),
+    ("admin/bookings/([^/]+)/delete", "POST"): Row(
+        "admin/bookings/auth-page-booking/delete", "action", (302,), {}, True
     ),
     # the prefix without its slash: a redirect to the index page
     ("/services/gpupool", "GET"): Row("/services/gpupool", "open", (301,)),
@@ -350,17 +380,22 @@ def test_the_admin_page_forms_need_the_xsrf_token(hub):
     assert page.status_code == 200
     xsrf = re.search(r'name="_xsrf" value="([^"]+)"', page.text).group(1)
     actions = [(p, row) for (p, m), row in TABLE.items() if m == "POST" and row.kind == "action"]
-    assert len(actions) == 6
+    assert len(actions) == 8
+    booking = hub["direct"] + "api/v1/bookings/auth-page-booking"
     for _, row in actions:
         url = hub["api"] + row.path
         refused = s.post(url, data=row.body, allow_redirects=False)
         assert refused.status_code == 403, (row.path, refused.status_code, refused.text[:300])
         if row.path == "admin/pools":  # nothing was made
             assert call(hub["direct"] + "api/v1/pools/auth-page-pool", token=hub["admin"])[0] == 404
+        if row.path == "admin/bookings":
+            assert call(booking, token=hub["admin"])[0] == 404
         done = s.post(url, data={**row.body, "_xsrf": xsrf}, allow_redirects=False)
         assert done.status_code in row.ok, (row.path, done.status_code, done.text[:300])
         if row.path == "admin/pools":
             assert call(hub["direct"] + "api/v1/pools/auth-page-pool", token=hub["admin"])[0] == 200
+        if row.path == "admin/bookings":
+            assert call(booking, token=hub["admin"])[0] == 200
 
 
 def test_the_access_log_leaves_out_query_strings(hub):

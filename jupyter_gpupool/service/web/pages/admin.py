@@ -36,6 +36,20 @@ nodes:
     gpu-type: A100-80G
 """
 
+EXAMPLE_BOOKING = """\
+kind: booking
+version: v0.1
+booking: {name: my-course, description: "What it is for"}
+pool: my-pool
+gpus: 4
+groups: [my-group]
+window:
+  weekly: {days: [tue], start: "10:00", end: "12:00"}
+  from: 2027-01-12
+  until: 2027-03-30
+  timezone: Europe/Berlin
+"""
+
 EXAMPLE_QUOTA = """\
 kind: quota
 version: v0.1
@@ -85,6 +99,7 @@ class AdminPage(AdminPageHandler):
         pool_yaml: str | None = None,
         quota_yaml: str | None = None,
         node: str | None = None,
+        booking_yaml: str | None = None,
         status: int = 200,
     ) -> None:
         state = self.ctx.state
@@ -107,6 +122,7 @@ class AdminPage(AdminPageHandler):
             pool_choices=pool_names(reg, state.index),
             pools_defined=list(reg.pools),
             deletable=[summaries[n] for n in reg.pools if n in summaries],
+            booking_yaml=booking_yaml if booking_yaml is not None else EXAMPLE_BOOKING,
             changes=self.ctx.changes.latest(30),
             changes_kept=self.ctx.changes.kept,
         )

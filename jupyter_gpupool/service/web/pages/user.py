@@ -1,5 +1,6 @@
 """*My GPUs* (``{prefix}``), every user's own page: the pools they may use with their free GPUs,
-their quota in each (:func:`quota_text`), their servers and requests waiting in line, and their
+their quota in each (:func:`quota_text`), their servers and requests waiting in line, the
+bookings they are in (by name or group: the current or next window of each), and their
 own GPU-hours from the ledger (:func:`own_gpu_hours`; when the database is missing or down the
 page says why and shows the rest)."""
 
@@ -9,7 +10,8 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from ... import views
+from ....core.bookingrows import booking_row, is_member
+from ... import clock, views
 from ...errors import ApiError
 from .admin import sentence
 from .base import PageHandler
@@ -59,6 +61,7 @@ class UserPage(PageHandler):
         }
         cap = views.quotas(reg, index, res, name, groups)["caps"]["users"].get(name)
         hours, hours_problem = await own_gpu_hours(self.ctx.records, name)
+        now = clock.now()
         mine = index.servers(user=name)
         table = server_table(self.ctx, mine, len(mine))
         self.render_page(
@@ -74,6 +77,9 @@ class UserPage(PageHandler):
             has_line=self.ctx.desk.line is not None,
             hours=hours,
             hours_problem=hours_problem,
+            bookings=[
+                booking_row(b, now, views.iso) for b in state.bookings if is_member(b, name, groups)
+            ],
         )
 
 
