@@ -36,7 +36,16 @@ def _windows(ctx: Context, pool: str, key: str) -> list[InForce]:
     calendar = ctx.state.bookings
     if calendar is None or pool not in calendar.pools:
         return []
-    return [w for w in calendar.in_force(pool, ctx.state.now) if w.booking.shape == key]
+    return calendar.in_force_of(pool, key, ctx.state.now)
+
+
+def _surely_room(ctx: Context, pool: str, key: str, windows: list[InForce], units: int) -> bool:
+    """Whether ``units`` leave every booking in force its whole count free, counted cheaply:
+    the shape's free units less every reservation in the pool, of any shape (so a request in
+    a pool with room to spare skips the exact count)."""
+    free = sum(c.free for c in ctx.usage.shape_counts(pool) if c.shape.id == key)
+    free -= sum(ctx.res.pool_nodes(pool).values()) + sum(ctx.res.pool_units(pool).values())
+    return free - units >= sum(w.booking.gpus for w in windows)
 
 
 def _ledger(ctx: Context, pool: str, key: str, windows: list[InForce]) -> ShapeLedger:
@@ -73,6 +82,8 @@ def charge(pool: Pool, shape_id: str | None, ctx: Context) -> tuple[str, bool] |
             return window.subject, False
     found = charge_for(pool, ctx)
     if isinstance(found, str) or found[1] or not windows:
+        return found
+    if ledger is None and _surely_room(ctx, pool.name, key, windows, req.gpus):
         return found
     ledger = ledger or _ledger(ctx, pool.name, key, windows)
     return (found[0], True) if ledger.borrows(req.gpus) else found

@@ -35,12 +35,13 @@ from collections.abc import Callable, Iterable, Sequence
 
 from .amounts import Amount
 from .bookings import Booking, Occurrence, occurrences
+from .labels import BOOKING_SUBJECT_PREFIX
 from .ledger import parse_time
 from .shapes import WHOLE
 from .usagerecords import ShapeCount
 from .usagerows import ServerUsage
 
-BOOKING_PREFIX = "booking:"
+BOOKING_PREFIX = BOOKING_SUBJECT_PREFIX
 #: How far around ``t`` a :class:`Calendar` lists windows before it lists them again.
 HORIZON_BEFORE, HORIZON_AFTER = 2 * 86400.0, 9 * 86400.0
 
@@ -65,12 +66,13 @@ def shape_key(shape_id: str | None) -> str:
 class InForce:
     """One window of one booking; ``subject`` is what its servers are charged to."""
 
-    __slots__ = ("booking", "occurrence", "subject")
+    __slots__ = ("_groups", "booking", "occurrence", "subject")
 
     def __init__(self, booking: Booking, occurrence: Occurrence):
         self.booking = booking
         self.occurrence = occurrence
         self.subject = booking_subject(booking.name)
+        self._groups = frozenset(booking.groups)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, InForce) and (self.booking, self.occurrence) == (
@@ -82,8 +84,7 @@ class InForce:
         return hash((self.booking.name, self.occurrence.start))
 
     def has_member(self, user: str, groups: Iterable[str]) -> bool:
-        b = self.booking
-        return user in b.users or any(g in b.groups for g in groups)
+        return user in self.booking.users or not self._groups.isdisjoint(groups)
 
 
 class Calendar:
@@ -102,6 +103,10 @@ class Calendar:
         self._windows: dict[str, list[InForce]] = {}
         self._longest: dict[str, float] = {}
         self._all: list[InForce] = []
+        #: per pool: the windows in force, and the stretch of time they stay the same
+        self._memo: dict[str, tuple[float, float, list[InForce]]] = {}
+        #: per (pool, shape): the same, of that shape
+        self._shape_memo: dict[tuple[str, str], tuple[float, float, list[InForce]]] = {}
 
     def __len__(self) -> int:
         return len(self.bookings)
@@ -114,7 +119,8 @@ class Calendar:
         found = [InForce(bk, o) for bk in self.bookings for o in occurrences(bk, lo, hi)]
         found.sort(key=lambda w: w.occurrence.start)
         self._all = found
-        self._windows, self._starts, self._longest = {}, {}, {}
+        self._windows, self._starts, self._longest, self._memo = {}, {}, {}, {}
+        self._shape_memo = {}
         for w in found:
             pool = w.booking.pool
             self._windows.setdefault(pool, []).append(w)
@@ -128,19 +134,42 @@ class Calendar:
         """The windows of ``pool``'s bookings in force at ``t`` (``start <= t < end``)."""
         if pool not in self.pools:
             return []
+        memo = self._memo.get(pool)
+        if memo is not None and memo[0] <= t < memo[1]:
+            return memo[2]  # (read-only: the same list until a window starts or ends)
         self._cover(t, t)
         starts = self._starts.get(pool, [])
         windows = self._windows.get(pool, [])
         earliest = t - self._longest.get(pool, 0.0)
         out = []
         i = bisect.bisect_right(starts, t) - 1
+        # the set stays the same until the next window starts or one in force ends
+        # (kept from t on: time moves forward; a question about an earlier time asks again)
+        until = starts[i + 1] if i + 1 < len(starts) else self._span_end()
         while i >= 0 and starts[i] >= earliest:
             w = windows[i]
             if w.occurrence.end > t:
                 out.append(w)
+                until = min(until, w.occurrence.end)
             i -= 1
         out.reverse()
+        self._memo[pool] = (t, until, out)
         return out
+
+    def in_force_of(self, pool: str, shape: str, t: float) -> list[InForce]:
+        """:meth:`in_force`, of one shape (``whole`` for whole GPUs)."""
+        if pool not in self.pools:
+            return []
+        memo = self._shape_memo.get((pool, shape))
+        if memo is not None and memo[0] <= t < memo[1]:
+            return memo[2]
+        found = [w for w in self.in_force(pool, t) if w.booking.shape == shape]
+        lo, hi, _ = self._memo[pool]
+        self._shape_memo[(pool, shape)] = (lo, hi, found)
+        return found
+
+    def _span_end(self) -> float:
+        return self._span[1] if self._span is not None else float("inf")
 
     def starting(self, a: float, b: float) -> list[InForce]:
         """The windows that start in ``(a, b]``, earliest first."""

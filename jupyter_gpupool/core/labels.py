@@ -57,6 +57,8 @@ POD_GPUS = PREFIX + "gpus"
 POD_OVER_QUOTA = PREFIX + "over-quota"
 #: Admission id, matching the pod to the reservation made for it (label).
 POD_ADMISSION = PREFIX + "admission"
+#: How the subject a server admitted within a booking is charged to begins (``booking:cs231``)
+BOOKING_SUBJECT_PREFIX = "booking:"
 #: The subject charged: ``group:NAME`` or ``user:NAME`` raw in the annotation, safe in the label.
 POD_CHARGED = PREFIX + "charged"
 #: The platform (GPU type route inside the pool) the server was admitted to (label).

@@ -222,10 +222,11 @@ class UsageIndex(PodBook):
         ps = self._pools.get(pool)
         return ps.subject_used.get(subject, 0) if ps is not None else 0
 
-    def subjects(self, pool: str) -> Iterable[str]:
-        """The subjects charged in ``pool`` (some may be charged 0 now)."""
+    def booking_subjects(self, pool: str) -> Iterable[str]:
+        """The subjects of bookings (``booking:NAME``) charged in ``pool`` since the index
+        began (some may be charged 0 now)."""
         ps = self._pools.get(pool)
-        return ps.subject_used.keys() if ps is not None else ()
+        return ps.booked.keys() if ps is not None else ()
 
     def user_used(self, pool: str, user: str) -> Amount:
         """All of ``user``'s GPU-equivalents in ``pool``, whoever they are charged to."""

@@ -29,6 +29,7 @@ class PoolState:
     """
 
     __slots__ = (
+        "booked",
         "eligible_free",
         "eligible_nodes",
         "gpu_total",
@@ -56,6 +57,8 @@ class PoolState:
         self.over_quota: dict[str, None] = {}
         self.subject_used: dict[str, Amount] = {}
         self.user_used: dict[str, Amount] = {}
+        #: the subjects of bookings ever charged here (``booking:NAME``), for reclaim
+        self.booked: dict[str, None] = {}
 
 
 class NodeBook:

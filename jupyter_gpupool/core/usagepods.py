@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .amounts import Amount
+from .labels import BOOKING_SUBJECT_PREFIX
 from .usagenodes import NodeBook, add_amount, add_count
 from .usagerecords import (
     NodeRecord,
@@ -216,6 +217,8 @@ class PodBook(NodeBook):
                     add_amount(ps.user_used, p.user, p.quota)
                     if p.charged:
                         add_amount(ps.subject_used, p.charged, p.quota)
+                        if p.charged.startswith(BOOKING_SUBJECT_PREFIX):
+                            ps.booked[p.charged] = None
             if p.quota:
                 add_amount(self._user_total, p.user, p.quota)
                 if p.charged:
