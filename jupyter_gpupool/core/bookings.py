@@ -42,7 +42,7 @@ WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 WEEKDAY_WORDS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
 _CLOCK = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
-_LOCAL = re.compile(r"^([0-9]{4}-[0-9]{2}-[0-9]{2})[T ]([0-9]{2}:[0-9]{2})$")
+_LOCAL = re.compile(r"^([0-9]{4}-[0-9]{2}-[0-9]{2})[T ]([0-9]{2}:[0-9]{2})(?::([0-5][0-9]))?$")
 _UTC = dt.timezone.utc
 
 
@@ -71,7 +71,8 @@ def parse_clock(text: str) -> dt.time | None:
 
 
 def parse_local(text: str) -> dt.datetime | None:
-    """``"2027-01-12T10:00"`` as a local (naive) date and time; None when it is not one."""
+    """``"2027-01-12T10:00"`` (or ``"2027-01-12T10:00:30"``, to the second) as a local (naive)
+    date and time; None when it is not one."""
     m = _LOCAL.match(text)
     if m is None:
         return None
@@ -80,7 +81,9 @@ def parse_local(text: str) -> dt.datetime | None:
         day = dt.date.fromisoformat(m[1])
     except ValueError:
         return None
-    return None if clock is None else dt.datetime.combine(day, clock)
+    if clock is None:
+        return None
+    return dt.datetime.combine(day, clock.replace(second=int(m[3] or 0)))
 
 
 @dataclass(frozen=True)
@@ -139,11 +142,17 @@ class Occurrence:
     timezone: str
 
     def words(self) -> str:
-        """``Tue 2027-01-19 10:00\u201312:00 Europe/Berlin`` (an en dash)."""
+        """``Tue 2027-01-19 10:00\u201312:00 Europe/Berlin`` (an en dash; seconds when a
+        time has them)."""
         return (
             f"{WEEKDAY_WORDS[self.day.weekday()]} {self.day.isoformat()} "
-            f"{self.local_start:%H:%M}\u2013{self.local_end:%H:%M} {self.timezone}"
+            f"{clock_text(self.local_start)}\u2013{clock_text(self.local_end)} {self.timezone}"
         )
+
+
+def clock_text(t: dt.time) -> str:
+    """``10:00``, or ``10:00:30`` when it has seconds."""
+    return f"{t:%H:%M:%S}" if t.second else f"{t:%H:%M}"
 
 
 def instant(local: dt.datetime, tz: dt.tzinfo) -> float:

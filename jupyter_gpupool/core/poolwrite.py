@@ -7,6 +7,7 @@ wrote it.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
@@ -168,6 +169,11 @@ def _budget_doc(b: Budget) -> dict[str, Any]:
     return out
 
 
+def local_text(t: dt.datetime) -> str:
+    """``2027-01-12T10:00`` (``:30`` more when it has seconds)."""
+    return f"{t:%Y-%m-%dT%H:%M:%S}" if t.second else f"{t:%Y-%m-%dT%H:%M}"
+
+
 def booking_to_document(b: Booking) -> dict[str, Any]:
     """A booking as its ``kind: booking`` document (dates and times as strings, so the result
     is JSON too; loading it gives an equal booking)."""
@@ -189,8 +195,8 @@ def booking_to_document(b: Booking) -> dict[str, Any]:
     window: dict[str, Any] = {}
     if b.window.once is not None:
         window["once"] = {
-            "start": f"{b.window.once.start:%Y-%m-%dT%H:%M}",
-            "end": f"{b.window.once.end:%Y-%m-%dT%H:%M}",
+            "start": local_text(b.window.once.start),
+            "end": local_text(b.window.once.end),
         }
     if (w := b.window.weekly) is not None:
         window["weekly"] = {

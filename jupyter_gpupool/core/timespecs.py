@@ -72,19 +72,19 @@ class Clock(Spec):
 
 @dataclass
 class LocalDateTime(Spec):
-    """A date and time on the window's clocks, ``"2027-01-12T10:00"`` (no offset: the zone is
-    the window's ``timezone``)."""
+    """A date and time on the window's clocks, ``"2027-01-12T10:00"`` or, to the second,
+    ``"2027-01-12T10:00:30"`` (no offset: the zone is the window's ``timezone``)."""
 
     description: str = ""
 
     def check(self, c: Checker, value: Any, path: Path) -> Any:
-        if isinstance(value, dt.datetime) and value.tzinfo is None and not value.second:
-            return value.replace(microsecond=0)
+        if isinstance(value, dt.datetime) and value.tzinfo is None and not value.microsecond:
+            return value
         local = parse_local(value) if isinstance(value, str) else None
         if local is None:
             c.add(
                 path,
-                f"{value!r} is not a local date and time written YYYY-MM-DDTHH:MM (such as "
+                f"{value!r} is not a local date and time written YYYY-MM-DDTHH:MM[:SS] (such as "
                 '"2027-01-12T10:00", without an offset: the zone is window.timezone)',
             )
             return INVALID
@@ -92,7 +92,10 @@ class LocalDateTime(Spec):
 
     def schema(self) -> JSON:
         return self._with_description(
-            {"type": "string", "pattern": r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}$"}
+            {
+                "type": "string",
+                "pattern": r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(:[0-5][0-9])?$",
+            }
         )
 
 

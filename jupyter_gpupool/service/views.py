@@ -16,6 +16,7 @@ from ..core.admission import AdmissionState, Decision, group_subject, quota_head
 from ..core.amounts import Amount, amount_text
 from ..core.bookingcharge import member_bookings
 from ..core.bookingnow import InForce
+from ..core.bookings import clock_text
 from ..core.budgets import applying, budget_rows
 from ..core.formatting import csv_text
 from ..core.poolrows import pool_names, pool_or_bare
@@ -344,7 +345,7 @@ def booked_row(w: InForce, used: int) -> JSON:
         "free": max(0, b.gpus - used),
         "start": o.start,
         "end": o.end,
-        "until_text": f"{o.local_end:%H:%M}",
+        "until_text": clock_text(o.local_end),
         "timezone": o.timezone,
     }
 

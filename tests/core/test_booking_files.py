@@ -193,3 +193,16 @@ window:
         "late.yaml:7: window.weekly.end: the window must end after it starts (18:00), not at "
         "09:00: a window ends on the day it starts"
     ]
+
+
+def test_a_once_window_may_be_given_to_the_second_and_is_written_back_so():
+    text = CS231.replace('"2027-01-19T11:00"', '"2027-01-19T11:00:30"')
+    reg = load_texts([(POOLS, "pools.yaml"), (text, "bookings.yaml")])
+    ml = reg.bookings[1]
+    assert ml.window.once == Once(dt.datetime(2027, 1, 19, 11, 0, 30), dt.datetime(2027, 1, 19, 13))
+    [doc] = [d for d in registry_to_documents(reg) if d.get("booking", {}).get("name") == "ml-ops"]
+    assert doc["window"]["once"] == {"start": "2027-01-19T11:00:30", "end": "2027-01-19T13:00"}
+    assert load_texts([(yaml.safe_dump_all(registry_to_documents(reg)), "x.yaml")]) == reg
+    bad = CS231.replace('"2027-01-19T11:00"', '"2027-01-19T11:00:61"')
+    with pytest.raises(DocumentError, match="YYYY-MM-DDTHH:MM"):
+        load_texts([(POOLS, "pools.yaml"), (bad, "bookings.yaml")])
