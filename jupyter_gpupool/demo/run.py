@@ -176,6 +176,9 @@ def service_command(opts: DemoOptions, port: int, kubeconfig: str) -> list[str] 
         "--GPUPoolService.utilization_source=dcgm",
         "--GPUPoolService.dcgm_urls=/sim/v1/dcgm/metrics",
         "--GPUPoolService.utilization_interval=5",
+        # a booking's borrowers are warned 30 s before its window (600 s outside the demo), so
+        # the booking scenario (docs/pools.md) plays out in two minutes
+        "--GPUPoolService.booking_warning=30",
     ]
 
 

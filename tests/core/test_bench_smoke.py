@@ -4,7 +4,7 @@ Each prints one JSON line; the checks are on its shape and its counts: exactly t
 expected, as many measurements as requests asked for, every request answered as it should be (a
 benchmark of 401s or 500s measures nothing), percentiles in order, and each ratio to the baseline
 measured in the same run (named ``A_x_B``: A over B) above 1, except bench_database's ``on_x_off``
-(the database's cost, about 1: noise puts it on either side). bench_density replays a simulated
+and bench_admission's ``bookings_x_none_p99`` (a cost, about 1: noise puts it on either side). bench_density replays a simulated
 day and measures no time: its checks are its ledger's (every session ends one way, once; idle
 GPU-hours within held ones; no node over-committed). bench_spawn's smoke test is in
 ``tests/spawner/test_spawner_docs.py``.
@@ -87,6 +87,24 @@ def test_admission_benchmark_with_half_the_nodes_mig_partitioned():
     # a 1g instance is 1/56 of a node: the MIG run admits more of its small requests
     assert mig["admitted"] > whole["admitted"]
     assert result["mig_x_whole_admissions_per_s"] > 0 and result["mig_x_whole_p99"] > 0
+
+
+def test_admission_benchmark_with_bookings():
+    """Bookings defined (issue 30): each request decided with and without them on the same
+    cluster; some bookings are in force at the moment decided and members get their GPUs within
+    them. bookings_x_none_p99 is about 1 (the bookings' cost), so only its sign is checked."""
+    admissions = 200
+    result = run(
+        "bench_admission.py",
+        *("--nodes", 24, "--pools", 4, "--pods", 2000, "--users", 30, "--groups", 6),
+        *("--admissions", admissions, "--baseline-admissions", 5, "--bookings", 40),
+    )
+    assert result["bookings"] == 40 and result["admissions"] == admissions
+    assert 0 < result["bookings_in_force"] < 40
+    assert 0 < result["admitted_within_bookings"] <= result["admitted"]
+    for kind in ("none", "bookings"):
+        assert 0 < result[f"{kind}_decide_p50_ms"] <= result[f"{kind}_decide_p99_ms"]
+    assert result["bookings_x_none_p99"] > 0
 
 
 @pytest.mark.quiet  # admission_x_baseline_p50 is about 1.4: two phases, one after the other
