@@ -18,9 +18,12 @@ from .cluster.kube import Kube, KubeError
 from .cluster.watch import ClusterView
 from .errors import ApiError
 from .loops import Loop
+from .monitoring.budgetwatch import BudgetWatch
 from .monitoring.idlewatch import IdleWatch
 from .monitoring.metrics import Metrics
+from .monitoring.notices import NoticeBoard
 from .monitoring.polling import Utilization
+from .monitoring.runtimewatch import RuntimeWatch
 from .records.changelog import ChangeLog
 from .records.memory import Records
 from .records.samples import UsageHistory
@@ -50,9 +53,19 @@ class ServiceContext:
     records: Records = field(default_factory=lambda: Records(None))
     utilization: Utilization = field(default_factory=lambda: Utilization(None, 30.0))
     idle: IdleWatch = field(default_factory=IdleWatch)
+    runtime: RuntimeWatch = field(default_factory=RuntimeWatch)
+    budget_watch: BudgetWatch = field(default_factory=BudgetWatch)
+    #: Every warning about a running server: the idle watch's, the runtime limit's and the
+    #: budgets' are registered here; others add theirs (``ctx.notices.add(provider)``)
+    notices: NoticeBoard = field(default_factory=NoticeBoard)
     templates: Environment = field(default_factory=make_environment)
     #: The background loops, by name in ``GET api/v1/health`` (:mod:`.loops`)
     loops: list[Loop] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.notices.add(lambda s, now: self.idle.notice(self.state.registry, s, now))
+        self.notices.add(lambda s, now: self.runtime.notice(self.state.registry, s, now))
+        self.notices.add(self.budget_watch.notice)
 
     async def user_groups(self, user: str) -> tuple[str, ...]:
         if self.hub is None:

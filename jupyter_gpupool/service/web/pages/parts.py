@@ -141,7 +141,12 @@ def server_table(ctx: Any, servers: Sequence[ServerUsage], total: int) -> Server
     idle policy says so, ``idle``), and the utilization source's problem."""
     registry, now = ctx.state.registry, clock.now()
     answer = views.servers_answer(
-        servers, total, ctx.state.index, ctx.utilization, lambda s: ctx.idle.row(registry, s, now)
+        servers,
+        total,
+        ctx.state.index,
+        ctx.utilization,
+        lambda s: ctx.idle.row(registry, s, now),
+        lambda s: ctx.notices.row(s, now),
     )
     source = answer["utilization"]
     measured = source["source"] != "none"
