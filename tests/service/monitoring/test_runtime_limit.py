@@ -10,8 +10,11 @@ ledger in the database.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from service_kit import start_pod
+from test_pages import Browser
 from test_records import sql, until
 
 from jupyter_gpupool.service import clock
@@ -78,6 +81,16 @@ async def test_a_server_past_its_runtime_is_warned_then_stopped_and_an_exempt_on
             "action": "stop",
         }
         assert row["notices"] == [row["notice"]]
+        # My GPUs shows it, in the warning's colour
+        page = Browser(service, service.hub.user("carol", ["students"]))
+        try:
+            status, html, _ = await page.get("")
+        finally:
+            page.http.close()
+        assert status == 200
+        notes = re.findall(r'<div class="gpupool-notice small([^"]*)"[^>]*>(.*?)</div>', html)
+        [shown] = [n for n in notes if n[1]]  # (the row template's is empty)
+        assert shown == (" gpupool-notice-stop", row["notice"]["words"])
         assert row["idle"] is None  # the idle field is as it was
         [erins] = await erin.servers()
         assert erins["notice"] is None  # exempt: never warned
