@@ -89,10 +89,10 @@ def _whose(budget: Budget) -> str:
     return "your budget" if budget.kind == "user" else f"the budget of your group {budget.name}"
 
 
-def notice(standing: Standing, warned_at: float | None, rules: BudgetRules) -> Notice:
+def notice(standing: Standing, warned_at: float, rules: BudgetRules) -> Notice:
     """The warning for a server ``standing``'s budget pays for; ``warned_at``: when the service
-    first showed this server that the budget is spent (for a stop: its deadline is ``grace``
-    later)."""
+    first showed this server that the budget is spent (now, when it has not yet), for a stop:
+    its deadline is ``grace`` later."""
     b = standing.budget
     whose = f"{_whose(b)} of {b.words()}"
     if not standing.exhausted:
@@ -109,7 +109,7 @@ def notice(standing: Standing, warned_at: float | None, rules: BudgetRules) -> N
         return Notice(
             "budget", words + "; no new server with GPUs starts until hours come back", None, REPORT
         )
-    deadline = (warned_at if warned_at is not None else float("inf")) + rules.grace_seconds
+    deadline = warned_at + rules.grace_seconds
     return Notice("budget", f"{words}: this server stops at {when_text(deadline)}", deadline, STOP)
 
 
@@ -128,7 +128,8 @@ def due(
     rules: BudgetRules,
 ) -> Standing | None:
     """The spent ``stop`` budget whose grace for ``server`` is over (``warned_at``: when the
-    server was first shown each budget's spent warning, by budget subject), or None."""
+    server was first shown each budget's spent warning, by :func:`key_of`; a budget it was never
+    shown is never due), or None."""
     for st in paying(standing_list, server):
         if not st.exhausted or st.action != STOP:
             continue

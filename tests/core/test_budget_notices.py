@@ -68,7 +68,7 @@ def test_a_budget_spent_mid_session_warns_then_stops_after_the_grace():
     # 4.5h in: 9 of 10, 90%: warned, runs out in half an hour at 2 an hour
     [st] = N.standings([bob], book, RULES, T0 + 4.5 * H)
     assert (st.used, st.exhausted, st.runs_out_at) == (pytest.approx(9), False, T0 + 5 * H)
-    n = N.notice(st, None, RULES)
+    n = N.notice(st, T0 + 4.5 * H, RULES)  # (not spent: the time is not used)
     assert (n.kind, n.action, n.deadline) == ("budget", "report", T0 + 5 * H)
     assert n.words == (
         "your budget of 10 GPU-hours per day is 90% spent; at this rate it runs out at "

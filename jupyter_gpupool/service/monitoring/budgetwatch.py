@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from ...core import budgetnotices as rules_
 from ...core.budgetnotices import BudgetRules, Standing
 from ...core.budgets import BudgetSessions, hours_text
-from ...core.notices import Notice, most_urgent
+from ...core.notices import STOP, Notice, most_urgent
 from ...core.pools import Registry
 from ...core.usage import ServerUsage, UsageIndex
 from .idlewatch import ASK_AGAIN, cannot_stop
@@ -76,7 +76,7 @@ class BudgetWatch:
                         s.name,
                         s.user,
                         "warned, stopped after the grace"
-                        if st.action == rules_.STOP
+                        if st.action == STOP
                         else "warned (on_exhausted: report)",
                     )
             if mine:
