@@ -117,6 +117,8 @@ ORDER = (
     "prometheus_url",
     "prometheus_query",
     "idle_policy",
+    "budget_warn_percent",
+    "budget_grace",
     "stop_over_budget",
     "template_paths",
 )

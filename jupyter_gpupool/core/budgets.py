@@ -19,8 +19,9 @@ pools (none: all pools).
 budget of the user, or of the group it would be charged to, is spent (``spent >= gpu_hours``):
 :func:`refusal` says spent / budget and when hours come back (:func:`back_at`: the first moment
 the window has slid past enough old hours, if the subject's running servers stopped now).
-Running servers are left alone unless the service's ``stop_over_budget`` is set
-(:func:`over_budget`). Servers without a GPU of any shape are never refused.
+Servers without a GPU of any shape are never refused. What a spent budget does to the running
+servers it pays for (:func:`pays_for`: a server charged to a group is paid by the group's budget,
+not its user's) is in :mod:`.budgetnotices`: a warning, then a stop under ``on_exhausted: stop``.
 
 Pure: sessions come in as mappings (the ledger's rows), ``now`` is given.
 """
@@ -72,6 +73,11 @@ class Budget:
     gpu_hours: float
     window: str = "30d"
     pools: tuple[str, ...] = ()
+    #: What becomes of the running servers it pays for once spent: ``stop`` or ``report``
+    #: (None: the service's default, ``report`` unless ``stop_over_budget`` is set)
+    on_exhausted: str | None = None
+    #: The share spent (%) at which their users are warned (None: the service's default)
+    warn_percent: float | None = None
     source: Any = field(default=None, compare=False)  # a pools.Source: where it was written
 
     @property
@@ -230,8 +236,7 @@ def budget_rows(
 def over_budget(
     budgets: Sequence[Budget], book: BudgetSessions, now: float
 ) -> list[tuple[Budget, float]]:
-    """The budgets that are spent now, with what was used: their running servers are stopped
-    when the service's ``stop_over_budget`` is set."""
+    """The budgets that are spent now, with what was used."""
     out = []
     for budget in budgets:
         used = spent(budget, book.sessions_for(budget), now)
@@ -240,17 +245,25 @@ def over_budget(
     return out
 
 
+def pays_for(budget: Budget, server: Any) -> bool:
+    """Whether ``budget`` pays for a server (a :class:`~.usagerows.ServerUsage` row) in its
+    pools: a server charged to a group is paid by the group's budget, not its user's; any other
+    server by its user's budget."""
+    if not budget.covers(server.pool):
+        return False
+    charged = server.charged or ""
+    if charged.startswith("group:"):
+        return bool(budget.subject == charged)
+    return budget.kind == "user" and budget.name == server.user
+
+
 def paid_by(spent_budgets: Iterable[Budget], servers: Iterable[Any]) -> list[Any]:
-    """The running servers with a GPU of any shape that the ``spent_budgets`` pay for: a user
-    budget's user's servers, a group budget's servers charged to the group, in the budget's
-    pools (``servers``: :class:`~.usagerows.ServerUsage` rows; a MIG device's server asks for
-    no ``nvidia.com/gpu`` but has ``units``)."""
+    """The running servers with a GPU of any shape that the ``spent_budgets`` pay for
+    (:func:`pays_for`; ``servers``: :class:`~.usagerows.ServerUsage` rows; a MIG device's server
+    asks for no ``nvidia.com/gpu`` but has ``units``)."""
     spent = list(spent_budgets)
-    out = []
-    for s in servers:
-        if s.state != "running" or not s.units:
-            continue
-        row = {"user": s.user, "charged": s.charged, "pool": s.pool}
-        if any(b.matches(row) for b in spent):
-            out.append(s)
-    return out
+    return [
+        s
+        for s in servers
+        if s.state == "running" and s.units and any(pays_for(b, s) for b in spent)
+    ]

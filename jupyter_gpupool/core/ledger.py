@@ -28,6 +28,7 @@ STOPPED = "stopped"  # by its user or an admin (or the hub's idle culler: the se
 RECLAIMED = "reclaimed"  # stopped by the service to give a guarantee back
 OVER_BUDGET = "over budget"  # stopped by the service: its GPU-hour budget was spent
 CULLED = "culled"  # stopped by the service: its GPUs stayed idle (the idle policy)
+LIMIT = "limit"  # stopped by the service: it ran longer than its max-runtime
 FAILED = "failed"  # the pod failed
 TERMINAL_PHASES = ("Succeeded", "Failed")
 

@@ -57,3 +57,38 @@ def most_urgent(notices: Iterable[Notice | None]) -> Notice | None:
     """The notice a user should read first, or None."""
     found = ordered(notices)
     return found[0] if found else None
+
+
+def notice_of(row: Any) -> Notice | None:
+    """A notice from its JSON (``GET api/v1/servers``' ``notice``), or None when there is none
+    or it is not one."""
+    if not isinstance(row, dict) or not isinstance(row.get("words"), str):
+        return None
+    deadline = row.get("deadline")
+    return Notice(
+        str(row.get("kind") or ""),
+        row["words"],
+        float(deadline) if isinstance(deadline, (int, float)) else None,
+        STOP if row.get("action") == STOP else REPORT,
+    )
+
+
+def countdown(seconds: float) -> str:
+    """``4m``, ``1h05m``, ``20s``: the time left, as the status item says it."""
+    s = max(0, round(seconds))
+    h, rest = divmod(s, 3600)
+    m, sec = divmod(rest, 60)
+    if h:
+        return f"{h}h{m:02d}m"
+    return f"{m}m" if m else f"{sec}s"
+
+
+def notice_line(n: Notice, now: float) -> str:
+    """A notice with the time left to its deadline: ``<words> (stops in 4m)``, ``(due in 4m)``
+    for a report, ``(stopping)`` once a stop is due."""
+    if n.deadline is None:
+        return n.words
+    if n.deadline <= now:
+        return f"{n.words} ({'stopping' if n.action == STOP else 'due now'})"
+    verb = "stops" if n.action == STOP else "due"
+    return f"{n.words} ({verb} in {countdown(n.deadline - now)})"

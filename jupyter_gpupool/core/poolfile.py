@@ -48,6 +48,7 @@ from .poolshapes import (
     QUOTA_DOCUMENT,
     QUOTA_KIND,
 )
+from .runtime import RuntimeLimit, limit_from_mapping
 from .shapes import is_shape_id
 from .yamldoc import Document, DocumentError, PathElem, Problem, load_documents
 
@@ -139,6 +140,29 @@ def _idle(c: Checker, data: Mapping[str, Any], path: tuple[PathElem, ...]) -> Id
     return replace(policy, source=Source(c.doc.file, c.doc.line_of(path)))
 
 
+def _max_runtime(
+    c: Checker, data: Mapping[str, Any], path: tuple[PathElem, ...]
+) -> RuntimeLimit | None:
+    """A checked ``max-runtime`` section (of a pool or of a shape)."""
+    if "after" not in data:
+        return None  # reported by the shape
+    limit = limit_from_mapping(data)
+    try:
+        if limit.warn and duration_seconds(limit.warn) > limit.after_seconds:
+            c.add(
+                (*path, "warn"),
+                f"the warning ({limit.warn}) must not come before the server starts: "
+                f"it is longer than 'after' ({limit.after})",
+            )
+            return None
+        if limit.after_seconds <= 0:
+            c.add((*path, "after"), f"a runtime limit must be longer than 0, not {limit.after!r}")
+            return None
+    except ValueError:
+        return None  # already reported by the shape
+    return replace(limit, source=Source(c.doc.file, c.doc.line_of(path)))
+
+
 def _build_pool(c: Checker, data: Mapping[str, Any]) -> Pool:
     doc = c.doc
     limits_data = data.get("limits", {})
@@ -174,6 +198,9 @@ def _build_pool(c: Checker, data: Mapping[str, Any]) -> Pool:
             groups=tuple(data["access"].get("groups", ())),
         )
     idle = _idle(c, data["idle"], ("idle",)) if "idle" in data else None
+    max_runtime = (
+        _max_runtime(c, data["max-runtime"], ("max-runtime",)) if "max-runtime" in data else None
+    )
     shapes = _shape_rules(c, data.get("shapes") or [])
     pool_meta = data.get("pool", {})
     return Pool(
@@ -190,6 +217,7 @@ def _build_pool(c: Checker, data: Mapping[str, Any]) -> Pool:
         template=data.get("template", {}),
         placement=data.get("placement", "binpack"),
         idle=idle,
+        max_runtime=max_runtime,
         shapes=shapes,
         source=Source(doc.file, doc.line_of(("pool", "name"))),
     )
@@ -214,7 +242,16 @@ def _shape_rules(c: Checker, items: Sequence[Mapping[str, Any]]) -> tuple[ShapeR
             continue
         seen.add(shape_id)
         line = c.doc.line_of(("shapes", i, "id"))
-        out.append(ShapeRule(shape_id, item.get("name"), item.get("max-per-user"), line))
+        limit = item.get("max-runtime")
+        out.append(
+            ShapeRule(
+                shape_id,
+                item.get("name"),
+                item.get("max-per-user"),
+                line,
+                max_runtime=_max_runtime(c, limit, ("shapes", i, "max-runtime")) if limit else None,
+            )
+        )
     return tuple(out)
 
 
@@ -248,10 +285,22 @@ def _budgets(c: Checker, data: Mapping[str, Any]) -> tuple[Budget, ...]:
                 gpu_hours=float(item["gpu_hours"]),
                 window=item.get("window") or "30d",
                 pools=tuple(item.get("pools") or ()),
+                on_exhausted=item.get("on_exhausted"),
+                warn_percent=_warn_percent(c, item, path),
                 source=Source(c.doc.file, c.doc.line_of(path)),
             )
         )
     return tuple(out)
+
+
+def _warn_percent(c: Checker, item: Mapping[str, Any], path: tuple[PathElem, ...]) -> float | None:
+    value = item.get("warn_percent")
+    if value is None:
+        return None
+    if value > 100:
+        c.add((*path, "warn_percent"), f"must be at most 100, not {value:g}")
+        return None
+    return float(value)
 
 
 def _build_quota(c: Checker, data: Mapping[str, Any]) -> QuotaDocument:

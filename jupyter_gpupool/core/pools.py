@@ -35,6 +35,7 @@ from typing import Any
 from .bookings import Booking
 from .budgets import Budget
 from .idle import IdlePolicy
+from .runtime import RuntimeLimit
 from .templates import merge_templates
 
 #: Nodes that carry no pool label form this pool, as in gpuctl and Run:ai.
@@ -123,6 +124,8 @@ class ShapeRule:
     max_per_user: int | None = None
     #: Where its id is written (``gpupool validate --nodes`` points there)
     line: int | None = field(default=None, compare=False)
+    #: How long a server of this shape may run here (overrides the pool's ``max_runtime``)
+    max_runtime: RuntimeLimit | None = None
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,8 @@ class Pool:
     template: Mapping[str, Any] = field(default_factory=dict)
     placement: str = "binpack"
     idle: IdlePolicy | None = None
+    #: How long a server with GPUs may run here (a shape's own limit overrides it)
+    max_runtime: RuntimeLimit | None = None
     #: The shapes the file names, in order (empty: every shape the nodes offer, unnamed)
     shapes: tuple[ShapeRule, ...] = ()
     source: Source | None = field(default=None, compare=False)

@@ -113,6 +113,35 @@ IDLE = Record(
     ),
 )
 
+MAX_RUNTIME = Record(
+    description="How long a server with GPUs may run: after 'after' from its start it is "
+    "stopped through JupyterHub, its user warned 'warn' before.",
+    fields=(
+        Field(
+            "after",
+            Str(syntax="duration", description="The longest run, such as 8h or 2d."),
+            required=True,
+        ),
+        Field(
+            "warn",
+            Str(
+                syntax="duration",
+                description="How long before the stop the user is warned. Default 15m.",
+            ),
+        ),
+        Field(
+            "exempt",
+            Record(
+                description="Users and groups whose servers the limit never touches.",
+                fields=(
+                    Field("users", ListOf(item=Str(nonempty=True), unique=True)),
+                    Field("groups", ListOf(item=Str(nonempty=True), unique=True)),
+                ),
+            ),
+        ),
+    ),
+)
+
 DEFAULTS = Record(
     description="CPU and memory requested for a server: fixed part plus a part per GPU.",
     fields=(
@@ -181,6 +210,7 @@ POOL_SHAPES = ListOf(
                 "max-per-user",
                 Int(minimum=1, description="Most servers of this shape one user may run here."),
             ),
+            Field("max-runtime", MAX_RUNTIME),
         ),
     ),
     description="The shapes the pool offers, in the order the spawn form lists them (without "
@@ -258,6 +288,7 @@ POOL_DOCUMENT = Record(
         ),
         Field("quota", POOL_QUOTA),
         Field("idle", IDLE),
+        Field("max-runtime", MAX_RUNTIME),
         Field("shapes", POOL_SHAPES),
         Field("defaults", DEFAULTS),
         Field(
@@ -340,6 +371,22 @@ BUDGET = Record(
                 item=Str(nonempty=True),
                 unique=True,
                 description="Count only servers in these pools (default: all pools).",
+            ),
+        ),
+        Field(
+            "on_exhausted",
+            Enum(
+                values=("stop", "report"),
+                description="What happens to the running servers it pays for once it is spent: "
+                "stop (warned, then stopped after the service's budget_grace) or report (warned "
+                "only). Default report (stop when the service's stop_over_budget is set).",
+            ),
+        ),
+        Field(
+            "warn_percent",
+            Number(
+                description="The share spent (%) at which the users of the servers it pays for "
+                "are warned. Default: the service's budget_warn_percent (90)."
             ),
         ),
     ),

@@ -25,6 +25,7 @@ from .pools import (
     ShapeRule,
 )
 from .poolshapes import BOOKING_KIND, QUOTA_KIND, VERSION
+from .runtime import RuntimeLimit
 
 
 def _entry_doc(e: QuotaEntry) -> dict[str, Any]:
@@ -61,6 +62,8 @@ def _shape_rule_doc(r: ShapeRule) -> dict[str, Any]:
         out["name"] = r.name
     if r.max_per_user is not None:
         out["max-per-user"] = r.max_per_user
+    if r.max_runtime is not None:
+        out["max-runtime"] = runtime_to_dict(r.max_runtime)
     return out
 
 
@@ -113,6 +116,8 @@ def pool_to_document(pool: Pool) -> dict[str, Any]:
         doc["placement"] = pool.placement
     if pool.idle is not None:
         doc["idle"] = idle_to_dict(pool.idle)
+    if pool.max_runtime is not None:
+        doc["max-runtime"] = runtime_to_dict(pool.max_runtime)
     return doc
 
 
@@ -161,11 +166,28 @@ def idle_to_dict(p: IdlePolicy) -> dict[str, Any]:
     return out
 
 
+def runtime_to_dict(limit: RuntimeLimit) -> dict[str, Any]:
+    """A runtime limit as a pool file writes it."""
+    out: dict[str, Any] = {"after": limit.after}
+    if limit.warn:
+        out["warn"] = limit.warn
+    pairs = (("users", limit.exempt_users), ("groups", limit.exempt_groups))
+    exempt = {k: list(v) for k, v in pairs if v}
+    if exempt:
+        out["exempt"] = exempt
+    return out
+
+
 def _budget_doc(b: Budget) -> dict[str, Any]:
     hours = int(b.gpu_hours) if float(b.gpu_hours).is_integer() else b.gpu_hours
     out: dict[str, Any] = {b.kind: b.name, "gpu_hours": hours, "window": b.window}
     if b.pools:
         out["pools"] = list(b.pools)
+    if b.on_exhausted is not None:
+        out["on_exhausted"] = b.on_exhausted
+    if b.warn_percent is not None:
+        pct = b.warn_percent
+        out["warn_percent"] = int(pct) if float(pct).is_integer() else pct
     return out
 
 

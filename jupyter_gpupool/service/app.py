@@ -45,9 +45,11 @@ from .cluster.watch import ClusterView
 from .context import ServiceContext
 from .errors import ApiError
 from .loops import Loop
+from .monitoring.budgetwatch import BudgetWatch
 from .monitoring.idlewatch import IdleWatch, no_groups
 from .monitoring.metrics import Metrics
 from .monitoring.polling import DCGMSource, PrometheusSource, Utilization
+from .monitoring.runtimewatch import RuntimeWatch
 from .records.memory import Records, StartupRefused
 from .records.samples import UsageHistory
 from .registry.bookingdesk import BookingDesk
@@ -252,6 +254,10 @@ class GPUPoolService(Application, GPUPoolSettings):
             booking_watch=BookingWatch(
                 state, desk.stop_server, warning=self.booking_warning, kick=desk.line.kick
             ),
+            runtime=RuntimeWatch(
+                hub.user_groups if hub is not None else no_groups, desk.stop_server
+            ),
+            budget_watch=BudgetWatch(self.budget_rules(), desk.stop_server),
         )
 
     def _utilization_source(self, kube: Kube) -> DCGMSource | PrometheusSource | None:
@@ -349,6 +355,8 @@ class GPUPoolService(Application, GPUPoolSettings):
             ctx.booking_watch.on_stop = records.ledger.reclaiming
         ctx.idle.on_cull = records.ledger.culled
         ctx.idle.on_warn = records.ledger.idle_warned
+        ctx.runtime.on_stop = records.ledger.over_runtime
+        ctx.budget_watch.on_stop = records.ledger.over_budget
         ctx.state.budgets = records.budgets
         ctx.state.on_registry = lambda registry: records.follow_budgets(registry.budgets)
         records.follow_budgets(ctx.state.registry.budgets)
@@ -410,10 +418,13 @@ class GPUPoolService(Application, GPUPoolSettings):
         self.ctx.records.sample(now, summaries, self.ctx.state.index, self.ctx.utilization)
 
     async def _sample_round(self) -> None:
+        """A sample, then the limits on running servers: runtime, then budgets (each warns
+        first; a stop goes through the hub)."""
         self._sample()
-        ledger = self.ctx.records.ledger
-        if self.stop_over_budget and ledger is not None:
-            await self.ctx.desk.stop_over_budget(ledger.over_budget)
+        ctx, now = self.ctx, clock.now()
+        registry, index = ctx.state.registry, ctx.state.index
+        await ctx.runtime.round(registry, index, now)
+        await ctx.budget_watch.round(registry, ctx.state.budgets, index, now)
 
     async def _close_clients(self, kube: Kube) -> None:
         with contextlib.suppress(Exception):

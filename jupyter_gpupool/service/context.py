@@ -19,9 +19,12 @@ from .cluster.kube import Kube, KubeError
 from .cluster.watch import ClusterView
 from .errors import ApiError
 from .loops import Loop
+from .monitoring.budgetwatch import BudgetWatch
 from .monitoring.idlewatch import IdleWatch
 from .monitoring.metrics import Metrics
+from .monitoring.notices import NoticeBoard
 from .monitoring.polling import Utilization
+from .monitoring.runtimewatch import RuntimeWatch
 from .records.changelog import ChangeLog
 from .records.memory import Records
 from .records.samples import UsageHistory
@@ -54,6 +57,11 @@ class ServiceContext:
     idle: IdleWatch = field(default_factory=IdleWatch)
     #: Bookings' windows at work: warnings, stops at a window's start (None: not watched)
     booking_watch: BookingWatch | None = None
+    runtime: RuntimeWatch = field(default_factory=RuntimeWatch)
+    budget_watch: BudgetWatch = field(default_factory=BudgetWatch)
+    #: Every warning about a running server: the idle watch's, the runtime limit's and the
+    #: budgets' are registered here; others add theirs (``ctx.notices.add(provider)``)
+    notices: NoticeBoard = field(default_factory=NoticeBoard)
     templates: Environment = field(default_factory=make_environment)
     #: Bookings made through the API and the admin page (checked, fitted, kept)
     bookings: BookingDesk = field(
@@ -61,6 +69,13 @@ class ServiceContext:
     )
     #: The background loops, by name in ``GET api/v1/health`` (:mod:`.loops`)
     loops: list[Loop] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.notices.add(lambda s, now: self.idle.notice(self.state.registry, s, now))
+        self.notices.add(lambda s, now: self.runtime.notice(self.state.registry, s, now))
+        self.notices.add(self.budget_watch.notice)
+        if self.booking_watch is not None:
+            self.notices.add(self.booking_watch.notice)
 
     async def user_groups(self, user: str) -> tuple[str, ...]:
         if self.hub is None:

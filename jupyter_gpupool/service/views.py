@@ -65,13 +65,20 @@ def servers_answer(
     index: UsageIndex,
     utilization: Utilization,
     idle: Callable[[ServerUsage], JSON | None] = lambda s: None,
+    notices: Callable[[ServerUsage], JSON] = lambda s: {"notices": [], "notice": None},
 ) -> JSON:
-    """``GET api/v1/servers``: the rows, each with what its GPUs do (None when not measured)
-    and where it stands under the idle policy (``idle``, None when not idle), and where the
+    """``GET api/v1/servers``: the rows, each with what its GPUs do (None when not measured),
+    where it stands under the idle policy (``idle``, None when not idle), its warnings
+    (``notices``, most urgent first, and that one: ``notice``, None without), and where the
     measurements come from."""
     return {
         "servers": [
-            {**server_row(s, index), **utilization.as_json(s.namespace, s.name), "idle": idle(s)}
+            {
+                **server_row(s, index),
+                **utilization.as_json(s.namespace, s.name),
+                "idle": idle(s),
+                **notices(s),
+            }
             for s in rows
         ],
         "total": total,

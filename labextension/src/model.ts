@@ -18,6 +18,8 @@
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { INotice, noticeLabel, noticeWords, stopNotice } from './notice';
+
 /** `GET /gpupool/status`: this server's placement. */
 export interface IStatus {
   label: string;
@@ -93,6 +95,8 @@ export interface IGPUUse {
   gpu_memory_total_mib?: number | null;
   measured_at?: number | null;
   idle?: IIdle | null;
+  /** The most urgent warning about the server (idle, runtime, budget, booking), or null. */
+  notice?: INotice | null;
 }
 
 /** `GET /gpupool/use`: what this server's GPUs do, with the server's clock. */
@@ -298,7 +302,7 @@ export function statusLabel(
   if (left !== null) {
     label += left >= 1 ? ` · idle, stops in ${durationWords(left)}` : ' · idle, stopping';
   }
-  return label;
+  return label + noticeLabel(use.notice, now);
 }
 
 /** `GPU utilization 45% (max 90%), memory 31.0 of 160 GiB`, `GPU utilization not measured
@@ -353,54 +357,16 @@ export function statusTitle(
     if (idle !== null) {
       lines.push(idle);
     }
+    const notice = useError || !use ? null : noticeWords(use.notice, now);
+    if (notice !== null) {
+      lines.push(notice);
+    }
   }
   lines.push('Click for pool availability and your servers');
   return lines.join('\n');
 }
 
-/** The user's quota in a pool, in the spawn form's words. */
-export function quotaWords(pool: IPool): string {
-  const quota = pool.quota;
-  if (!quota || !quota.managed) {
-    return 'no quota';
-  }
-  const within = quota.within_quota || 0;
-  const available = quota.available || 0;
-  if (available > within) {
-    return `${within} within quota, ${available} with borrowing`;
-  }
-  return `${within} GPU${within === 1 ? '' : 's'} within quota`;
-}
-
-/** The pool's state for this user, in the spawn form's words. */
-export function poolState(pool: IPool): string {
-  if (pool.node_count === 0) {
-    return 'no nodes';
-  }
-  if (pool.status === 'unavailable' || pool.schedulable_nodes === 0) {
-    return 'nodes not ready';
-  }
-  if (!pool.gpu_total) {
-    return 'CPU only';
-  }
-  if (!pool.gpu_available || pool.largest_free_block === 0) {
-    return 'full';
-  }
-  const quota = pool.quota;
-  if (quota && quota.managed && !quota.available) {
-    return 'your quota is used up';
-  }
-  if (quota && quota.managed && !quota.within_quota && quota.borrowing) {
-    return 'borrowing possible (may be reclaimed)';
-  }
-  return 'free';
-}
-
-/** A server's state in the side panel: `running`, `running, over quota`, `spawn`... */
-export function serverState(server: IServer): string {
-  const state = server.state || (server.ready ? 'running' : server.pending || '');
-  return server.over_quota ? `${state}${state ? ', ' : ''}over quota` : state;
-}
+export { poolState, quotaWords, serverState } from './panelwords';
 
 export namespace GPUPoolModel {
   export interface IOptions {
@@ -499,10 +465,21 @@ export class GPUPoolModel {
     return hasGPUs(this._status) && idleWarning(this._use, this.now);
   }
 
-  /** Whether the status item shows in the warning colour: the server runs over quota, or its
-   * idle GPUs will get it stopped. */
+  /** The server's notice other than the idle one (runtime, budget, booking) with the time
+   * left: `<words> (stops in 4m)`, or ''. */
+  get noticeWords(): string {
+    return (hasGPUs(this._status) && this._use && noticeWords(this._use.notice, this.now)) || '';
+  }
+
+  /** Whether that notice ends in a stop. */
+  get noticeWarning(): boolean {
+    return hasGPUs(this._status) && !!this._use && stopNotice(this._use.notice);
+  }
+
+  /** Whether the status item shows in the warning colour: the server runs over quota, its
+   * idle GPUs will get it stopped, or a notice says it will be stopped. */
   get warning(): boolean {
-    return (!!this._status && this._status.over_quota) || this.idleWarning;
+    return (!!this._status && this._status.over_quota) || this.idleWarning || this.noticeWarning;
   }
 
   /** Whether the side panel is open: pools and servers are asked for only then. */

@@ -134,6 +134,15 @@ export class GPUPoolPanel extends Widget {
         )
       );
     }
+    if (model.noticeWords) {
+      node.appendChild(
+        element(
+          'p',
+          model.noticeWords,
+          model.noticeWarning ? 'jp-gpupool-warning-text jp-gpupool-notice-text' : 'jp-gpupool-notice-text'
+        )
+      );
+    }
     if (model.status && model.status.over_quota) {
       node.appendChild(
         element(

@@ -2,7 +2,9 @@
  * The status bar item: `GPU 2× A100-80G · training-pool · 45%` or `CPU · compute-pool`, in the
  * warning colour when the server runs over quota (`jp-gpupool-warning`) or when its GPUs are
  * idle and it will be stopped (`jp-gpupool-warning` and `jp-gpupool-idle`; the label says the
- * time left: `· idle, stops in 55m`). A click calls `onClick` (opens the panel).
+ * time left: `· idle, stops in 55m`), or when another notice ends in a stop (a runtime limit,
+ * a spent budget, a booking: `jp-gpupool-warning` and `jp-gpupool-notice`; `· runtime limit,
+ * stops in 4m`). A click calls `onClick` (opens the panel).
  */
 
 import { Widget } from '@lumino/widgets';
@@ -46,6 +48,7 @@ export class GPUPoolStatus extends Widget {
       : this._model.title;
     this.toggleClass('jp-gpupool-warning', this._model.warning);
     this.toggleClass('jp-gpupool-idle', this._model.idleWarning);
+    this.toggleClass('jp-gpupool-notice', this._model.noticeWarning);
   }
 
   private _model: GPUPoolModel;

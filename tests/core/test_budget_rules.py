@@ -191,7 +191,8 @@ def test_rows_say_what_is_left_and_paid_by_finds_the_servers_a_spent_budget_pays
         # a MIG device: no nvidia.com/gpu, one unit of nvidia.com/mig-1g.10gb
         S("alice", "user:alice", "a100", gpus=0, units=1),
     ]
-    assert B.paid_by([alice], servers) == [*servers[:2], servers[5]]
+    # alice's server charged to group ml is the group's to pay for, not hers (issue 30)
+    assert B.paid_by([alice], servers) == [servers[0], servers[5]]
     assert B.paid_by([ml], servers) == [servers[2]]
     assert B.applying([alice, ml], "bob", ["ml"]) == [ml]
     assert B.applying([alice, ml], "alice", [], pool="h100") == [alice]

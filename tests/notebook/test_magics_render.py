@@ -132,6 +132,43 @@ def test_status_warns_while_the_gpus_are_idle():
     assert warning + "<td style='text-align:left;color:#b45309;font-weight:bold'>" in html
 
 
+def test_status_warns_of_the_servers_notice_with_the_time_left():
+    runtime = {
+        "kind": "runtime",
+        "words": "this server has run for 7h56m; servers here may run 8h: it stops at "
+        "2026-11-24 17:00 UTC",
+        "deadline": NOW + 4 * 60,
+        "action": "stop",
+    }
+    warnings = [
+        v
+        for k, v in status_fields(HERE, None, ServerUse({**ROW, "notice": runtime}, "dcgm"), NOW)
+        if k == "warning"
+    ]
+    assert warnings == [runtime["words"] + " (stops in 4m)"]
+    budget = {
+        "kind": "budget",
+        "words": "your budget is spent",
+        "deadline": None,
+        "action": "report",
+    }
+    assert (
+        fields_with(ServerUse({**ROW, "notice": budget}, "dcgm"))["warning"]
+        == "your budget is spent"
+    )
+    due = {**runtime, "deadline": NOW - 1}
+    assert fields_with(ServerUse({**ROW, "notice": due}, "dcgm"))["warning"].endswith("(stopping)")
+    # an idle notice is the idle line's, said once
+    since, stops = NOW - 55 * 60, NOW + 65 * 60
+    idle = {"since": since, "warned": True, "stops_at": stops, "due_at": stops, "action": "stop"}
+    idle_notice = {"kind": "idle", "words": "idle", "deadline": stops, "action": "stop"}
+    row = {**ROW, "idle": idle, "notice": idle_notice}
+    fields = status_fields(HERE, None, ServerUse(row, "dcgm"), NOW)
+    assert [v for k, v in fields if k == "warning"] == [
+        "idle since 14:05 UTC; will be stopped at 16:05 UTC"
+    ]
+
+
 def test_own_row_is_this_servers_live_pod():
     here = Placement(user="alice", server="big", admission="adm-big")
     other = {**ROW, "server": "small", "admission": "adm-small"}

@@ -152,6 +152,7 @@ def test_servers_join_the_hub_and_the_service(server):
         "gpu_memory_total_mib": None,
         "measured_at": None,
         "idle": None,
+        "notice": None,
     }
 
 
@@ -209,6 +210,7 @@ def test_use_asks_the_service_for_this_servers_row(server):
         "gpu_memory_total_mib": None,
         "measured_at": None,
         "idle": None,
+        "notice": None,
         "source": "none",
         "problem": "no GPU utilization source is configured",
         "error": None,
@@ -241,10 +243,17 @@ def test_use_body_passes_on_what_the_gpus_do():
     service does not count is said as ``%gpupool status`` says it."""
     idle = {"since": 1.0e9, "warned": True, "stops_at": 1.0e9 + 7200, "due_at": 1.0e9 + 7200,
             "action": "stop"}  # fmt: skip
+    notice = {
+        "kind": "runtime",
+        "words": "this server has run for 7h50m; servers here may run "
+        "8h: it stops at 2001-09-09 03:46 UTC",
+        "deadline": 1.0e9 + 7200,
+        "action": "stop",
+    }
     row = {"server": "", "gpu_utilization": 45.0, "gpu_utilization_max": 90.0,
            "gpu_memory_used_mib": 31744, "gpu_memory_total_mib": 163840,
            "measured_at": 1.0e9 + 3600, "gpu_utilization_history": [[1.0e9, 45.0]],
-           "idle": idle}  # fmt: skip
+           "idle": idle, "notice": notice}  # fmt: skip
     body = use_body(ServerUse(row, "dcgm", None), now=1.0e9 + 3605)
     assert body == {
         "gpu_utilization": 45.0,
@@ -253,6 +262,7 @@ def test_use_body_passes_on_what_the_gpus_do():
         "gpu_memory_total_mib": 163840,
         "measured_at": 1.0e9 + 3600,
         "idle": idle,
+        "notice": notice,
         "source": "dcgm",
         "problem": None,
         "error": None,

@@ -81,12 +81,23 @@ def test_defaults_come_from_the_hubs_environment(monkeypatch: pytest.MonkeyPatch
         ("pool_label", "not a label/", "not a valid Kubernetes label key"),
         ("reservation_ttl", 0, "reservation_ttl must be more than 0"),
         ("history_hours", -1, "history_hours must be more than 0"),
+        ("budget_warn_percent", 120, "budget_warn_percent is a share in %, 0 to 100, not 120"),
+        ("budget_grace", "15 minutes", "budget_grace: a duration is a whole number of s, m, h"),
     ],
 )
 def test_bad_values_are_refused_with_a_message(name: str, value: object, words: str):
     app = GPUPoolService()
     with pytest.raises(TraitError, match=words):
         setattr(app, name, value)
+
+
+def test_the_budget_settings_make_the_budget_rules():
+    app = GPUPoolService()
+    rules = app.budget_rules()
+    assert (rules.warn_percent, rules.grace_seconds, rules.on_exhausted) == (90, 900, "report")
+    app.budget_grace, app.budget_warn_percent, app.stop_over_budget = "30m", 80, True
+    rules = app.budget_rules()  # stop_over_budget, deprecated: on_exhausted stop by default
+    assert (rules.warn_percent, rules.grace_seconds, rules.on_exhausted) == (80, 1800, "stop")
 
 
 def test_every_setting_is_a_config_trait_of_the_service():

@@ -13,6 +13,7 @@ from typing import Any
 
 from ...core.formatting import aligned_lines, human_duration
 from ...core.launchoptions import Catalog, budget_text, pool_status, quota_text
+from ...core.notices import notice_line, notice_of
 from ...core.placement import TIMES, Placement
 from ...core.shapechoice import kind_words
 from ...core.utilwords import idle_line, utilization_line
@@ -95,7 +96,8 @@ def status_fields(
 def use_fields(use: ServerUse, now: float) -> list[tuple[str, str]]:
     """``GPU utilization``: ``50% (max 90%), memory 31.0 of 160 GiB``, ``not measured (the
     source's problem)`` or ``unknown: why``; then a ``warning`` while the GPUs are idle
-    (``idle since 14:05 UTC; will be stopped at 16:05 UTC``)."""
+    (``idle since 14:05 UTC; will be stopped at 16:05 UTC``), and one for the server's most
+    urgent other notice (runtime, budget, booking) with the time left (``... (stops in 4m)``)."""
     if use.error is not None:
         return [("GPU utilization", f"unknown: {use.error}")]
     if use.row is None:
@@ -107,6 +109,9 @@ def use_fields(use: ServerUse, now: float) -> list[tuple[str, str]]:
     idle = idle_line(use.row.get("idle"), now)
     if idle is not None:
         fields.append(("warning", idle))
+    notice = notice_of(use.row.get("notice"))
+    if notice is not None and notice.kind != "idle":  # the idle line says that one
+        fields.append(("warning", notice_line(notice, now)))
     return fields
 
 

@@ -64,6 +64,8 @@ USE_KEYS = (
     "gpu_memory_total_mib",
     "measured_at",
     "idle",
+    # the most urgent warning (idle, runtime, budget, booking): words, deadline, action
+    "notice",
 )
 
 

@@ -29,7 +29,6 @@ from concurrent.futures import Future
 from dataclasses import replace
 
 from ...core.admission import AdmissionRequest, Decision, ReclaimPlan, decide, user_subject
-from ...core.budgets import over_budget, paid_by
 from ...core.poolrows import pool_exists, pool_or_bare
 from ...core.reservations import Reservation
 from ...core.usage import ServerUsage
@@ -93,8 +92,6 @@ class AdmissionDesk:
         self.sweeper = Loop("admission.sweep", 1.0, self._sweep_round)
         #: Told of each server stopped to reclaim GPUs (the ledger notes how it ended).
         self.on_reclaim: Callable[[ServerUsage], None] | None = None
-        #: (namespace, name) -> when the service asked it to stop over budget
-        self._budget_stops: dict[tuple[str, str], float] = {}
         #: The requests waiting in line (:mod:`.queue`); None: no queue
         self.line: Line | None = None
 
@@ -323,43 +320,6 @@ class AdmissionDesk:
                 await self.kube.delete_pod(victim.namespace, victim.name)
             except KubeError as e:
                 log.warning("Cannot delete pod %s/%s: %s", victim.namespace, victim.name, e)
-
-    # --- budgets --------------------------------------------------------------------------------
-
-    async def stop_over_budget(self, on_stop: Callable[[ServerUsage], None]) -> list[ServerUsage]:
-        """Stop the running servers that a spent GPU-hour budget pays for (``on_stop`` is told
-        of each first). A server is asked to stop once; it is asked again if it still runs a
-        minute later."""
-        book, registry = self.state.budgets, self.state.registry
-        if book is None or not registry.budgets:
-            return []
-        now = clock.now()
-        spent = over_budget(registry.budgets, book, now)
-        self._budget_stops = {k: t for k, t in self._budget_stops.items() if now - t < 60}
-        victims = [
-            s
-            for s in paid_by([b for b, _ in spent], self.state.index.servers())
-            if (s.namespace, s.name) not in self._budget_stops
-        ]
-        for budget, used in spent:
-            mine = [
-                v
-                for v in victims
-                if budget.matches({"user": v.user, "charged": v.charged, "pool": v.pool})
-            ]
-            if mine:
-                log.info(
-                    "Budget of %s (%s) is spent (%.2f GPU-hours used): stopping %s",
-                    budget.subject,
-                    budget.words(),
-                    used,
-                    ", ".join(f"{v.namespace}/{v.name}" for v in mine),
-                )
-        for v in victims:
-            self._budget_stops[(v.namespace, v.name)] = now
-            on_stop(v)
-        await asyncio.gather(*(self.stop_server(v) for v in victims))
-        return victims
 
     async def _wait_gone(self, victims: Sequence[ServerUsage], timeout: float) -> bool:
         """Wait until the index no longer counts the victims' pods (True), or time out."""

@@ -19,7 +19,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ...core.amounts import amount_text
+from ...core.budgets import when_text
 from ...core.idle import IdleClock, IdlePolicy, IdleState, duration_words
+from ...core.notices import REPORT, STOP, Notice
 from ...core.pools import Registry
 from ...core.usage import ServerUsage, UsageIndex
 from .polling import Utilization
@@ -159,6 +161,18 @@ class IdleWatch:
         """A server's ``idle`` field in the API: None unless its GPUs are idle under a policy."""
         state = self.state_of(registry, s)
         return None if state is None else state.as_json(now)
+
+    def notice(self, registry: Registry, s: ServerUsage, now: float) -> Notice | None:
+        """A server's ``idle`` notice once it is warned (its notices in the API)."""
+        state = self.state_of(registry, s)
+        if state is None or now < state.warn_at:
+            return None
+        idle = f"this server's GPUs have been idle since {when_text(state.since)}"
+        if state.action == STOP:
+            words = f"{idle}: it stops at {when_text(state.due_at)} unless they get busy"
+        else:
+            words = f"{idle}: the admins are told at {when_text(state.due_at)}"
+        return Notice("idle", words, state.due_at, STOP if state.action == STOP else REPORT)
 
     def _idle(self, registry: Registry, index: UsageIndex) -> list[tuple[ServerUsage, IdleState]]:
         """Every server idle under a policy with where it stands, the longest idle first."""

@@ -43,6 +43,10 @@ class Ledger:
         """The service is stopping this server because its GPUs stayed idle."""
         self.stopping[(server.namespace, server.name)] = ledger.CULLED
 
+    def over_runtime(self, server: Any) -> None:
+        """The service is stopping this server because it ran longer than its limit."""
+        self.stopping[(server.namespace, server.name)] = ledger.LIMIT
+
     def idle_warned(self, server: Any, at: float) -> None:
         """The idle policy warned this server at ``at``: its session keeps the time."""
         if server.uid in self.open:

@@ -215,6 +215,7 @@ class ServersHandler(APIHandler):
                 state.index,
                 self.ctx.utilization,
                 lambda s: self.ctx.idle.row(registry, s, now),
+                lambda s: self.ctx.notices.row(s, now),
             )
         )
 

@@ -65,6 +65,18 @@ async def test_a_borrower_is_stopped_at_the_start_and_a_member_admitted_within(
     # a member before the window is an ordinary request: the pool is full
     with pytest.raises(AdmissionRejected, match="no node has 1 free GPU"):
         await admin.admit(user="carol", groups=["ml-ops"], pools=["dev-pool"], gpus=1)
+    # from booking_warning (600 s) before the start, alice reads why and when in her notice;
+    # bob (within his guarantee) reads nothing
+    now[0] = START - 300
+
+    async def notices() -> dict[str, dict] | None:
+        rows = {r["name"]: r.get("notice") for r in await admin.servers(pool="dev-pool")}
+        return rows if rows.get("alice-nb") else None
+
+    rows = await async_wait_for(notices, what="alice's booking notice")
+    assert rows["bob-nb"] is None
+    assert (rows["alice-nb"]["kind"], rows["alice-nb"]["deadline"]) == ("booking", START)
+    assert "booked for ml-lab from 08:10 UTC" in rows["alice-nb"]["words"]
     now[0] = START - 1
     assert hub.stopped == []
 

@@ -85,6 +85,7 @@ async def test_an_idle_server_is_warned_then_stopped_and_a_busy_one_keeps_runnin
         "due_at": T0 + 20,
         "action": "stop",
     }
+    assert carol["notice"] is None  # idle, not yet warned: no notice
 
     # 80%: busy. A poll in flight when his utilization was set brings 0% (idle since T0): the
     # first one that reads his 80% ends that
@@ -97,6 +98,14 @@ async def test_an_idle_server_is_warned_then_stopped_and_a_busy_one_keeps_runnin
     now[0] = T0 + 11  # within the warning
     carol = await polled_at(admin, "carol-nb", now[0])
     assert carol["idle"]["warned"] and carol["idle"]["stops_at"] == T0 + 20
+    # the warning is also her server's notice (issue 30): what the lab and the pages show
+    assert carol["notice"] == {
+        "kind": "idle",
+        "words": "this server's GPUs have been idle since 2027-01-15 08:00 UTC: it stops at "
+        "2027-01-15 08:00 UTC unless they get busy",
+        "deadline": T0 + 20,
+        "action": "stop",
+    }
     [listed] = (await admin.request("GET", "api/v1/idle")).json()["servers"]
     assert (listed["user"], listed["idle_for"], listed["policy"]) == (
         "carol",

@@ -153,13 +153,13 @@ async def test_a_group_budget_counts_what_is_charged_to_the_group_and_a_new_budg
         assert (await service.user("dave").admit(pools=["dev-pool"], gpus=1))["pool"]
 
 
-async def test_stop_over_budget_stops_the_servers_a_spent_budget_pays_for(
+async def test_the_deprecated_stop_over_budget_stops_what_a_spent_budget_pays_for_after_the_grace(
     db_url, start_service, pools_dir, now
 ):
     add_budgets(pools_dir, "  - {group: students, gpu_hours: 4, window: 7d}\n")
     async with SimCluster(example_cluster_spec(), clock=lambda: now[0]) as cluster:
         service = await start_service(
-            cluster, db_url=db_url, history_interval=0.2, stop_over_budget=True
+            cluster, db_url=db_url, history_interval=0.2, stop_over_budget=True, budget_grace="5m"
         )
         admin = service.admin()
 
@@ -187,7 +187,10 @@ async def test_stop_over_budget_stops_the_servers_a_spent_budget_pays_for(
         now[0] += H  # 2 of 4 GPU-hours
         await two_ticks_at(now[0])
         assert service.hub.stopped == []
-        now[0] += H  # 4 of 4: spent
+        now[0] += H  # 4 of 4: spent, warned; stopped 5 minutes later (issue 30), not at once
+        await two_ticks_at(now[0])
+        assert service.hub.stopped == []
+        now[0] += 5 * 60
         rows = await until(
             db_url,
             'SELECT "user", ended FROM server_sessions WHERE ended IS NOT NULL',

@@ -134,7 +134,7 @@ async def test_a_budget_stops_a_shared_gpu_only_when_its_equivalent_hours_are_sp
     (pools_dir / "quotas.yaml").write_text(yaml.safe_dump(quotas))
     async with slice_cluster(now) as cluster:
         service = await start_service(
-            cluster, db_url=db_url, history_interval=0.2, stop_over_budget=True
+            cluster, db_url=db_url, history_interval=0.2, stop_over_budget=True, budget_grace="0s"
         )
 
         async def stop(user: str, server: str) -> int:

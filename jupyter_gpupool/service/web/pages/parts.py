@@ -71,6 +71,14 @@ def idle_text(idle: Mapping[str, Any] | None) -> str:
     return text
 
 
+def notice_text(notice: Mapping[str, Any] | None) -> str:
+    """A server's most urgent ``notice`` (idle, runtime, budget, booking) in words; empty
+    without one. Its words say when the service acts."""
+    if not notice:
+        return ""
+    return str(notice.get("words") or "")
+
+
 #: The size of a server's utilization sparkline (percent 0..100 bottom to top), and the most
 #: points it draws (one per pixel column; a page of 100 servers stays small).
 SPARK_WIDTH, SPARK_HEIGHT, SPARK_POINTS = 60, 16, 60
@@ -123,6 +131,8 @@ def utilization_cells(row: Mapping[str, Any]) -> dict[str, Any]:
         "util_title": utilization_title(row),
         "memory_text": memory_text(row.get("gpu_memory_used_mib"), row.get("gpu_memory_total_mib")),
         "idle_text": idle_text(row.get("idle")),
+        "notice_text": notice_text(row.get("notice")),
+        "notice_stop": bool((row.get("notice") or {}).get("action") == "stop"),
         "spark": sparkline(row.get("gpu_utilization_history")),
     }
 
@@ -141,7 +151,12 @@ def server_table(ctx: Any, servers: Sequence[ServerUsage], total: int) -> Server
     idle policy says so, ``idle``), and the utilization source's problem."""
     registry, now = ctx.state.registry, clock.now()
     answer = views.servers_answer(
-        servers, total, ctx.state.index, ctx.utilization, lambda s: ctx.idle.row(registry, s, now)
+        servers,
+        total,
+        ctx.state.index,
+        ctx.utilization,
+        lambda s: ctx.idle.row(registry, s, now),
+        lambda s: ctx.notices.row(s, now),
     )
     source = answer["utilization"]
     measured = source["source"] != "none"

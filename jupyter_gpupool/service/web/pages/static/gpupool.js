@@ -14,7 +14,7 @@
 //   data-live-object="URL" [data-list="KEY" data-pick="NAME" | data-sum="KEY"]: an element
 //       filled from the answer, one item of its list (by name), or the sums of a list's numbers.
 //   data-live-svg="URL" data-every="SECONDS": replaced by the SVG the URL answers.
-// Inside them: data-field="a.b" (text), data-format="age|quota|gpus|labels|util|memory|idle|spark"
+// Inside them: data-field="a.b" (text), data-format="age|quota|gpus|labels|util|memory|idle|notice|spark"
 // (the last four: a server's GPU utilization cell, as parts.py writes it), data-format=
 // "since|standing|waiting|if" (a request in line: its age from epoch seconds, its standing in
 // words, "N waiting" hidden at 0, an element shown only when the field is true), data-badge (status
@@ -173,6 +173,11 @@
       } else if (fmt === "idle") {
         c.textContent = idle(v);
         c.hidden = !c.textContent;
+      } else if (fmt === "notice") {
+        // a server's most urgent notice, as parts.notice_text writes it
+        c.textContent = (v && v.words) || "";
+        c.hidden = !c.textContent;
+        c.classList.toggle("gpupool-notice-stop", !!v && v.action === "stop");
       } else if (fmt === "spark") {
         c.setAttribute("points", spark(v));
       } else if (fmt === "labels") {

@@ -1,0 +1,115 @@
+"""Budgets while servers run (rules: :mod:`...core.budgetnotices`): every ``history_interval``
+the budgets at or past their warning share are found; the running servers with GPUs they pay
+for carry a ``budget`` notice (the share spent and when it runs out; then that it is spent);
+under ``on_exhausted: stop`` each is stopped through JupyterHub ``budget_grace`` after it was
+first warned that the budget is spent (the ledger says "over budget").
+
+The warning times are kept in memory: after a restart a server is warned again and its grace
+starts again, so a stop never comes without a warning shown ``grace`` before it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from ...core import budgetnotices as rules_
+from ...core.budgetnotices import BudgetRules, Standing
+from ...core.budgets import BudgetSessions, hours_text
+from ...core.notices import STOP, Notice, most_urgent
+from ...core.pools import Registry
+from ...core.usage import ServerUsage, UsageIndex
+from .idlewatch import ASK_AGAIN, cannot_stop
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]  # (namespace, pod)
+
+
+class BudgetWatch:
+    def __init__(
+        self,
+        rules: BudgetRules | None = None,
+        stop: Callable[[ServerUsage], Awaitable[None]] = cannot_stop,
+    ):
+        self.rules = rules or BudgetRules()
+        self.stop = stop
+        #: Told of each server stopped over budget, before it is (the ledger says "over budget")
+        self.on_stop: Callable[[ServerUsage], None] | None = None
+        #: The budgets at or past their warning share, as of the last round
+        self.standings: list[Standing] = []
+        #: Per server, per spent budget (:func:`~...core.budgetnotices.key_of`): when it was
+        #: first warned that the budget is spent
+        self.warned: dict[Key, dict[str, float]] = {}
+        self.asked: dict[Key, float] = {}
+        self.stopped = 0
+
+    async def round(
+        self, registry: Registry, book: BudgetSessions | None, index: UsageIndex, now: float
+    ) -> list[ServerUsage]:
+        """Look at the budgets; warn, and stop the servers whose grace is over."""
+        if book is None or not registry.budgets:
+            self.standings, self.warned = [], {}
+            return []
+        self.standings = rules_.standings(registry.budgets, book, self.rules, now)
+        running = [s for s in index.servers() if s.state == "running" and s.units]
+        keys = {(s.namespace, s.name) for s in running}
+        self.asked = {k: t for k, t in self.asked.items() if k in keys}
+        warned: dict[Key, dict[str, float]] = {}
+        due: list[tuple[ServerUsage, Standing]] = []
+        for s in running:
+            key = (s.namespace, s.name)
+            before = self.warned.get(key, {})
+            mine: dict[str, float] = {}
+            for st in rules_.paying(self.standings, s):
+                if not st.exhausted:
+                    continue
+                bkey = rules_.key_of(st.budget)
+                mine[bkey] = before.get(bkey, now)
+                if bkey not in before:
+                    log.warning(
+                        "Budget of %s (%s) is spent (%s GPU-hours used): server %s/%s of %s %s",
+                        st.budget.subject,
+                        st.budget.words(),
+                        hours_text(st.used),
+                        s.namespace,
+                        s.name,
+                        s.user,
+                        "warned, stopped after the grace"
+                        if st.action == STOP
+                        else "warned (on_exhausted: report)",
+                    )
+            if mine:
+                warned[key] = mine  # a budget with hours again is forgotten: warned anew
+            found = rules_.due(self.standings, s, mine, now, self.rules)
+            if found is not None:
+                due.append((s, found))
+        self.warned = warned
+        stopped = []
+        for s, st in due:
+            key = (s.namespace, s.name)
+            if now - self.asked.get(key, float("-inf")) < ASK_AGAIN:
+                continue
+            self.asked[key] = now
+            log.warning(
+                "Stopping server %s/%s of %s: the budget of %s (%s) is spent",
+                s.namespace,
+                s.name,
+                s.user,
+                st.budget.subject,
+                st.budget.words(),
+            )
+            if self.on_stop is not None:
+                self.on_stop(s)
+            await self.stop(s)
+            self.stopped += 1
+            stopped.append(s)
+        return stopped
+
+    def notice(self, s: ServerUsage, now: float) -> Notice | None:
+        """A server's ``budget`` notice: the most urgent of the budgets that pay for it."""
+        warned = self.warned.get((s.namespace, s.name), {})
+        return most_urgent(
+            rules_.notice(st, warned.get(rules_.key_of(st.budget), now), self.rules)
+            for st in rules_.paying(self.standings, s)
+        )
