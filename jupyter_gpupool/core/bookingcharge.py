@@ -39,13 +39,28 @@ def _windows(ctx: Context, pool: str, key: str) -> list[InForce]:
     return calendar.in_force_of(pool, key, ctx.state.now)
 
 
-def _surely_room(ctx: Context, pool: str, key: str, windows: list[InForce], units: int) -> bool:
-    """Whether ``units`` leave every booking in force its whole count free, counted cheaply:
-    the shape's free units less every reservation in the pool, of any shape (so a request in
-    a pool with room to spare skips the exact count)."""
-    free = sum(c.free for c in ctx.usage.shape_counts(pool) if c.shape.id == key)
-    free -= sum(ctx.res.pool_nodes(pool).values()) + sum(ctx.res.pool_units(pool).values())
-    return free - units >= sum(w.booking.gpus for w in windows)
+def _borrows(ctx: Context, pool: str, key: str, windows: list[InForce], units: int) -> bool:
+    """Whether taking ``units`` of ``key`` now takes some of the units the bookings in force
+    keep (:meth:`.ShapeLedger.borrows`, counted without building one: this is on every
+    admission in a pool with a booking in force). Cheap bounds first: every reservation in the
+    pool counted as of this shape; the bookings' whole counts as unused."""
+    counts = [c for c in ctx.usage.shape_counts(pool) if c.shape.id == key]
+    room = sum(c.free for c in counts) - units
+    booked = sum(w.booking.gpus for w in windows)
+    held_anywhere = sum(ctx.res.pool_nodes(pool).values()) + sum(ctx.res.pool_units(pool).values())
+    if room - held_anywhere >= booked:
+        return False
+    if held_anywhere:
+        room -= reserved_units(ctx, pool, key)
+    if room >= booked:
+        return False
+    unit = max((c.shape.equivalent for c in counts), default=1)
+    held = 0
+    for w in windows:
+        eq = ctx.used(pool, w.subject)
+        used = int(-(-eq // unit)) if eq else 0
+        held += max(0, w.booking.gpus - used)
+    return held > 0 and room < held
 
 
 def _ledger(ctx: Context, pool: str, key: str, windows: list[InForce]) -> ShapeLedger:
@@ -71,22 +86,25 @@ def charge(pool: Pool, shape_id: str | None, ctx: Context) -> tuple[str, bool] |
     """``(subject, over_quota)`` for ``ctx.need`` in ``pool``, or why no one can be charged:
     within a booking in force first, then :func:`~.quota.charge_for`, over quota when the
     request would take units the bookings keep."""
+    calendar = ctx.state.bookings
+    name = pool.name
+    if not ctx.need or calendar is None or name not in calendar.pools:
+        return charge_for(pool, ctx)
+    key = shape_id or WHOLE
+    windows = calendar.in_force_of(name, key, ctx.state.now)
+    if not windows:
+        return charge_for(pool, ctx)
     req = ctx.req
-    key = shape_key(shape_id)
-    windows = _windows(ctx, pool.name, key) if ctx.need else []
-    ledger: ShapeLedger | None = None
-    if any(w.has_member(req.user, req.groups) for w in windows):
-        ledger = _ledger(ctx, pool.name, key, windows)
-        window = ledger.within(req.user, req.groups, req.gpus)
-        if window is not None:
-            return window.subject, False
+    for w in windows:
+        if w.has_member(req.user, req.groups):
+            window = _ledger(ctx, name, key, windows).within(req.user, req.groups, req.gpus)
+            if window is not None:
+                return window.subject, False
+            break
     found = charge_for(pool, ctx)
-    if isinstance(found, str) or found[1] or not windows:
+    if isinstance(found, str) or found[1]:
         return found
-    if ledger is None and _surely_room(ctx, pool.name, key, windows, req.gpus):
-        return found
-    ledger = ledger or _ledger(ctx, pool.name, key, windows)
-    return (found[0], True) if ledger.borrows(req.gpus) else found
+    return (found[0], True) if _borrows(ctx, name, key, windows, req.gpus) else found
 
 
 def member_bookings(
