@@ -30,12 +30,11 @@ from ...core.usagerows import ServerUsage
 from .. import clock
 from ..loops import Loop
 from ..state import ServiceState
+from ..stopasks import StopAsks
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
-#: A server asked to stop is asked again after this many seconds if it still runs.
-ASK_AGAIN = 60.0
 
 
 def clock_words(t: float) -> str:
@@ -64,7 +63,7 @@ class BookingWatch:
         #: Told of each server stopped at a window's start (the ledger notes how it ended)
         self.on_stop: Callable[[ServerUsage], None] | None = None
         self.notices: dict[Key, Notice] = {}
-        self._asked: dict[Key, float] = {}
+        self._asked = StopAsks()
         self._last: float | None = None
         self.loop = Loop("bookings.windows", interval, self.round, first=0)
 
@@ -145,8 +144,7 @@ class BookingWatch:
             return
         if self.kick is not None and (calendar.starting(last, now) or calendar.ending(last, now)):
             self.kick()
-        self._asked = {k: t for k, t in self._asked.items() if now - t < ASK_AGAIN}
-        victims = [(s, w) for s, w in self.victims(now) if (s.namespace, s.name) not in self._asked]
+        victims = [(s, w) for s, w in self.victims(now) if self._asked.due(s, now)]
         for s, w in victims:
             log.info(
                 "Booking %s (%s) starts: stopping %s/%s, which borrows its GPUs",
@@ -155,7 +153,6 @@ class BookingWatch:
                 s.namespace,
                 s.name,
             )
-            self._asked[(s.namespace, s.name)] = now
             if self.on_stop is not None:
                 self.on_stop(s)
         for s, _ in victims:

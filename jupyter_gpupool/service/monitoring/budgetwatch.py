@@ -19,7 +19,8 @@ from ...core.budgets import BudgetSessions, hours_text
 from ...core.notices import STOP, Notice, most_urgent
 from ...core.pools import Registry
 from ...core.usage import ServerUsage, UsageIndex
-from .idlewatch import ASK_AGAIN, cannot_stop
+from ..stopasks import StopAsks
+from .idlewatch import cannot_stop
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ class BudgetWatch:
         #: Per server, per spent budget (:func:`~...core.budgetnotices.key_of`): when it was
         #: first warned that the budget is spent
         self.warned: dict[Key, dict[str, float]] = {}
-        self.asked: dict[Key, float] = {}
+        self.asked = StopAsks()
         self.stopped = 0
 
     async def round(
@@ -54,7 +55,7 @@ class BudgetWatch:
         self.standings = rules_.standings(registry.budgets, book, self.rules, now)
         running = [s for s in index.servers() if s.state == "running" and s.units]
         keys = {(s.namespace, s.name) for s in running}
-        self.asked = {k: t for k, t in self.asked.items() if k in keys}
+        self.asked.keep_only(keys)
         warned: dict[Key, dict[str, float]] = {}
         due: list[tuple[ServerUsage, Standing]] = []
         for s in running:
@@ -87,10 +88,8 @@ class BudgetWatch:
         self.warned = warned
         stopped = []
         for s, st in due:
-            key = (s.namespace, s.name)
-            if now - self.asked.get(key, float("-inf")) < ASK_AGAIN:
+            if not self.asked.due(s, now):
                 continue
-            self.asked[key] = now
             log.warning(
                 "Stopping server %s/%s of %s: the budget of %s (%s) is spent",
                 s.namespace,

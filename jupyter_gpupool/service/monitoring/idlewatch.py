@@ -24,13 +24,12 @@ from ...core.idle import IdleClock, IdlePolicy, IdleState, duration_words
 from ...core.notices import REPORT, STOP, Notice
 from ...core.pools import Registry
 from ...core.usage import ServerUsage, UsageIndex
+from ..stopasks import StopAsks
 from .polling import Utilization
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (namespace, pod)
-#: A server asked to stop is asked again if it still runs this much later.
-ASK_AGAIN = 60.0
 
 
 async def no_groups(user: str) -> tuple[str, ...]:
@@ -58,7 +57,7 @@ class IdleWatch:
         self.on_warn: Callable[[ServerUsage, float], None] | None = None
         self.clock = IdleClock()
         self.warned: set[Key] = set()
-        self.asked: dict[Key, float] = {}
+        self.asked = StopAsks()
         self.exempt: set[Key] = set()
         self.culled = 0
 
@@ -88,7 +87,7 @@ class IdleWatch:
         self.clock.forget_all_but(keys)
         self.warned &= keys
         self.exempt &= keys
-        self.asked = {k: t for k, t in self.asked.items() if k in keys}
+        self.asked.keep_only(keys)
         due: list[tuple[ServerUsage, IdlePolicy, IdleState]] = []
         for s in running:
             key = (s.namespace, s.name)
@@ -126,10 +125,8 @@ class IdleWatch:
                 due.append((s, policy, state))
         stopped = []
         for s, policy, state in due:
-            key = (s.namespace, s.name)
-            if now - self.asked.get(key, float("-inf")) < ASK_AGAIN:
+            if not self.asked.due(s, now):
                 continue
-            self.asked[key] = now
             log.warning(
                 "Stopping server %s/%s of %s: its GPUs were idle for %s (%s)",
                 s.namespace,

@@ -17,7 +17,8 @@ from ...core.idle import duration_words
 from ...core.notices import Notice
 from ...core.pools import Registry
 from ...core.usage import ServerUsage, UsageIndex
-from .idlewatch import ASK_AGAIN, cannot_stop, no_groups
+from ..stopasks import StopAsks
+from .idlewatch import cannot_stop, no_groups
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ class RuntimeWatch:
         #: When each server's warning was first shown (a stop comes ``warn`` after, at least)
         self.warned: dict[Key, float] = {}
         self.exempt: set[Key] = set()
-        self.asked: dict[Key, float] = {}
+        self.asked = StopAsks()
         self.stopped = 0
 
     def limited(
@@ -59,7 +60,7 @@ class RuntimeWatch:
         keys = {(s.namespace, s.name) for s, _ in limited}
         self.warned = {k: t for k, t in self.warned.items() if k in keys}
         self.exempt &= keys
-        self.asked = {k: t for k, t in self.asked.items() if k in keys}
+        self.asked.keep_only(keys)
         due = []
         for s, limit in limited:
             key = (s.namespace, s.name)
@@ -90,10 +91,8 @@ class RuntimeWatch:
                 due.append((s, limit, state))
         stopped = []
         for s, limit, state in due:
-            key = (s.namespace, s.name)
-            if now - self.asked.get(key, float("-inf")) < ASK_AGAIN:
+            if not self.asked.due(s, now):
                 continue
-            self.asked[key] = now
             log.warning(
                 "Stopping server %s/%s of %s: it ran for %s (%s)",
                 s.namespace,
