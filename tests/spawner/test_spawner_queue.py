@@ -45,7 +45,8 @@ from jupyter_gpupool.spawner.options import (
 )
 from jupyter_gpupool.spawner.progress import ProgressLog, merge_progress
 
-#: How often the spawner asks where it stands, in these tests.
+#: How long a question about the place is held at most, in these tests (and the pause between
+#: asks after a failure).
 FAST_POLL = 0.2
 QUEUED_BOB = "waiting for 2 GPUs: position 1 in line for dev-pool"
 
@@ -78,19 +79,33 @@ async def pool_service(sim_cluster: SimCluster, tmp_path: Path) -> AsyncIterator
     await hub.stop()
 
 
-@pytest.fixture
-def fast_polls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Queue polls every FAST_POLL s; the ids the spawner asked about, one entry per ask."""
+def count_asks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ids the spawner asks about, one entry per ask."""
     asked: list[str] = []
     ask = placing.in_line
 
-    async def counted(link: Any, admission_id: str) -> dict[str, Any]:
+    async def counted(link: Any, admission_id: str, wait: float = 0.0) -> dict[str, Any]:
         asked.append(admission_id)
-        return await ask(link, admission_id)
+        return await ask(link, admission_id, wait=wait)
 
-    monkeypatch.setattr(placing, "QUEUE_POLL_SECONDS", FAST_POLL)
     monkeypatch.setattr(placing, "in_line", counted)
     return asked
+
+
+@pytest.fixture
+def fast_polls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Questions held at most FAST_POLL s, asked again FAST_POLL s after a failure; the ids the
+    spawner asked about, one entry per ask."""
+    monkeypatch.setattr(placing, "QUEUE_WAIT_SECONDS", FAST_POLL)
+    monkeypatch.setattr(placing, "QUEUE_POLL_SECONDS", FAST_POLL)
+    monkeypatch.setattr(placing, "QUEUE_RETRY_SECONDS", FAST_POLL)
+    return count_asks(monkeypatch)
+
+
+@pytest.fixture
+def asks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The spawner's own timing (questions held 20 s); the ids it asked about, one per ask."""
+    return count_asks(monkeypatch)
 
 
 USERS = {
@@ -342,7 +357,9 @@ async def test_a_cpu_only_start_with_queue_starts_at_once(user_spawner, admin, s
 
 class FlakyProxy:
     """Passes requests on to the service, except those ``failing(method, path)`` picks, which
-    get ``answer``: 503 (the service's own way of saying it cannot answer) unless told."""
+    get ``answer``: 503 (the service's own way of saying it cannot answer) unless told. A GET
+    (which changes nothing) is picked when it comes or when its answer does: a question the
+    service held open is failed on its way back."""
 
     def __init__(self, target: str):
         self.target = target.rstrip("/")  # the service's origin: paths are passed on as they are
@@ -374,7 +391,11 @@ class FlakyProxy:
                     headers={"Authorization": self.request.headers.get("Authorization", "")},
                     raise_error=False,
                     allow_nonstandard_methods=True,
+                    request_timeout=60,  # longer than a held question
                 )
+                if method == "GET" and proxy.failing(method, path):
+                    proxy.failed += 1
+                    raise tornado.web.HTTPError(proxy.answer)
                 self.set_status(resp.code)
                 self.set_header("Content-Type", resp.headers.get("Content-Type", "text/plain"))
                 self.finish(resp.body or b"")
@@ -431,10 +452,11 @@ async def test_one_failed_ask_is_asked_again_and_the_start_goes_on(
 
 
 async def test_a_place_the_service_no_longer_knows_is_asked_for_again(
-    make_spawner, pool_service, user_spawner, admin, flaky, sim_cluster, fast_polls
+    make_spawner, pool_service, user_spawner, admin, flaky, sim_cluster, asks
 ):
-    # the service forgets bob's request (as a restart without its database would): its next
-    # ask is a 404, and the start asks to be admitted again, which puts it in line anew
+    # the service forgets bob's request (as a restart without its database would): the answer
+    # to his held question is a 404, and the start asks to be admitted again, which puts it in
+    # line anew
     await take_dev_pool(user_spawner)
     bob = make_spawner(
         user=USERS["bob"], service_url=flaky.url, service_token=pool_service.hub.admin()
