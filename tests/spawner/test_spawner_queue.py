@@ -4,8 +4,10 @@ against the real gpupool service, run in this process with the spawner tests' po
 
 The truth is the service's own line (``GET api/v1/queue`` and ``GET api/v1/admissions/ID`` as an
 admin asks them) and the cluster's pods; what the user reads is the spawner's progress and
-errors. Polls are made fast here (``QUEUE_POLL_SECONDS``); the demo test
-(tests/demo/test_demo_queue.py) waits with the real ones.
+errors. The spawner's question about its place is held by the service; most tests hold it at
+most ``FAST_POLL`` s (``QUEUE_WAIT_SECONDS``) so that it is asked again often, those with ``asks``
+with the spawner's own timing (issue 31: the turn comes at once); the demo test
+(tests/demo/test_demo_queue.py) waits with the real ones too.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from jupyter_gpupool.client import GPUPoolClient
 from jupyter_gpupool.core.launchoptions import Catalog, PoolChoice
 from jupyter_gpupool.core.usage import UsageIndex
 from jupyter_gpupool.service import GPUPoolService
+from jupyter_gpupool.service.web import admissionapi
 from jupyter_gpupool.sim import SimCluster
 from jupyter_gpupool.spawner import GPUPoolSpawner, placing
 from jupyter_gpupool.spawner.errors import OptionsError, SpawnRefused
@@ -230,6 +233,68 @@ async def test_a_queued_start_shows_its_place_then_runs_when_gpus_come_free(
     assert await line(admin) == []
     held = (await admin.request("GET", "api/v1/admissions")).json()["admissions"]
     assert held == []  # the pod exists: the service counts it, nothing is held for it
+
+
+async def pod_made_after_alice_stops(
+    alice: GPUPoolSpawner, bob: GPUPoolSpawner, cluster: SimCluster
+) -> tuple[float, float]:
+    """Stop alice's server; seconds from her pod gone to bob's pod made (the cluster's word,
+    looked at every 10 ms), and from the stop asked to bob's pod made."""
+    stopped = time.monotonic()
+    stop = asyncio.ensure_future(alice.stop())
+    gone = made = None
+    while made is None:
+        now = time.monotonic()
+        if gone is None and pod_of(cluster, alice) is None:
+            gone = now
+        if pod_of(cluster, bob) is not None:
+            made = now
+        assert now - stopped < 15, "bob's pod was not made within 15 s of alice's stop"
+        await asyncio.sleep(0.01)
+    await stop
+    return made - (gone if gone is not None else made), made - stopped
+
+
+async def test_the_turn_comes_at_once_with_one_question_held(
+    user_spawner, admin, sim_cluster, asks
+):
+    """The spawner's own timing: its question is held by the service, and answered when
+    alice's GPUs come free, not at a next poll."""
+    alice = await take_dev_pool(user_spawner)
+    bob = user_spawner("bob")
+    bob.user_options = {"pools": ["dev-pool"], "gpus": 2, "queue": True}
+    start = asyncio.ensure_future(bob.start())
+    await wait_line(admin, [("bob", 1)])
+    await asyncio.sleep(3)
+    assert len(asks) == 1  # one question, held: no polling meanwhile
+    after_gone, after_stop = await pod_made_after_alice_stops(alice, bob, sim_cluster)
+    await asyncio.wait_for(start, 15)
+    print(
+        f"bob's pod made {after_gone:.2f} s after alice's was gone, {after_stop:.2f} s after the stop"
+    )
+    assert after_gone < 1.0, f"bob's pod was made {after_gone:.2f} s after alice's was gone"
+    assert after_stop < 2.0, f"bob's pod was made {after_stop:.2f} s after alice's stop"
+    assert len(asks) == 1, asks
+
+
+async def test_a_service_that_answers_at_once_is_asked_once_a_second(
+    user_spawner, admin, sim_cluster, asks, monkeypatch
+):
+    """A service older than held questions ignores ``wait`` and answers at once: the spawner
+    asks it once a second (the old polls, faster), not in a tight loop."""
+    monkeypatch.setattr(admissionapi, "MAX_WAIT", 0.0)  # wait=20 is held 0 s: an old service
+    alice = await take_dev_pool(user_spawner)
+    bob = user_spawner("bob")
+    bob.user_options = {"pools": ["dev-pool"], "gpus": 2, "queue": True}
+    start = asyncio.ensure_future(bob.start())
+    await wait_line(admin, [("bob", 1)])
+    before = len(asks)
+    await asyncio.sleep(3)
+    assert 2 <= len(asks) - before <= 4, asks
+    assert bob._progress.messages == [QUEUED_BOB]  # the same place is not said again
+    await alice.stop()
+    await asyncio.wait_for(start, 15)
+    assert pod_of(sim_cluster, bob) is not None
 
 
 async def test_a_queued_start_gives_up_at_its_deadline_and_leaves_the_line(
