@@ -277,6 +277,44 @@ async def test_the_turn_comes_at_once_with_one_question_held(
     assert len(asks) == 1, asks
 
 
+async def test_a_held_question_cut_by_a_service_restart_is_asked_again_and_keeps_the_place(
+    user_spawner, admin, sim_cluster, pool_service, asks, tmp_path
+):
+    """The service restarts (same address, same database) while bob's question is held: the
+    spawner asks again, finds its place, and starts when alice's GPUs come free."""
+    alice = await take_dev_pool(user_spawner)
+    bob = user_spawner("bob")
+    bob.user_options = {"pools": ["dev-pool"], "gpus": 2, "queue": True}
+    start = asyncio.ensure_future(bob.start())
+    [row] = await wait_line(admin, [("bob", 1)])
+    old = pool_service.app
+    await old.stop_service()
+    app = GPUPoolService(
+        config=service_config(
+            sim_cluster.kubeconfig, pool_service.hub, tmp_path / "pools", port=old.port
+        )
+    )
+    app.initialize([])
+    await app.start_service()
+    try:
+        again = GPUPoolClient(pool_service.url, pool_service.hub.admin())
+        try:
+            rows = (await again.queue())["queue"]
+            assert [(r["id"], r["position"]) for r in rows] == [(row["id"], 1)]
+            await alice.stop()
+            await asyncio.wait_for(start, 15)
+            pod = pod_of(sim_cluster, bob)
+            # admitted from the place it held before the restart, not a new one
+            assert pod["metadata"]["labels"]["gpupool.jupyter.org/admission"] == row["id"]
+            assert set(asks) == {row["id"]} and len(asks) >= 2
+            said = [m for m in bob._progress.messages if "not answering" in m]
+            assert len(said) == 1, bob._progress.messages
+        finally:
+            await again.close()
+    finally:
+        await app.stop_service()
+
+
 async def test_a_service_that_answers_at_once_is_asked_once_a_second(
     user_spawner, admin, sim_cluster, asks, monkeypatch
 ):

@@ -216,3 +216,24 @@ async def test_a_held_question_cut_by_a_restart_is_asked_again_and_finds_its_pla
     assert time.monotonic() - asked < 2
     assert got["state"] == "admitted" and got["id"] == bob["id"], got
     assert [a["user"] for a in await again.admissions()] == ["bob"]
+
+
+async def test_a_wait_that_is_not_a_number_of_seconds_is_refused(start_service):
+    service = await start_service()
+    admin = service.admin()
+    await dev_pool_full(service)
+    bob = await in_line(admin, "bob")
+    for wait in ("soon", "-1", "nan"):
+        try:
+            await admin.request("GET", f"api/v1/admissions/{bob['id']}", params={"wait": wait})
+            raise AssertionError(f"wait={wait} was taken")
+        except GPUPoolError as e:
+            assert (e.status, e.message) == (400, f"wait must be a number of seconds, not {wait!r}")
+    # an admission the service does not know is answered at once, held or not
+    asked = time.monotonic()
+    try:
+        await admin.admission("0123456789abcdef", wait=20)
+        raise AssertionError("an unknown admission was answered")
+    except GPUPoolError as e:
+        assert e.status == 404
+    assert time.monotonic() - asked < 1
