@@ -408,12 +408,24 @@ class GPUPoolClient:
             raise
         return True
 
-    async def admission(self, admission_id: str) -> dict[str, Any]:
+    async def admission(self, admission_id: str, wait: float = 0.0) -> dict[str, Any]:
         """One admission's state: ``queued`` (``position``, ``message``; asking keeps it in
         line), ``admitted`` (with the fields of an admission), ``cancelled`` or ``expired``;
         a held admission's row otherwise. 404 (:class:`GPUPoolError`) when the service knows
-        it no longer."""
-        return dict(await self._json("GET", f"api/v1/admissions/{_q(admission_id)}"))
+        it no longer. With ``wait``, a request in line is answered when its state or place
+        changes, or after ``wait`` seconds (the service holds the question open; at most 30 s):
+        this request's timeout is ``wait`` longer than the others'."""
+        path = f"api/v1/admissions/{_q(admission_id)}"
+        if wait <= 0:
+            return dict(await self._json("GET", path))
+        return dict(
+            await self._json(
+                "GET",
+                path,
+                params={"wait": f"{wait:g}"},
+                timeout=self.request_timeout + wait,
+            )
+        )
 
     async def queue(self) -> dict[str, Any]:
         """The requests waiting in line (``queue``, first in line first; the caller's own, or

@@ -6,9 +6,10 @@ A start (:meth:`PlacingSpawner._start`, the coroutine KubeSpawner's ``start()`` 
 
 1. check the options against what the user may choose (the service's launch options);
 2. ask the service for admission with the ordered pools; with ``queue``, a request no pool can
-   take now waits in line: the spawner asks where it stands every :data:`QUEUE_POLL_SECONDS`,
-   shows its place, and carries on with the admission when its turn comes (it leaves the line
-   when the start is given up, cancelled or stopped);
+   take now waits in line: the spawner asks where it stands and the service holds the question
+   open until its place changes or its turn comes (:data:`QUEUE_WAIT_SECONDS` at most, then it
+   asks again), shows its place, and carries on with the admission when its turn comes (it
+   leaves the line when the start is given up, cancelled or stopped);
 3. run KubeSpawner's own start with the admission's pod settings (:meth:`load_user_options`
    resets every pool setting, lets KubeSpawner apply a profile, then applies the admission);
 4. watch the pod: once scheduled, report the node; if the scheduler keeps refusing it for
@@ -66,9 +67,18 @@ WATCH_SECONDS = 0.1
 DEADLINE_MARGIN = 1.0
 #: Where a server's pool is kept in the spawner's state.
 STATE_KEY = "gpupool"
-#: How often a start waiting in line asks the service where it stands (asking also keeps it in
-#: line: the service drops a request nobody asks for during its ``queue_heartbeat``).
-QUEUE_POLL_SECONDS = 2.0
+#: How long the service may hold a start's question about its place in line (a long poll,
+#: ``?wait=``): answered at once when the place changes or the turn comes, else after this long,
+#: and asked again. A question held counts as asking: the service drops a request nobody asks
+#: for during its ``queue_heartbeat``. 0: the question is not held (polls, every
+#: :data:`QUEUE_POLL_SECONDS`).
+QUEUE_WAIT_SECONDS = 20.0
+#: The least time between two questions answered at once with nothing changed: a service that
+#: does not hold questions (older than long polls) is asked this often, not in a tight loop.
+QUEUE_POLL_SECONDS = 1.0
+#: How long a start waiting in line waits before asking again after a failed question (the
+#: service restarting, a lost connection).
+QUEUE_RETRY_SECONDS = 1.0
 #: How long the service may fail to answer, running, before a start waiting in line gives up
 #: (then as when it cannot be asked at all: fail closed, or ``fail_open``).
 QUEUE_OUTAGE_SECONDS = 30.0
@@ -285,17 +295,19 @@ class PlacingSpawner(ChoosingSpawner):
                         "%s gives up after %.0f s in line (%s)", self._log_name, waited, shown
                     )
                     raise SpawnRefused(503, queue_timeout_message(self.start_timeout, waited, row))
-                await asyncio.sleep(min(QUEUE_POLL_SECONDS, deadline - now))
                 try:
-                    answer = await in_line(self._service, admission_id)
+                    answer = await in_line(
+                        self._service, admission_id, wait=min(QUEUE_WAIT_SECONDS, deadline - now)
+                    )
                 except ServiceUnavailable as e:
-                    now = loop.time()
+                    failed = loop.time()
                     if failing_since is None:
-                        failing_since = now
+                        failing_since = failed
                         self.log.warning("%s waits in line; %s", self._log_name, e)
                         self._progress.add(waiting_unavailable_line(str(e)))
-                    if now - failing_since >= QUEUE_OUTAGE_SECONDS:
+                    if failed - failing_since >= QUEUE_OUTAGE_SECONDS:
                         raise
+                    await asyncio.sleep(min(QUEUE_RETRY_SECONDS, max(0.0, deadline - failed)))
                     continue
                 except PlaceLost:
                     self._in_line = None  # nothing left to leave
@@ -303,7 +315,11 @@ class PlacingSpawner(ChoosingSpawner):
                 failing_since = None
                 state = answer.get("state")
                 if state == "queued":
+                    same = InLine.of(answer) == standing
                     row = answer
+                    rest = QUEUE_POLL_SECONDS - (loop.time() - now)
+                    if same and rest > 0:  # answered at once, nothing new: not held (old service)
+                        await asyncio.sleep(min(rest, max(0.0, deadline - loop.time())))
                     continue
                 self._in_line = None  # it left the line: admitted (its GPUs are held), or not
                 if state == "admitted":

@@ -121,14 +121,15 @@ async def admit(
         raise ServiceUnavailable(e.message) from e
 
 
-async def in_line(link: ServiceLink, admission_id: str) -> dict[str, Any]:
+async def in_line(link: ServiceLink, admission_id: str, wait: float = 0.0) -> dict[str, Any]:
     """Where a request waiting in line stands (asking keeps it in line): ``state`` ``queued``
     (``position``, ``message``, ``reasons``), ``admitted`` (the fields of an admission),
-    ``cancelled`` or ``expired`` (``message``). :class:`PlaceLost` when the service no longer
-    knows it, :class:`ServiceUnavailable` when it cannot be asked."""
+    ``cancelled`` or ``expired`` (``message``); with ``wait``, once that changes or ``wait``
+    seconds have passed (a long poll). :class:`PlaceLost` when the service no longer knows it,
+    :class:`ServiceUnavailable` when it cannot be asked."""
     try:
         async with link.client() as client:
-            return await client.admission(admission_id)
+            return await client.admission(admission_id, wait=wait)
     except GPUPoolError as e:
         if e.status == 404:
             raise PlaceLost(e.message) from e

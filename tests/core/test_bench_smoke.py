@@ -417,6 +417,31 @@ def test_queue_benchmark():
     assert result["release_to_admission_x_immediate"] > 1
 
 
+def test_turn_benchmark():
+    result = run("bench_turn.py", "--rounds", 2)
+    assert set(result) == {
+        "rounds",
+        *(
+            f"{way}_{part}_s"
+            for way in ("held", "polling")
+            for part in ("p50", "p95", "from_stop_p50", "from_stop_p95")
+        ),
+        "polling_x_held_p50",
+        "polling_x_held_p95",
+        "targets",
+    }
+    assert result["rounds"] == 2
+    for way in ("held", "polling"):
+        assert 0 <= result[f"{way}_p50_s"] <= result[f"{way}_p95_s"]
+        assert 0 < result[f"{way}_from_stop_p50_s"] <= result[f"{way}_from_stop_p95_s"]
+        # from the stop asked is longer than from the pod gone, which comes after it
+        assert result[f"{way}_p50_s"] <= result[f"{way}_from_stop_p50_s"]
+    ratio = result["polling_p50_s"] / max(result["held_p50_s"], 1e-4)
+    assert abs(result["polling_x_held_p50"] - ratio) < 0.05 * ratio + 0.1
+    # polls every 2 s hear of the turn later than a question held open, in the same run
+    assert result["polling_x_held_p50"] > 1 and result["polling_x_held_p95"] > 1
+
+
 def test_registry_benchmark():
     pools, refuse = 300, 3000
     result = run(

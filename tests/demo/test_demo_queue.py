@@ -4,7 +4,8 @@ over the hub's REST API (and one through the spawn form, as a browser).
 
 dev-pool is one node of 4 RTX4090-24G GPUs, open to everyone with a limit of 4 and no guarantee
 (examples/pools/quotas.yaml): everyone there borrows as themselves, so the line is first come,
-first served. The demo's own settings apply (start_timeout 900 s, the spawner's 2 s polls).
+first served. The demo's own settings apply (start_timeout 900 s, the spawner's questions about
+its place held by the service up to 20 s).
 Truth from outside the spawner: the service's ``GET api/v1/queue``, the hub's server models,
 and the cluster's pods through the Kubernetes API.
 """
@@ -171,15 +172,18 @@ async def test_the_issue_scenario_bob_then_carol_wait_in_line_and_start_when_ali
             marks = await asyncio.wait_for(made, 10)
         print(
             f"alice stopped in {alice_stopped:.1f} s; from then: her pod gone "
-            f"{marks['alice']:.1f} s, bob's pod {marks['bob']:.1f} s, ready {bob_ready:.1f} s; "
-            f"carol's pod {marks['carol']:.1f} s, ready {carol_ready:.1f} s"
+            f"{marks['alice']:.2f} s, bob's pod {marks['bob']:.2f} s, ready {bob_ready:.1f} s; "
+            f"carol's pod {marks['carol']:.2f} s, ready {carol_ready:.1f} s"
         )
-        # 2 s polls: a start in line hears within 2 s that it was admitted, then makes its pod
-        assert marks["bob"] - marks["alice"] < 4, (
-            f"bob's pod was made {marks['bob'] - marks['alice']:.1f} s after alice's pod was gone"
+        # Their questions are held by the service and answered at the pass that admits them
+        # (issue 31): the pods come at once. Measured 0.00-0.07 s on the simulator (looked at
+        # every 50 ms; 0.05 s on the real control plane), where 2 s polls took up to 2 s more;
+        # 1 s leaves room for a loaded machine.
+        assert marks["bob"] - marks["alice"] < 1, (
+            f"bob's pod was made {marks['bob'] - marks['alice']:.2f} s after alice's pod was gone"
         )
-        assert marks["carol"] - marks["alice"] < 4, (
-            f"carol's pod was made {marks['carol'] - marks['alice']:.1f} s after alice's was gone"
+        assert marks["carol"] - marks["alice"] < 1, (
+            f"carol's pod was made {marks['carol'] - marks['alice']:.2f} s after alice's was gone"
         )
         assert await hub.line() == []
         for server, gpus in ((bob_server, 2), (carol_server, 1)):
@@ -191,7 +195,8 @@ async def test_the_issue_scenario_bob_then_carol_wait_in_line_and_start_when_ali
             assert pod is not None and pod["spec"]["nodeName"] == "gpu-node-5"
             assert pod["metadata"]["labels"]["runwhere.ai/pool"] == "dev-pool"
             assert gpus_of(pod) == gpus
-        # what bob read: his place once (the spawner asked every 2 s), then his turn
+        # what bob read: his place once (his questions held, or asked again unchanged), then
+        # his turn
         await asyncio.wait_for(bob.task, 30)
         # (JupyterHub adds its own "Server launch is taking longer than expected" after 60 s of
         # a start, beside the place in line; a loaded CI run took that long to get here)

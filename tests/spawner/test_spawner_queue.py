@@ -4,8 +4,10 @@ against the real gpupool service, run in this process with the spawner tests' po
 
 The truth is the service's own line (``GET api/v1/queue`` and ``GET api/v1/admissions/ID`` as an
 admin asks them) and the cluster's pods; what the user reads is the spawner's progress and
-errors. Polls are made fast here (``QUEUE_POLL_SECONDS``); the demo test
-(tests/demo/test_demo_queue.py) waits with the real ones.
+errors. The spawner's question about its place is held by the service; most tests hold it at
+most ``FAST_POLL`` s (``QUEUE_WAIT_SECONDS``) so that it is asked again often, those with ``asks``
+with the spawner's own timing (issue 31: the turn comes at once); the demo test
+(tests/demo/test_demo_queue.py) waits with the real ones too.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from jupyter_gpupool.client import GPUPoolClient
 from jupyter_gpupool.core.launchoptions import Catalog, PoolChoice
 from jupyter_gpupool.core.usage import UsageIndex
 from jupyter_gpupool.service import GPUPoolService
+from jupyter_gpupool.service.web import admissionapi
 from jupyter_gpupool.sim import SimCluster
 from jupyter_gpupool.spawner import GPUPoolSpawner, placing
 from jupyter_gpupool.spawner.errors import OptionsError, SpawnRefused
@@ -45,7 +48,8 @@ from jupyter_gpupool.spawner.options import (
 )
 from jupyter_gpupool.spawner.progress import ProgressLog, merge_progress
 
-#: How often the spawner asks where it stands, in these tests.
+#: How long a question about the place is held at most, in these tests (and the pause between
+#: asks after a failure).
 FAST_POLL = 0.2
 QUEUED_BOB = "waiting for 2 GPUs: position 1 in line for dev-pool"
 
@@ -78,19 +82,33 @@ async def pool_service(sim_cluster: SimCluster, tmp_path: Path) -> AsyncIterator
     await hub.stop()
 
 
-@pytest.fixture
-def fast_polls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Queue polls every FAST_POLL s; the ids the spawner asked about, one entry per ask."""
+def count_asks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ids the spawner asks about, one entry per ask."""
     asked: list[str] = []
     ask = placing.in_line
 
-    async def counted(link: Any, admission_id: str) -> dict[str, Any]:
+    async def counted(link: Any, admission_id: str, wait: float = 0.0) -> dict[str, Any]:
         asked.append(admission_id)
-        return await ask(link, admission_id)
+        return await ask(link, admission_id, wait=wait)
 
-    monkeypatch.setattr(placing, "QUEUE_POLL_SECONDS", FAST_POLL)
     monkeypatch.setattr(placing, "in_line", counted)
     return asked
+
+
+@pytest.fixture
+def fast_polls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Questions held at most FAST_POLL s, asked again FAST_POLL s after a failure; the ids the
+    spawner asked about, one entry per ask."""
+    monkeypatch.setattr(placing, "QUEUE_WAIT_SECONDS", FAST_POLL)
+    monkeypatch.setattr(placing, "QUEUE_POLL_SECONDS", FAST_POLL)
+    monkeypatch.setattr(placing, "QUEUE_RETRY_SECONDS", FAST_POLL)
+    return count_asks(monkeypatch)
+
+
+@pytest.fixture
+def asks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The spawner's own timing (questions held 20 s); the ids it asked about, one per ask."""
+    return count_asks(monkeypatch)
 
 
 USERS = {
@@ -215,6 +233,106 @@ async def test_a_queued_start_shows_its_place_then_runs_when_gpus_come_free(
     assert await line(admin) == []
     held = (await admin.request("GET", "api/v1/admissions")).json()["admissions"]
     assert held == []  # the pod exists: the service counts it, nothing is held for it
+
+
+async def pod_made_after_alice_stops(
+    alice: GPUPoolSpawner, bob: GPUPoolSpawner, cluster: SimCluster
+) -> tuple[float, float]:
+    """Stop alice's server; seconds from her pod gone to bob's pod made (the cluster's word,
+    looked at every 10 ms), and from the stop asked to bob's pod made."""
+    stopped = time.monotonic()
+    stop = asyncio.ensure_future(alice.stop())
+    gone = made = None
+    while made is None:
+        now = time.monotonic()
+        if gone is None and pod_of(cluster, alice) is None:
+            gone = now
+        if pod_of(cluster, bob) is not None:
+            made = now
+        assert now - stopped < 15, "bob's pod was not made within 15 s of alice's stop"
+        await asyncio.sleep(0.01)
+    await stop
+    return made - (gone if gone is not None else made), made - stopped
+
+
+async def test_the_turn_comes_at_once_with_one_question_held(
+    user_spawner, admin, sim_cluster, asks
+):
+    """The spawner's own timing: its question is held by the service, and answered when
+    alice's GPUs come free, not at a next poll."""
+    alice = await take_dev_pool(user_spawner)
+    bob = user_spawner("bob")
+    bob.user_options = {"pools": ["dev-pool"], "gpus": 2, "queue": True}
+    start = asyncio.ensure_future(bob.start())
+    await wait_line(admin, [("bob", 1)])
+    await asyncio.sleep(3)
+    assert len(asks) == 1  # one question, held: no polling meanwhile
+    after_gone, after_stop = await pod_made_after_alice_stops(alice, bob, sim_cluster)
+    await asyncio.wait_for(start, 15)
+    print(
+        f"bob's pod made {after_gone:.2f} s after alice's was gone, {after_stop:.2f} s after the stop"
+    )
+    assert after_gone < 1.0, f"bob's pod was made {after_gone:.2f} s after alice's was gone"
+    assert after_stop < 2.0, f"bob's pod was made {after_stop:.2f} s after alice's stop"
+    assert len(asks) == 1, asks
+
+
+async def test_a_held_question_cut_by_a_service_restart_is_asked_again_and_keeps_the_place(
+    user_spawner, admin, sim_cluster, pool_service, asks, tmp_path
+):
+    """The service restarts (same address, same database) while bob's question is held: the
+    spawner asks again, finds its place, and starts when alice's GPUs come free."""
+    alice = await take_dev_pool(user_spawner)
+    bob = user_spawner("bob")
+    bob.user_options = {"pools": ["dev-pool"], "gpus": 2, "queue": True}
+    start = asyncio.ensure_future(bob.start())
+    [row] = await wait_line(admin, [("bob", 1)])
+    old = pool_service.app
+    await old.stop_service()
+    app = GPUPoolService(
+        config=service_config(
+            sim_cluster.kubeconfig, pool_service.hub, tmp_path / "pools", port=old.port
+        )
+    )
+    app.initialize([])
+    await app.start_service()
+    try:
+        again = GPUPoolClient(pool_service.url, pool_service.hub.admin())
+        try:
+            rows = (await again.queue())["queue"]
+            assert [(r["id"], r["position"]) for r in rows] == [(row["id"], 1)]
+            await alice.stop()
+            await asyncio.wait_for(start, 15)
+            pod = pod_of(sim_cluster, bob)
+            # admitted from the place it held before the restart, not a new one
+            assert pod["metadata"]["labels"]["gpupool.jupyter.org/admission"] == row["id"]
+            assert set(asks) == {row["id"]} and len(asks) >= 2
+            said = [m for m in bob._progress.messages if "not answering" in m]
+            assert len(said) == 1, bob._progress.messages
+        finally:
+            await again.close()
+    finally:
+        await app.stop_service()
+
+
+async def test_a_service_that_answers_at_once_is_asked_once_a_second(
+    user_spawner, admin, sim_cluster, asks, monkeypatch
+):
+    """A service older than held questions ignores ``wait`` and answers at once: the spawner
+    asks it once a second (the old polls, faster), not in a tight loop."""
+    monkeypatch.setattr(admissionapi, "MAX_WAIT", 0.0)  # wait=20 is held 0 s: an old service
+    alice = await take_dev_pool(user_spawner)
+    bob = user_spawner("bob")
+    bob.user_options = {"pools": ["dev-pool"], "gpus": 2, "queue": True}
+    start = asyncio.ensure_future(bob.start())
+    await wait_line(admin, [("bob", 1)])
+    before = len(asks)
+    await asyncio.sleep(3)
+    assert 2 <= len(asks) - before <= 4, asks
+    assert bob._progress.messages == [QUEUED_BOB]  # the same place is not said again
+    await alice.stop()
+    await asyncio.wait_for(start, 15)
+    assert pod_of(sim_cluster, bob) is not None
 
 
 async def test_a_queued_start_gives_up_at_its_deadline_and_leaves_the_line(
@@ -342,7 +460,9 @@ async def test_a_cpu_only_start_with_queue_starts_at_once(user_spawner, admin, s
 
 class FlakyProxy:
     """Passes requests on to the service, except those ``failing(method, path)`` picks, which
-    get ``answer``: 503 (the service's own way of saying it cannot answer) unless told."""
+    get ``answer``: 503 (the service's own way of saying it cannot answer) unless told. A GET
+    (which changes nothing) is picked when it comes or when its answer does: a question the
+    service held open is failed on its way back."""
 
     def __init__(self, target: str):
         self.target = target.rstrip("/")  # the service's origin: paths are passed on as they are
@@ -374,7 +494,11 @@ class FlakyProxy:
                     headers={"Authorization": self.request.headers.get("Authorization", "")},
                     raise_error=False,
                     allow_nonstandard_methods=True,
+                    request_timeout=60,  # longer than a held question
                 )
+                if method == "GET" and proxy.failing(method, path):
+                    proxy.failed += 1
+                    raise tornado.web.HTTPError(proxy.answer)
                 self.set_status(resp.code)
                 self.set_header("Content-Type", resp.headers.get("Content-Type", "text/plain"))
                 self.finish(resp.body or b"")
@@ -431,10 +555,11 @@ async def test_one_failed_ask_is_asked_again_and_the_start_goes_on(
 
 
 async def test_a_place_the_service_no_longer_knows_is_asked_for_again(
-    make_spawner, pool_service, user_spawner, admin, flaky, sim_cluster, fast_polls
+    make_spawner, pool_service, user_spawner, admin, flaky, sim_cluster, asks
 ):
-    # the service forgets bob's request (as a restart without its database would): its next
-    # ask is a 404, and the start asks to be admitted again, which puts it in line anew
+    # the service forgets bob's request (as a restart without its database would): the answer
+    # to his held question is a 404, and the start asks to be admitted again, which puts it in
+    # line anew
     await take_dev_pool(user_spawner)
     bob = make_spawner(
         user=USERS["bob"], service_url=flaky.url, service_token=pool_service.hub.admin()

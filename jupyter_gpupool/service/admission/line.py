@@ -17,15 +17,22 @@ passes that admit them.
   is durable, and its 202 waits for it (the desk awaits the future :meth:`enqueue` returns). An entry taken up
   keeps its place but is not admitted until its spawner asks for it again (its spawn may be
   gone with a hub restart); one nobody asks for within ``heartbeat`` is dropped, never admitted.
+- A spawner may hold its question open (``GET api/v1/admissions/{id}?wait=S``, a long poll):
+  :meth:`changed` tells the held questions that something happened that may have moved an entry
+  (a pass ran, an entry joined or left the line); each looks at its own entry again
+  (:meth:`turn_key`) and answers when its state or place differs. One event is shared by every
+  held question (no thread, no task of the line's per waiter), and an entry whose question is
+  held (:meth:`hold`) counts as asked for all the while.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Any
@@ -93,6 +100,10 @@ class Line:
         self.seq = 0
         self.dirty = True
         self._kick = asyncio.Event()
+        #: Set (and replaced) whenever an entry may have moved: held questions look again
+        self._moved = asyncio.Event()
+        #: How many questions are held open per entry: held entries are asked for
+        self.held: dict[str, int] = {}
         #: Its passes: on each kick, and every PASS_EVERY seconds
         self.loop = Loop("admission.line", PASS_EVERY, self._round, wake=self._kick)
         #: Told of each request put in line, and of each that left it (the database's copy)
@@ -131,6 +142,7 @@ class Line:
         self._places_stale = True
         # a request within quota holds its pools against borrowers from now
         self.promised = self.promised | promised_pools([(w, s)])
+        self.moved()  # a request within quota may go ahead of others
         log.info(
             "%s waits in line for %s in %s (position %d)",
             request.user,
@@ -221,6 +233,7 @@ class Line:
         # held for within-quota requests; an admitted one's pools until the next pass
         self.promised = p.promised
         self.passes += 1
+        self.moved()
         self.last_pass = time.perf_counter() - started
 
     @property
@@ -286,11 +299,15 @@ class Line:
         self.reasons.pop(admission_id, None)
         self.unkept.pop(admission_id, None)
         self.ended[admission_id] = Ended(how, clock.now(), message, outcome)
+        self.moved()
         if self.on_end is not None:
             self.on_end(admission_id, how)
 
     def _expire(self) -> None:
         now = clock.now()
+        for aid in self.held:  # a question held open is asking all the while
+            if aid in self.asked:
+                self.asked[aid] = now
         for aid in [a for a, t in self.asked.items() if now - t > self.heartbeat]:
             w = self.waiting[aid]
             log.info("%s's request %s left the line: its spawn is gone", w.request.user, aid)
@@ -329,6 +346,41 @@ class Line:
         if admission_id in self.unconfirmed:
             self.unconfirmed.discard(admission_id)  # its spawn is alive: it may be admitted
             self.kick()
+
+    # --- held questions (long polls) -------------------------------------------------------------
+
+    def moved(self) -> None:
+        """Entries may have moved (left the line, or changed places): held questions look."""
+        self._moved.set()
+        self._moved = asyncio.Event()
+
+    def next_move(self) -> asyncio.Event:
+        """The event set at the next :meth:`moved` (take it before looking, so that a move
+        between the look and the wait is not missed)."""
+        return self._moved
+
+    def turn_key(self, admission_id: str) -> tuple[str, int | None] | None:
+        """What a held question waits to see change: the entry's state and place (under the
+        desk's lock); None for an entry the line does not know."""
+        found = self.lookup(admission_id)
+        if found is None:
+            return None
+        if isinstance(found, Waiting):
+            return (QUEUED, self.places.get(admission_id))
+        return (found.state, None)
+
+    @contextlib.contextmanager
+    def hold(self, admission_id: str) -> Iterator[None]:
+        """While a question about ``admission_id`` is held open: the entry counts as asked for
+        (and when it ends, as just asked)."""
+        self.held[admission_id] = self.held.get(admission_id, 0) + 1
+        try:
+            yield
+        finally:
+            left = self.held.pop(admission_id) - 1
+            if left:
+                self.held[admission_id] = left
+            self.seen(admission_id)
 
     def row(self, w: Waiting) -> dict[str, Any]:
         """An entry as the API shows it."""

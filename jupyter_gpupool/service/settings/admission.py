@@ -63,9 +63,11 @@ class AdmissionSettings(HasTraits):
     queue_heartbeat = Float(
         60.0,
         help="""Seconds a request waiting in line (``"queue": true``) stays in line without its
-        spawner asking for it (``GET api/v1/admissions/{id}``). The spawner asks every few
-        seconds while it waits; a request nobody asks for has lost its spawn (JupyterHub
-        restarted, the user went away) and is dropped, never admitted. After a restart of the
+        spawner asking for it (``GET api/v1/admissions/{id}``). The spawner keeps a question
+        open while it waits (``?wait=20``: the service answers it when the place changes or the
+        turn comes, and the spawner asks again), and a question held open counts as asking; a
+        request nobody asks for has lost its spawn (JupyterHub restarted, the user went away)
+        and is dropped, never admitted. After a restart of the
         service, the entries kept in its database wait this long for their spawners to ask
         again, and are not admitted before they do.
 

@@ -1,10 +1,13 @@
 """The admission API: ``api/v1/admissions`` (admit, or wait in line), one admission or place in
-line (``api/v1/admissions/ID``), and the line itself (``api/v1/queue``). Thin handlers over the
-admission desk and the line (:mod:`jupyter_gpupool.service.admission`).
+line (``api/v1/admissions/ID``, held open with ``?wait=S`` until the place changes), and the line
+itself (``api/v1/queue``). Thin handlers over the admission desk and the line
+(:mod:`jupyter_gpupool.service.admission`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -24,6 +27,10 @@ log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     pass
+
+#: The longest a question about a place in line is held open (``?wait=``): below the
+#: spawner's request timeout and any proxy's idle timeout in front of the service.
+MAX_WAIT = 30.0
 
 
 # --- admissions ----------------------------------------------------------------------------------
@@ -144,10 +151,58 @@ class AdmissionsHandler(APIHandler):
 
 class AdmissionHandler(APIHandler):
     """``GET``: a request waiting in line (its place; asking keeps it in line), how it left the
-    line (admitted, with the placement; cancelled; expired), or a held admission. ``DELETE``:
-    leave the line, or release the held GPUs."""
+    line (admitted, with the placement; cancelled; expired), or a held admission. With
+    ``?wait=S`` (at most :data:`MAX_WAIT`), a request waiting in line is answered when its state
+    or place changes, or after ``S`` seconds, whichever comes first: the spawner learns its turn
+    when it comes, without asking again and again. ``DELETE``: leave the line, or release the
+    held GPUs."""
 
     scopes = {"GET": USE_SCOPE, "DELETE": USE_SCOPE}
+    _holding: asyncio.Future[None] | None = None
+    _gone = False
+
+    def _wait(self) -> float:
+        text = self.get_query_argument("wait", "")
+        if not text:
+            return 0.0
+        try:
+            wait = float(text)
+        except ValueError:
+            raise ApiError(400, f"wait must be a number of seconds, not {text!r}") from None
+        if not wait >= 0:  # also NaN
+            raise ApiError(400, f"wait must be a number of seconds, not {text!r}")
+        return min(wait, MAX_WAIT)
+
+    async def _hold(self, admission_id: str, wait: float) -> None:
+        """Until the entry's state or place changes, or ``wait`` seconds pass (under the lock
+        only to look). The entry counts as asked for meanwhile."""
+        desk = self.ctx.desk
+        line = desk.line
+        if line is None:
+            return
+        async with desk.lock:
+            found = line.lookup(admission_id)
+            if not isinstance(found, Waiting):
+                return  # already left the line (or never in it): answered at once
+            self._check_owner(found.request.user, admission_id)
+            line.seen(admission_id)  # confirms an entry taken up after a restart
+            first = line.turn_key(admission_id)
+        loop = asyncio.get_running_loop()
+        until = loop.time() + wait
+        with line.hold(admission_id):
+            while (left := until - loop.time()) > 0:
+                move = line.next_move()
+                async with desk.lock:
+                    if line.turn_key(admission_id) != first:
+                        return
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(move.wait(), left)
+
+    def on_connection_close(self) -> None:
+        # the spawner went away (cancelled, or its connection was lost): stop holding
+        self._gone = True
+        if self._holding is not None:
+            self._holding.cancel()
 
     def _in_line(self, admission_id: str) -> dict[str, Any] | None:
         line = self.ctx.desk.line
@@ -181,6 +236,17 @@ class AdmissionHandler(APIHandler):
         return res
 
     async def get(self, admission_id: str) -> None:
+        wait = self._wait()
+        if wait > 0:
+            self._holding = asyncio.ensure_future(self._hold(admission_id, wait))
+            try:
+                await self._holding
+            except asyncio.CancelledError:
+                if not self._gone:
+                    raise
+                return  # nobody to answer
+            finally:
+                self._holding = None
         desk = self.ctx.desk
         found = desk.line.lookup(admission_id) if desk.line is not None else None
         if not isinstance(found, Waiting) and found is not None and found.outcome is not None:

@@ -1,0 +1,239 @@
+"""A question about a place in line held open (``GET api/v1/admissions/ID?wait=S``, issue 31):
+the service answers it when the entry's turn comes or its place changes, else after ``S``
+seconds, so a waiting spawner learns its turn when it comes instead of at its next poll.
+
+The truth is what the API answers (the held answer against a fresh ``GET`` of the same entry,
+the line as ``GET api/v1/queue`` lists it) and the simulated cluster's pods, deleted or added by
+the test; times are the test's own clock around those steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+from service_kit import T0, delete_pod, start_pod
+from waiting import async_wait_for
+
+from jupyter_gpupool.client import GPUPoolClient, GPUPoolError
+
+HEARTBEAT = 60.0
+
+
+async def dev_pool_full(service) -> None:
+    """dev-pool's 4 GPUs taken by running servers: alice's 2 and dave's 2."""
+    admin = service.admin()
+    for user, groups in (("alice", ["students"]), ("dave", [])):
+        a = await admin.admit(user=user, groups=groups, pools=["dev-pool"], gpus=2)
+        await start_pod(service.cluster, a, f"{user}-nb")
+
+
+async def in_line(admin, user: str, gpus: int = 2, groups=("students",)) -> dict[str, Any]:
+    return await admin.admit(
+        user=user, groups=list(groups), pools=["dev-pool"], gpus=gpus, queue=True
+    )
+
+
+async def waiting(admin) -> list[str]:
+    """Who waits in line, in order (the queue's list: not asking for anyone's place)."""
+    return [r["user"] for r in (await admin.queue())["queue"]]
+
+
+class Held:
+    """One held question, answered in the background; when the answer came."""
+
+    def __init__(self, client: GPUPoolClient, admission_id: str, wait: float):
+        self.answered_at: float | None = None
+        self.task = asyncio.ensure_future(self._ask(client, admission_id, wait))
+
+    async def _ask(self, client: GPUPoolClient, admission_id: str, wait: float) -> dict[str, Any]:
+        try:
+            return await client.admission(admission_id, wait=wait)
+        finally:
+            self.answered_at = time.monotonic()
+
+    async def answer(self, timeout: float = 10) -> dict[str, Any]:
+        return await asyncio.wait_for(self.task, timeout)
+
+
+async def test_a_held_question_is_answered_when_the_turn_comes(start_service):
+    service = await start_service()
+    admin = service.admin()
+    await dev_pool_full(service)
+    bob = await in_line(admin, "bob")
+    held = Held(admin, bob["id"], wait=20)
+    await asyncio.sleep(0.5)
+    assert not held.task.done()  # nothing changed: still held
+    freed = time.monotonic()
+    await delete_pod(service.cluster, "alice-nb")  # 2 GPUs free: bob's turn
+    got = await held.answer()
+    assert held.answered_at is not None
+    took = held.answered_at - freed
+    assert took < 1.0, f"answered {took:.2f} s after alice's pod was deleted"
+    assert got["state"] == "admitted" and (got["pool"], got["gpus"]) == ("dev-pool", 2)
+    # the same answer a question not held gets now
+    assert got == await admin.admission(bob["id"])
+
+
+async def test_a_held_question_is_answered_when_the_place_changes_else_after_its_wait(
+    start_service,
+):
+    service = await start_service()
+    admin = service.admin()
+    await dev_pool_full(service)
+    bob, carol = await in_line(admin, "bob"), await in_line(admin, "carol", gpus=1)
+    assert (await admin.admission(carol["id"]))["position"] == 2
+    held = Held(admin, carol["id"], wait=20)
+    await asyncio.sleep(0.5)
+    assert not held.task.done()
+    left = time.monotonic()
+    await admin.release(bob["id"])  # bob leaves the line: carol moves up
+    got = await held.answer()
+    assert held.answered_at is not None and held.answered_at - left < 1.0
+    assert (got["state"], got["position"]) == ("queued", 1), got
+    # nothing changes now: answered after its wait, as a question not held would be
+    asked = time.monotonic()
+    got = await admin.admission(carol["id"], wait=1)
+    assert 0.9 <= time.monotonic() - asked < 3
+    assert got == await admin.admission(carol["id"])
+    assert (got["state"], got["position"]) == ("queued", 1)
+
+
+async def test_a_held_question_keeps_the_place_and_one_given_up_does_not(start_service, now):
+    service = await start_service(queue_heartbeat=HEARTBEAT)
+    admin = service.admin()
+    await dev_pool_full(service)
+    bob = await in_line(admin, "bob")
+    line = service.ctx.desk.line
+    spawner = service.admin()  # bob's spawner: its own connection
+    held = Held(spawner, bob["id"], wait=30)
+    await asyncio.sleep(0.3)
+    # longer than the heartbeat with the question held: bob keeps his place
+    now[0] = T0 + HEARTBEAT + 10
+    line.kick()
+    await asyncio.sleep(0.3)
+    assert await waiting(admin) == ["bob"]
+    assert not held.task.done()
+    # the spawner goes away mid-question (its start cancelled): the service stops holding it,
+    # and a heartbeat later the place is gone
+    held.task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await held.task
+    await spawner.close()
+    await asyncio.sleep(0.3)
+    now[0] += HEARTBEAT + 1
+    line.kick()
+    await async_wait_for(
+        lambda: _empty(admin), what="bob's entry dropped once nobody asks", timeout=5
+    )
+    assert (await admin.admission(bob["id"]))["state"] == "expired"
+
+
+async def _empty(admin) -> bool:
+    return await waiting(admin) == []
+
+
+async def test_a_hundred_held_questions_are_all_answered_when_their_turn_comes(start_service):
+    """JupyterHub's ``concurrent_spawn_limit`` (100) spawns waiting in line at once, each with a
+    question held open; GPUs for all of them come at once (13 nodes of 8 GPUs join dev-pool).
+    The users are in no group: each borrows as themselves (a group's limit would keep most in
+    line)."""
+    service = await start_service()
+    admin = service.admin()
+    await dev_pool_full(service)
+    users = [f"user{i:03d}" for i in range(100)]
+    entries = await asyncio.gather(*(in_line(admin, u, gpus=1, groups=()) for u in users))
+    assert {e["state"] for e in entries} == {"queued"}
+    spawners = service.client(service.hub.admin(), max_clients=len(users))
+    asks = [0] * len(users)
+    turns: list[float] = [0.0] * len(users)
+
+    async def wait_turn(i: int, admission_id: str) -> dict[str, Any]:
+        """A waiting spawner: held questions, asked again after each new place."""
+        while True:
+            asks[i] += 1
+            got = await spawners.admission(admission_id, wait=30)
+            if got["state"] != "queued":
+                turns[i] = time.monotonic()
+                return got
+
+    waits = [asyncio.ensure_future(wait_turn(i, e["id"])) for i, e in enumerate(entries)]
+    await asyncio.sleep(1.0)
+    assert not any(w.done() for w in waits) and asks == [1] * len(users)  # all held
+    room = time.monotonic()
+    for i in range(13):
+        service.cluster.add_node(
+            {
+                "name": f"dev-extra-{i}",
+                "labels": {"runwhere.ai/pool": "dev-pool"},
+                "gpu": {"count": 8, "type": "RTX4090-24G", "product": "NVIDIA-GeForce-RTX-4090"},
+            }
+        )
+    answers = await asyncio.wait_for(asyncio.gather(*waits), 20)
+    after = sorted(t - room for t in turns)
+    print(
+        f"100 held questions: turns {after[0]:.2f}-{after[-1]:.2f} s after the nodes came "
+        f"(p50 {after[49]:.2f} s), {sum(asks)} questions"
+    )
+    assert [a["state"] for a in answers] == ["admitted"] * 100
+    assert sorted(a["user"] for a in answers) == users
+    assert after[-1] < 5.0, f"the last answer came {after[-1]:.2f} s after the GPUs"
+    held_now = (await admin.request("GET", "api/v1/admissions")).json()["admissions"]
+    assert sorted(h["user"] for h in held_now) == users  # what the answers said is held
+
+
+async def test_a_held_question_cut_by_a_restart_is_asked_again_and_finds_its_place(
+    start_service, tmp_path
+):
+    db_url = f"sqlite:///{tmp_path / 'line.sqlite'}"
+    service = await start_service(db_url=db_url, queue_heartbeat=HEARTBEAT)
+    await dev_pool_full(service)
+    bob = await in_line(service.admin(), "bob")
+    spawner = GPUPoolClient(service.url, service.hub.admin())
+    try:
+        held = Held(spawner, bob["id"], wait=30)
+        await asyncio.sleep(0.3)
+        stopped = time.monotonic()
+        await service.stop()
+        try:
+            await held.answer()
+            raise AssertionError("a held question outlived its service")
+        except GPUPoolError as e:
+            assert e.status == 0, e  # no answer: the spawner asks again
+        assert held.answered_at is not None and held.answered_at - stopped < 5
+    finally:
+        await spawner.close()
+    await delete_pod(service.cluster, "alice-nb")  # 2 GPUs free while the service is away
+
+    service = await start_service(db_url=db_url, queue_heartbeat=HEARTBEAT)
+    await service.settled()
+    again = service.admin()
+    asked = time.monotonic()
+    # the entry taken up waits for its spawner: the held question itself confirms it
+    got = await again.admission(bob["id"], wait=20)
+    assert time.monotonic() - asked < 2
+    assert got["state"] == "admitted" and got["id"] == bob["id"], got
+    assert [a["user"] for a in await again.admissions()] == ["bob"]
+
+
+async def test_a_wait_that_is_not_a_number_of_seconds_is_refused(start_service):
+    service = await start_service()
+    admin = service.admin()
+    await dev_pool_full(service)
+    bob = await in_line(admin, "bob")
+    for wait in ("soon", "-1", "nan"):
+        try:
+            await admin.request("GET", f"api/v1/admissions/{bob['id']}", params={"wait": wait})
+            raise AssertionError(f"wait={wait} was taken")
+        except GPUPoolError as e:
+            assert (e.status, e.message) == (400, f"wait must be a number of seconds, not {wait!r}")
+    # an admission the service does not know is answered at once, held or not
+    asked = time.monotonic()
+    try:
+        await admin.admission("0123456789abcdef", wait=20)
+        raise AssertionError("an unknown admission was answered")
+    except GPUPoolError as e:
+        assert e.status == 404
+    assert time.monotonic() - asked < 1
