@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .labels import BOOKING_SUBJECT_PREFIX
 from .ledger import session_equivalents, session_hours
 from .wholenumbers import parse_whole
 
@@ -247,11 +248,15 @@ def over_budget(
 
 def pays_for(budget: Budget, server: Any) -> bool:
     """Whether ``budget`` pays for a server (a :class:`~.usagerows.ServerUsage` row) in its
-    pools: a server charged to a group is paid by the group's budget, not its user's; any other
-    server by its user's budget."""
+    pools: a server charged to a group is paid by the group's budget, not its user's; one
+    admitted within a booking (``booking:NAME``) by none (the booking is the admin's word for
+    its window; its hours still count in its user's budget); any other server by its user's
+    budget."""
     if not budget.covers(server.pool):
         return False
     charged = server.charged or ""
+    if charged.startswith(BOOKING_SUBJECT_PREFIX):
+        return False
     if charged.startswith("group:"):
         return bool(budget.subject == charged)
     return budget.kind == "user" and budget.name == server.user

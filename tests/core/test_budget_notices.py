@@ -129,3 +129,15 @@ def test_a_server_charged_to_a_group_is_the_group_budgets_not_its_users():
     found = N.standings([alice, ml_spent], book, RULES, at)
     assert [st.budget for st in N.paying(found, s)] == [ml_spent]
     assert N.due(found, s, {N.key_of(ml_spent): T0 + H}, at, RULES).budget == ml_spent
+
+
+def test_a_server_within_a_booking_is_paid_by_no_budget():
+    alice = Budget("user:alice", gpu_hours=1, window="1d", on_exhausted="stop")
+    book = Book([session("alice", 2, T0, charged="booking:cs231")])
+    at = T0 + 2 * H  # her hours within the booking still count in her budget: spent
+    found = N.standings([alice], book, RULES, at)
+    assert [st.budget for st in found] == [alice]
+    booked = server("alice", charged="booking:cs231")
+    assert N.paying(found, booked) == []  # but no budget stops a server within a booking
+    assert N.due(found, booked, {N.key_of(alice): T0}, at, RULES) is None
+    assert N.paying(found, server("alice")) == found  # her own server still stops
