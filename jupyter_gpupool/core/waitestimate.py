@@ -30,7 +30,6 @@ that waits for its quota rather than for GPUs is estimated as if GPUs were all i
 from __future__ import annotations
 
 import bisect
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -102,6 +101,13 @@ class Estimate:
     pool: str | None = None
 
 
+def median(values: Sequence[float]) -> float:
+    """The median of sorted ``values`` (not empty)."""
+    n = len(values)
+    mid = n // 2
+    return values[mid] if n % 2 else (values[mid - 1] + values[mid]) / 2
+
+
 def expected_end(h: Held, durations: Sequence[float] | None, now: float) -> tuple[float, str]:
     """When ``h`` should end and how that is known (``history``, ``outlived``, ``sure``);
     ``(inf, "")`` when nothing is known of it."""
@@ -110,7 +116,7 @@ def expected_end(h: Held, durations: Sequence[float] | None, now: float) -> tupl
         age = max(0.0, now - h.started)
         longer = durations[bisect.bisect_right(durations, age) :]
         if longer:
-            end, how = h.started + statistics.median(longer), "history"
+            end, how = h.started + median(longer), "history"
         else:
             end, how = now + OUTLIVED, "outlived"
     if h.sure_end is not None and h.sure_end < end:
@@ -185,7 +191,7 @@ def estimate(
         _take(timelines[key], a.units)
         durations = history.of(*key)
         assert durations is not None
-        bisect.insort(timelines[key], _Free(at + statistics.median(durations), a.units))
+        bisect.insort(timelines[key], _Free(at + median(durations), a.units))
         out[a.id] = Estimate(at, wait_words(at - now, key, history.days, decisive), key[0])
     return out
 
