@@ -12,8 +12,12 @@ from typing import Any
 from jinja2 import Environment
 from jupyterhub.services.auth import HubOAuth
 
+from ..core.notices import Notice
+from ..core.usagerows import ServerUsage
+from . import clock
 from .admission.bookingwatch import BookingWatch
 from .admission.desk import AdmissionDesk
+from .admission.waits import sure_end_of
 from .cluster.hubapi import HubAPI
 from .cluster.kube import Kube, KubeError
 from .cluster.watch import ClusterView
@@ -61,6 +65,20 @@ class ServiceContext:
     )
     #: The background loops, by name in ``GET api/v1/health`` (:mod:`.loops`)
     loops: list[Loop] = field(default_factory=list)
+
+    def sure_end(self, server: ServerUsage) -> tuple[float, str] | None:
+        """What ends ``server`` for sure, and when (the wait estimates' sure ends): the idle
+        policy's stop once it warned, a booking's window that stops it (its notice)."""
+        registry, now = self.state.registry, clock.now()
+        notices: list[Notice | None] = []
+        if (server.namespace, server.name) in self.idle.warned:
+            policy = self.idle.policy_for(registry, server.pool)
+            idle = self.idle.state_of(registry, server)
+            if policy is not None and policy.action == "stop" and idle is not None:
+                notices.append(Notice("idle", "", idle.due_at))
+        if self.booking_watch is not None:
+            notices.append(self.booking_watch.notice(server, now))
+        return sure_end_of(notices)
 
     async def user_groups(self, user: str) -> tuple[str, ...]:
         if self.hub is None:
