@@ -20,8 +20,8 @@ Prints the median and p90 of the absolute error against the true admission time 
 each, the requests that had no estimate, and the ratios ``naive_x_ours_p50``/``p90`` (naive's
 error over ours: above 1, ours is closer). Run::
 
-    python benchmarks/bench_estimate.py                 # 200 users, seed 1
-    python benchmarks/bench_estimate.py --users 240 --seed 7
+    python benchmarks/bench_estimate.py                 # 100 users, seed 1
+    python benchmarks/bench_estimate.py --users 140 --seed 7
 """
 
 from __future__ import annotations
@@ -90,7 +90,8 @@ class Estimating(Replay):
                 st = self.clock.state(aid, self.idle)
                 if st is not None and self.now >= st.warn_at:
                     sure = st.due_at  # warned: stopped then unless used again
-            out.append(Held(r.pool, None, r.session.need.gpus, r.start, sure, "an idle stop"))
+            gpus = r.session.need.gpus
+            out.append(Held(r.pool, None, gpus, r.start, sure, "an idle stop", r.node))
         return out
 
     def estimates(self, aid: str) -> tuple[float | None, float | None, float | None]:
@@ -101,8 +102,9 @@ class Estimating(Replay):
             for w, _ in ranked
         ]
         free = {
-            (p, None): sum(self.index.node_free(n) for n in self.index.node_names(p))
+            (p, None, n): self.index.node_free(n)
             for p in self.index.pool_names()
+            for n in self.index.node_names(p)
         }
         ours = estimate(line, self.holding(), free, self.history, self.now)[aid].at
         w = self.waiting[aid]
@@ -145,7 +147,7 @@ def errors(r: Estimating, which: int) -> list[float]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--users", type=int, default=200)
+    parser.add_argument("--users", type=int, default=100)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--patience", type=float, default=24 * 60.0, help="minutes")
     args = parser.parse_args(argv)

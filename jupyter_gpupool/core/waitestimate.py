@@ -21,8 +21,8 @@ and measures its error.
    **no estimate** (``"no estimate yet"``), never a guess; a request gets one from its other
    pools if they have one.
 
-Whole GPUs are counted exactly per pool (their sum, not per node: fragmentation is left out);
-shapes by their units per pool and shape, which is approximate (a MIG layout may change, a
+Whole GPUs are counted per node, as admission counts them (a request needs its GPUs on one
+node); shapes by their units per pool and shape, summed over the nodes, which is approximate (a MIG layout may change, a
 shared GPU's replicas are not its GPU), and the words say so. Quotas are left out: a request
 that waits for its quota rather than for GPUs is estimated as if GPUs were all it needs.
 """
@@ -54,6 +54,7 @@ OUTLIVED = 15 * 60.0
 NO_ESTIMATE = "no estimate yet"
 
 Key = tuple[str, "str | None"]  # (pool, shape id or None for whole GPUs)
+Place = tuple[str, "str | None", "str | None"]  # (pool, shape, node or None)
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ class History:
 @dataclass(frozen=True)
 class Held:
     """What a server (or a reservation) holds: ``units`` of ``shape`` (None: whole GPUs) in
-    ``pool`` since ``started``; ``sure_end``: when something ends it for sure (None: nothing
+    ``pool`` (on ``node``) since ``started``; ``sure_end``: when something ends it for sure (None: nothing
     known), ``sure_why`` in words (``an idle stop``)."""
 
     pool: str
@@ -81,6 +82,8 @@ class Held:
     started: float
     sure_end: float | None = None
     sure_why: str = ""
+    #: The node it runs on (whole GPUs are counted per node: a request needs them on one)
+    node: str | None = None
 
 
 @dataclass(frozen=True)
@@ -155,43 +158,49 @@ def _take(tokens: list[_Free], units: int) -> None:
 def estimate(
     line: Sequence[Ask],
     held: Iterable[Held],
-    free: Mapping[Key, int],
+    free: Mapping[Place, int],
     history: History,
     now: float,
 ) -> dict[str, Estimate]:
     """Each request of ``line`` (in its order) with its estimated admission; ``free``: the
-    units free now per (pool, shape), reservations taken off."""
+    units free now per (pool, shape, node), reservations taken off (node None: the pool as a
+    whole, as shapes are counted)."""
     wanted = {k for a in line for k in a.choices}
-    timelines: dict[Key, list[_Free]] = {k: [] for k in wanted}
-    for k in wanted:
-        if free.get(k, 0) > 0:
-            timelines[k].append(_Free(now, free[k]))
+    # per (pool, shape), per node (None: not told apart), the units coming free in time order
+    timelines: dict[Key, dict[str | None, list[_Free]]] = {k: {} for k in wanted}
+    for (pool, shape, node), n in free.items():
+        if (pool, shape) in wanted and n > 0:
+            timelines[(pool, shape)].setdefault(node, []).append(_Free(now, n))
     for h in held:
         key = (h.pool, h.shape)
         if key not in timelines:
             continue
         end, how = expected_end(h, history.of(*key), now)
         if end != float("inf"):
-            timelines[key].append(_Free(end, max(h.units, 1), how, h.sure_why))
-    for tokens in timelines.values():
-        tokens.sort()
+            node = h.node if h.shape is None else None
+            timelines[key].setdefault(node, []).append(_Free(end, max(h.units, 1), how, h.sure_why))
+    for nodes in timelines.values():
+        for tokens in nodes.values():
+            tokens.sort()
     out: dict[str, Estimate] = {}
     for a in line:
-        best: tuple[float, Key, _Free] | None = None
+        best: tuple[float, Key, str | None, _Free] | None = None
         for key in a.choices:
             if history.of(*key) is None:
                 continue
-            found = _when(timelines[key], a.units)
-            if found is not None and (best is None or found[0] < best[0]):
-                best = (found[0], key, found[1])
+            for node, tokens in timelines[key].items():
+                found = _when(tokens, a.units)
+                if found is not None and (best is None or found[0] < best[0]):
+                    best = (found[0], key, node, found[1])
         if best is None:
             out[a.id] = Estimate(None)
             continue
-        at, key, decisive = best
-        _take(timelines[key], a.units)
+        at, key, node, decisive = best
+        tokens = timelines[key][node]
+        _take(tokens, a.units)
         durations = history.of(*key)
         assert durations is not None
-        bisect.insort(timelines[key], _Free(at + median(durations), a.units))
+        bisect.insort(tokens, _Free(at + median(durations), a.units))
         out[a.id] = Estimate(at, wait_words(at - now, key, history.days, decisive), key[0])
     return out
 

@@ -75,7 +75,7 @@ def test_free_gpus_are_taken_first_then_the_earliest_end():
     got = estimate(
         [Ask("a", (("p", None),), 2)],
         held,
-        {("p", None): 1},
+        {("p", None, None): 1},
         history(p=[600.0, 600.0, 1800.0, 1800.0, 1800.0]),
         NOW,
     )
@@ -106,3 +106,15 @@ def test_shapes_are_counted_per_shape_and_said_approximate():
     assert got["x"].words == (
         "about 15 min, from the last 7 days of p (mig-1g.10gb) (shapes: approximate)"
     )
+
+
+def test_whole_gpus_are_counted_per_node():
+    # one GPU free on each of two nodes: a 2-GPU request needs them on one node, so it waits
+    # for n1's server (10 min), not for nothing
+    held = [Held("p", None, 1, NOW, node="n1"), Held("p", None, 3, NOW - 600, node="n2")]
+    free = {("p", None, "n1"): 1, ("p", None, "n2"): 1}
+    h = history(p=[600.0, 1200.0, 1200.0, 3600.0, 3600.0])
+    # n1's server (age 0): median of all = 1200 s; n2's (age 600): of 1200, 1200, 3600, 3600
+    # the median 2400 s from its start, 1800 s from now
+    got = estimate([Ask("a", (("p", None),), 2)], held, free, h, NOW)
+    assert got["a"].at == NOW + 1200

@@ -91,19 +91,20 @@ class WaitEstimates:
             sure = (now, "a stop under way") if s.state == "terminating" else self.sure_end(s)
             started = parse_time(s.created) or now
             units = s.gpus if not s.shape else max(s.units, 1)
-            held.append(Held(s.pool, s.shape, units, started, *(sure or (None, ""))))
+            end, why = sure or (None, "")
+            held.append(Held(s.pool, s.shape, units, started, end, why, s.node))
         for r in state.reservations:
             if r.pool in pools:
-                held.append(Held(r.pool, r.shape, r.gpus, now))
-        free: dict[tuple[str, str | None], int] = {}
+                held.append(Held(r.pool, r.shape, r.gpus, now, node=r.node))
+        free: dict[tuple[str, str | None, str | None], int] = {}
         for pool in pools:
-            nodes = index.node_names(pool)
-            reserved = sum(state.reservations.pool_nodes(pool).values())
-            free[(pool, None)] = max(0, sum(index.node_free(n) for n in nodes) - reserved)
+            reserved = state.reservations.pool_nodes(pool)
+            for n in index.node_names(pool):
+                free[(pool, None, n)] = max(0, index.node_free(n) - reserved.get(n, 0))
             held_units = state.reservations.pool_units(pool)
             for c in index.shape_counts(pool):
                 if c.shape.id == WHOLE:
                     continue
                 taken = sum(u for (_, res), u in held_units.items() if res == c.shape.resource)
-                free[(pool, c.shape.id)] = max(0, c.free - taken)
+                free[(pool, c.shape.id, None)] = max(0, c.free - taken)
         return estimate(asks, held, free, self.history(), now)
