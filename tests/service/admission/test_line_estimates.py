@@ -75,3 +75,6 @@ async def test_queue_rows_carry_estimates_from_the_ledger(start_service, tmp_pat
     history = service.app.ctx.records.durations.history()
     assert history.of("inference-pool", None) is None
     assert list(history.of("dev-pool", None)) == [1200.0] * 6
+    # the durations are read again by a loop of their own, which the health report lists
+    health = (await admin.request("GET", "api/v1/health")).json()
+    assert "records.durations" in [loop["name"] for loop in health["loops"]]
