@@ -85,8 +85,8 @@ class WaitEstimates:
         ]
         pools = {p for a in asks for p, _ in a.choices}
         held = []
-        for s in index.servers():
-            if s.pool not in pools or not (s.gpus or s.units):
+        for s in (s for pool in pools for s in index.servers(pool)):
+            if s.pool is None or not (s.gpus or s.units):
                 continue
             sure = (now, "a stop under way") if s.state == "terminating" else self.sure_end(s)
             started = parse_time(s.created) or now
