@@ -11,6 +11,7 @@ or the usage changes, so a listing of the line walks it once.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,8 @@ from .. import clock
 
 if TYPE_CHECKING:
     from .line import Line
+
+log = logging.getLogger(__name__)
 
 #: Seconds an estimate is reused when nothing changed (the line, the usage)
 KEEP = 5.0
@@ -72,7 +75,11 @@ class WaitEstimates:
             at = self._kept[0][-1]
             if isinstance(at, float) and 0 <= now - at < KEEP:
                 return self._kept[1]
-        found = self._walk(now)
+        try:
+            found = self._walk(now)
+        except Exception:  # an estimate is advice: the line's answers go on without one
+            log.exception("Wait estimates failed; the line is shown without them")
+            found = {}
         self._kept = ((*key, now), found)
         return found
 
