@@ -206,7 +206,12 @@ def estimate(
 
 
 def _minutes(seconds: float) -> str:
+    """``7 min``, ``25 min``, ``1 h 20 min``: to the minute under 10 minutes, then to 5 minutes,
+    then to 10 from an hour on, so the words (and the spawner's progress line, which follows
+    them) change seldom while the estimate holds."""
     m = max(1, round(seconds / 60))
+    step = 1 if m < 10 else 5 if m < 60 else 10
+    m = max(1, round(m / step) * step)
     if m < 60:
         return f"{m} min"
     h, m = divmod(m, 60)

@@ -118,3 +118,16 @@ def test_whole_gpus_are_counted_per_node():
     # the median 2400 s from its start, 1800 s from now
     got = estimate([Ask("a", (("p", None),), 2)], held, free, h, NOW)
     assert got["a"].at == NOW + 1200
+
+
+def test_the_words_round_coarser_as_the_wait_grows():
+    from jupyter_gpupool.core.waitestimate import wait_words
+
+    words = [wait_words(m * MIN, ("p", None), 30).split(",")[0] for m in (0.5, 7, 23, 62, 97)]
+    assert words == [
+        "any moment now",
+        "about 7 min",
+        "about 25 min",
+        "about 1 h",
+        "about 1 h 40 min",
+    ]
