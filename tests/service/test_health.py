@@ -33,7 +33,14 @@ async def test_health_lists_every_loop_the_watch_and_the_database(start_service)
     answer = await async_wait_for(every_loop_ran, what="every loop to run once", timeout=15)
     loops = loops_by_name(answer)
     assert sorted(loops) == sorted(
-        ["admission.sweep", "usage.samples", "admission.line", "registry.reload"]
+        [
+            "admission.sweep",
+            "usage.samples",
+            "admission.line",
+            "registry.reload",
+            "bookings.windows",
+            "records.durations",
+        ]
     )
     assert loops["admission.sweep"]["interval_seconds"] == 1.0
     assert loops["registry.reload"]["interval_seconds"] == 2

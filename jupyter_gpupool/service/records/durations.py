@@ -1,8 +1,8 @@
 """How long servers ran, per pool and shape, over ``history_days``: what wait estimates read
 (rules: :mod:`jupyter_gpupool.core.waitestimate`).
 
-Loaded from the ledger's ended sessions off the event loop when the service opens its database,
-loaded again by its loop (``records.durations``, every :data:`REFRESH` seconds: sessions older
+Loaded from the ledger's ended sessions off the event loop by its loop (``records.durations``)
+as the service starts, and again every :data:`REFRESH` seconds (sessions older
 than ``history_days`` drop out, and those the database got otherwise come in), and told of
 each session the ledger closes meanwhile (:meth:`DurationBook.closed`), so the line's
 estimates never wait for the database.
@@ -53,8 +53,8 @@ class DurationBook:
         self.days = days
         self.now = now
         self.durations: dict[Key, list[float]] = {}
-        #: Its loads, every REFRESH seconds (the service starts it with the others)
-        self.loop = Loop("records.durations", REFRESH, self.load)
+        #: Its loads: the first as the service starts it with the others, then every REFRESH s
+        self.loop = Loop("records.durations", REFRESH, self.load, first=0)
 
     async def load(self) -> None:
         """Read the ended sessions of the last ``days`` from the database, off the loop."""

@@ -99,7 +99,6 @@ class Records:
         self.ledger.on_open = self.budgets.opened
         self.ledger.on_close = self._closed
         await self.ledger.take_up(await asyncio.to_thread(db.sessions, open_only=True), read_pod)
-        await self.durations.load()
         await self.bookings.load()
 
     def _closed(self, session: Mapping[str, Any], stopped: float) -> None:
