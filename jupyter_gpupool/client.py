@@ -106,6 +106,9 @@ class Admission(TypedDict, total=False):
     queued: bool
     state: str
     position: int | None
+    # issue 31: when it should be admitted (epoch seconds; None: no estimate) and on what basis
+    estimate: float | None
+    estimate_words: str | None
     pools: list[str]
     within_quota: bool
     reasons: str

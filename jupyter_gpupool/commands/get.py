@@ -135,7 +135,8 @@ def waited(row: Mapping[str, Any], now: float) -> str:
 
 
 def queue_columns(now: float) -> tuple[Column, ...]:
-    """``get queue``'s columns: the line as the service orders it (issue 18); ``-o wide`` adds
+    """``get queue``'s columns: the line as the service orders it (issue 18), with each
+    request's wait estimate (issue 31); ``-o wide`` adds
     the GPU type, the subject charged, the entry's id and the service's words."""
     return (
         Column("POSITION", "position"),
@@ -147,6 +148,8 @@ def queue_columns(now: float) -> tuple[Column, ...]:
             "QUOTA", "within_quota", get=lambda r: "within" if r.get("within_quota") else "over"
         ),
         Column("WAITING", "waiting_since", get=lambda r: waited(r, now)),
+        # when it should get in, and on what basis (issue 31)
+        Column("EXPECTED", "estimate_words", get=lambda r: r.get("estimate_words") or "-"),
         Column("GPU TYPE", "gpu_type", wide=True),
         Column("SUBJECT", "subject", wide=True),
         Column("RECLAIMING", "reclaiming", wide=True),

@@ -241,12 +241,17 @@ def promised_pools(ranked: Iterable[tuple[Waiting, Standing]]) -> frozenset[str]
     return frozenset(p for w, s in ranked if w.request.gpus for p in s.within_pools)
 
 
-def waiting_words(gpus: int, position: int | None, pools: Sequence[str]) -> str:
+def waiting_words(
+    gpus: int, position: int | None, pools: Sequence[str], estimate: str | None = None
+) -> str:
     """``waiting for 4 GPUs: position 2 in line for training-pool, inference-pool`` (the
-    service's words for a request in line; the spawner's when the service gave none)."""
+    service's words for a request in line; the spawner's when the service gave none), with
+    its wait estimate's words when given: ``… · about 20 min, from the last 30 days of
+    training-pool`` (:mod:`.waitestimate`)."""
     where = f" for {', '.join(pools)}" if pools else ""
     place = f": position {position}" if position is not None else ""
-    return f"waiting for {gpus_text(gpus)}{place} in line{where}"
+    when = f" · {estimate}" if estimate else ""
+    return f"waiting for {gpus_text(gpus)}{place} in line{where}{when}"
 
 
 def subject_words(subject: str | None) -> str:

@@ -39,6 +39,7 @@ from . import clock
 from .admission.bookingwatch import BookingWatch
 from .admission.desk import AdmissionDesk
 from .admission.line import Line
+from .admission.waits import WaitEstimates
 from .cluster.hubapi import HubAPI
 from .cluster.kube import Kube, default_namespace, make_api_client
 from .cluster.watch import ClusterView
@@ -298,6 +299,11 @@ class GPUPoolService(Application, GPUPoolSettings):
         if ctx.desk.line is not None:
             ctx.view.on_change = ctx.desk.line.kick  # GPUs may have come free
             ctx.loops.append(ctx.desk.line.loop)
+            waits = WaitEstimates(ctx.desk.line, ctx.records.durations.history)
+            waits.sure_end = ctx.sure_end
+            ctx.desk.line.estimates = waits.of
+        if ctx.records.available:
+            ctx.loops.append(ctx.records.durations.loop)  # the durations read again
         utilization = ctx.utilization
         if utilization.source is not None:
             self.log.info(

@@ -12,8 +12,11 @@ from typing import Any
 from jinja2 import Environment
 from jupyterhub.services.auth import HubOAuth
 
+from ..core.usagerows import ServerUsage
+from . import clock
 from .admission.bookingwatch import BookingWatch
 from .admission.desk import AdmissionDesk
+from .admission.waits import sure_end_of
 from .cluster.hubapi import HubAPI
 from .cluster.kube import Kube, KubeError
 from .cluster.watch import ClusterView
@@ -76,6 +79,12 @@ class ServiceContext:
         self.notices.add(self.budget_watch.notice)
         if self.booking_watch is not None:
             self.notices.add(self.booking_watch.notice)
+
+    def sure_end(self, server: ServerUsage) -> tuple[float, str] | None:
+        """What ends ``server`` for sure, and when (the wait estimates' sure ends): the
+        earliest stop its notices announce (the idle policy's once it warned, a runtime limit,
+        a spent budget's grace, a booking's window that stops it)."""
+        return sure_end_of(self.notices.notices(server, clock.now()))
 
     async def user_groups(self, user: str) -> tuple[str, ...]:
         if self.hub is None:

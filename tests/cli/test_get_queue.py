@@ -37,7 +37,7 @@ from jupyter_gpupool.service import GPUPoolService
 pytestmark = pytest.mark.timeout(180)
 
 TEST_POOLS = Path(__file__).resolve().parents[1] / "service" / "pools"
-HEADER = ["POSITION", "USER", "SERVER", "GPUS", "POOLS", "QUOTA", "WAITING"]
+HEADER = ["POSITION", "USER", "SERVER", "GPUS", "POOLS", "QUOTA", "WAITING", "EXPECTED"]
 WIDE = ["GPU TYPE", "SUBJECT", "RECLAIMING", "ID", "MESSAGE", "REASONS"]
 #: Long enough that nothing leaves the line or gives its GPUs back while the test runs.
 SETTINGS = {"queue_heartbeat": 600.0, "reservation_ttl": 600.0}
@@ -95,6 +95,7 @@ def expected_row(entry: dict[str, Any]) -> dict[str, str]:
         "GPUS": str(entry["gpus"]),
         "POOLS": ",".join(entry["pools"]),
         "QUOTA": "within" if entry["within_quota"] else "over",
+        "EXPECTED": entry["estimate_words"] or "-",
     }
 
 
@@ -161,6 +162,8 @@ async def test_get_queue_shows_the_line_as_the_service_orders_it(cluster, servic
     }
     assert {r["USER"]: r["SERVER"] for r in rows} == {"bob": "small", "carol": "big", "erin": "-"}
     assert {r["POOLS"] for r in rows} == {"dev-pool"}
+    # this service keeps no ledger: no history, so no estimate (issue 31)
+    assert {r["EXPECTED"] for r in rows} == {"no estimate yet"}
     # WAITING: how long each has waited, as an AGE column says it (the service's clock is ours)
     for r, e in zip(rows, line, strict=True):
         shortest, longest = before - e["waiting_since"], after - e["waiting_since"]
@@ -223,6 +226,10 @@ async def test_a_user_sees_their_own_requests_and_an_empty_line_prints_the_heade
         assert await admin.release(answer["id"])  # leaves the line
     assert (await admin.queue())["queue"] == []
     status, out, err = await gpupool("get", "queue")
-    assert (status, out, err) == (0, "POSITION  USER  SERVER  GPUS  POOLS  QUOTA  WAITING\n", "")
+    assert (status, out, err) == (
+        0,
+        "POSITION  USER  SERVER  GPUS  POOLS  QUOTA  WAITING  EXPECTED\n",
+        "",
+    )
     status, out, _ = await gpupool("get", "queue", "-o", "wide")
     assert re.split(r"\s{2,}", out.strip()) == [*HEADER, *WIDE]

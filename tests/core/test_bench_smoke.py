@@ -4,7 +4,8 @@ Each prints one JSON line; the checks are on its shape and its counts: exactly t
 expected, as many measurements as requests asked for, every request answered as it should be (a
 benchmark of 401s or 500s measures nothing), percentiles in order, and each ratio to the baseline
 measured in the same run (named ``A_x_B``: A over B) above 1, except bench_database's ``on_x_off``
-and bench_admission's ``bookings_x_none_p99`` (a cost, about 1: noise puts it on either side). bench_density replays a simulated
+and bench_admission's ``bookings_x_none_p99`` (a cost, about 1: noise puts it on either side), and bench_estimate's
+``naive_per_gpu_x_ours_*`` (a fairer naive estimate, about as close as ours: either side). bench_density replays a simulated
 day and measures no time: its checks are its ledger's (every session ends one way, once; idle
 GPU-hours within held ones; no node over-committed). bench_spawn's smoke test is in
 ``tests/spawner/test_spawner_docs.py``.
@@ -530,3 +531,24 @@ def test_density_benchmark():
             "gpu_hours_held",
             "gpu_hours_idle",
         }
+
+
+def test_estimate_benchmark():
+    """A day replayed with a line: every request in line admitted in the end, each estimated
+    when it joined (the history has every pool), errors in order, ours closer than the naive
+    position x mean duration."""
+    result = run("bench_estimate.py", "--users", 90, "--seed", 1)
+    figures = {
+        f"{who}_{q}_min" for who in ("ours", "naive", "naive_per_gpu") for q in ("p50", "p90")
+    }
+    ratios = {f"{who}_x_ours_{q}" for who in ("naive", "naive_per_gpu") for q in ("p50", "p90")}
+    counts = {"users", "seed", "sessions", "history_sessions", "queued", "admitted_from_line"}
+    assert set(result) == figures | ratios | counts | {"estimated", "no_estimate"}
+    assert (result["users"], result["seed"]) == (90, 1)
+    assert 0 < result["queued"] == result["admitted_from_line"] <= result["sessions"]
+    assert result["estimated"] + result["no_estimate"] == result["queued"]
+    assert result["history_sessions"] > 0 and result["estimated"] > 0
+    for who in ("ours", "naive", "naive_per_gpu"):
+        assert 0 <= result[f"{who}_p50_min"] <= result[f"{who}_p90_min"], who
+    assert result["naive_x_ours_p50"] > 1 and result["naive_x_ours_p90"] > 1
+    assert result["naive_per_gpu_x_ours_p50"] > 0

@@ -139,9 +139,10 @@ def test_launch_queue_then_queue_shows_its_place_and_release_leaves_the_line(
     assert ("GET", "/services/gpupool/api/v1/queue") in fake_hub.requests
     assert lines[0] == "Your servers waiting in line for GPUs (place 1 is next)"
     header, row = (re.split(r"\s{2,}", line) for line in lines[1:])
-    assert header == ["server", "GPUs", "pools", "place in line", "quota", "waiting"]
+    assert header == ["server", "GPUs", "pools", "place in line", "quota", "waiting", "expected"]
     assert row[:5] == ["small", str(WAITING_GPUS), "training-pool", "1", "over quota (borrows)"]
     assert re.fullmatch(r"\d+s", row[5]), row
+    assert row[6] == "\u2014"  # the fake service gives no estimate
     gpupool("release small")
     assert capsys.readouterr().out == "server 'small' stopped\n"
     assert fake_hub.line == {} and fake_hub.admitted == []

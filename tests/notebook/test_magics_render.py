@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 
 from fakehub import LAUNCH_OPTIONS
@@ -237,29 +238,31 @@ def test_pools_report_ends_with_the_budgets():
 
 
 def test_queue_report_lists_the_users_requests_in_line():
-    """``%gpupool queue``: each request's server, GPUs, pools, place (1 = next), quota and how
-    long it has waited (an AGE, as the CLI's); nothing waiting is said in words."""
+    """``%gpupool queue``: each request's server, GPUs, pools, place (1 = next), quota, how
+    long it has waited (an AGE, as the CLI's) and when it should get in (the service's
+    estimate, a dash without one); nothing waiting is said in words."""
     now = 1_700_000_000.0
     entries = [
         {"server": "big", "gpus": 4, "pools": ["training-pool", "inference-pool"],
-         "position": 1, "within_quota": True, "waiting_since": now - 130},
+         "position": 1, "within_quota": True, "waiting_since": now - 130,
+         "estimate_words": "about 20 min, from the last 30 days of training-pool"},
         {"server": "", "gpus": 1, "pools": ["dev-pool"], "position": 3,
-         "within_quota": False, "waiting_since": now - 7200},
+         "within_quota": False, "waiting_since": now - 7200, "estimate_words": "no estimate yet"},
         {"server": "<x>", "gpus": 1, "pools": [], "position": None,
          "within_quota": False, "waiting_since": None},
     ]  # fmt: skip
     report = queue_report(entries, now)
-    assert report.text.splitlines() == [
-        "Your servers waiting in line for GPUs (place 1 is next)",
-        "server            GPUs  pools                          place in line   quota"
-        "                 waiting",
-        "big               4     training-pool, inference-pool  1               within quota"
-        "          2m10s",
-        "(default server)  1     dev-pool                       3               over quota "
-        "(borrows)  120m",
-        "<x>               1     your default pools             not placed yet  over quota "
-        "(borrows)  \u2014",
-    ]
+    split = [re.split(r"\s{2,}", line) for line in report.text.splitlines()[1:]]
+    assert report.text.splitlines()[0] == "Your servers waiting in line for GPUs (place 1 is next)"
+    assert split == [
+        ["server", "GPUs", "pools", "place in line", "quota", "waiting", "expected"],
+        ["big", "4", "training-pool, inference-pool", "1", "within quota", "2m10s",
+         "about 20 min, from the last 30 days of training-pool"],
+        ["(default server)", "1", "dev-pool", "3", "over quota (borrows)", "120m",
+         "no estimate yet"],
+        ["<x>", "1", "your default pools", "not placed yet", "over quota (borrows)", "\u2014",
+         "\u2014"],
+    ]  # fmt: skip
     assert report.html.count("<tr>") == 4 and "&lt;x&gt;" in report.html
     empty = queue_report([], now)
     assert (empty.text, empty.html) == (

@@ -37,8 +37,9 @@ async def test_health_lists_every_loop_the_watch_and_the_database(start_service)
             "admission.sweep",
             "usage.samples",
             "admission.line",
-            "bookings.windows",
             "registry.reload",
+            "bookings.windows",
+            "records.durations",
         ]
     )
     assert loops["admission.sweep"]["interval_seconds"] == 1.0

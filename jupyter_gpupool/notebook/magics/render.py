@@ -233,7 +233,7 @@ def pools_report(launch_options: Mapping[str, Any]) -> Report:
 
 # --- %gpupool queue -----------------------------------------------------------------------------
 
-QUEUE_HEADER = ("server", "GPUs", "pools", "place in line", "quota", "waiting")
+QUEUE_HEADER = ("server", "GPUs", "pools", "place in line", "quota", "waiting", "expected")
 #: What ``%gpupool queue`` says when nothing of the user's waits.
 NOTHING_WAITS = "nothing of yours waits in line"
 
@@ -248,6 +248,8 @@ def queue_rows(entries: Sequence[Mapping[str, Any]], now: float) -> list[tuple[s
             str(e["position"]) if e.get("position") is not None else "not placed yet",
             "within quota" if e.get("within_quota") else "over quota (borrows)",
             _waited(e.get("waiting_since"), now),
+            # when it should get in, and on what basis (issue 31)
+            str(e.get("estimate_words") or "—"),
         )
         for e in entries
     ]

@@ -56,6 +56,7 @@ from ...core.queue import (
     subject_words,
     waiting_words,
 )
+from ...core.waitestimate import Estimate
 from .. import clock
 from ..loops import Loop
 from .outcome import Desk, Outcome, committed
@@ -113,6 +114,8 @@ class Line:
         #: Entries whose insert is not committed yet: in line, but not shown in the line's
         #: listings (a place shown is a place kept; their spawner has not heard of it either)
         self.unkept: dict[str, Future[None]] = {}
+        #: Each entry's wait estimate (:class:`.waits.WaitEstimates`; None: no estimates)
+        self.estimates: Callable[[], Mapping[str, Estimate]] | None = None
         #: Seconds the last pass took, passes run, requests admitted from the line
         self.last_pass = 0.0
         self.passes = 0
@@ -387,6 +390,7 @@ class Line:
         s = self.standings.get(w.id)
         pools = list(pools_of(w.request, self.state.admission_state()))
         place = self.places.get(w.id)
+        guess = self.estimates().get(w.id) if self.estimates is not None else None
         return {
             "id": w.id,
             "state": QUEUED,
@@ -405,7 +409,16 @@ class Line:
             "subject": subject_words(s.subject) if s else "",
             "waiting_since": w.since,
             "reclaiming": w.id in self.reclaiming,
-            "message": waiting_words(w.request.gpus, place, pools),
+            # when it should be admitted (epoch seconds; None: no estimate) and on what basis
+            "estimate": guess.at if guess is not None else None,
+            "estimate_words": guess.words if guess is not None else None,
+            # with the estimate's words when there is one (``estimate_words`` says when not)
+            "message": waiting_words(
+                w.request.gpus,
+                place,
+                pools,
+                guess.words if guess is not None and guess.at is not None else None,
+            ),
             "reasons": self.reasons.get(w.id, ""),
         }
 
@@ -421,14 +434,17 @@ class Line:
 
     def rows(self, user: str | None = None) -> list[dict[str, Any]]:
         """The line in order (``user``'s entries only when given), entries kept only."""
-        entries = [
-            w
-            for w in self.waiting.values()
+        return [
+            self.row(w)
+            for w in self.ranked()
             if (user is None or w.request.user == user) and self.kept(w)
         ]
+
+    def ranked(self) -> list[Waiting]:
+        """Every entry in line, first in line first."""
         last = Standing(False, float("inf"))
-        entries.sort(key=lambda w: self.standings.get(w.id, last).key(w.seq))
-        return [self.row(w) for w in entries]
+        standings = self.standings
+        return sorted(self.waiting.values(), key=lambda w: standings.get(w.id, last).key(w.seq))
 
     def lengths(self) -> dict[str, int]:
         """Per pool, the requests waiting for it."""

@@ -33,6 +33,7 @@ from ..errors import ApiError
 from ..monitoring.polling import Utilization
 from .bookingbook import BookingBook
 from .budgetbook import BudgetBook
+from .durations import DurationBook
 from .ledger import Ledger, ReadPod
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,8 @@ class Records:
         self.problem = "" if db is not None else "no database is configured"
         #: The bookings made through the API (kept only with a database)
         self.bookings = BookingBook(db)
+        #: How long servers ran, per pool and shape: what wait estimates read
+        self.durations = DurationBook(db, keep_days, lambda: clock.now())
         self._last_prune = float("-inf")
 
     @classmethod
@@ -94,9 +97,14 @@ class Records:
         self.ledger = Ledger(db, index, lambda: clock.now())  # patched in tests: read late
         self.budgets = BudgetBook(self._budget_sessions, lambda: clock.now())
         self.ledger.on_open = self.budgets.opened
-        self.ledger.on_close = self.budgets.closed
+        self.ledger.on_close = self._closed
         await self.ledger.take_up(await asyncio.to_thread(db.sessions, open_only=True), read_pod)
         await self.bookings.load()
+
+    def _closed(self, session: Mapping[str, Any], stopped: float) -> None:
+        if self.budgets is not None:
+            self.budgets.closed(session, stopped)
+        self.durations.closed(session, stopped)
 
     def _budget_sessions(
         self, since: float, users: Sequence[str], charged: Sequence[str]

@@ -100,6 +100,9 @@ class DatabaseSettings(HasTraits):
         90.0,
         help="""How many days of usage samples, server sessions and changes the database keeps.
 
+        The wait estimates of requests in line read the sessions that ended within these days
+        ("about 20 min, from the last 90 days of training-pool").
+
         Example::
 
             c.GPUPoolService.history_days = 365

@@ -1,0 +1,80 @@
+"""Wait estimates in the line's rows (issue 31), from a ledger in a real SQLite database.
+
+The truth is outside the code under test: the sessions are written with SQL before the service
+starts (dev-pool's servers have run 20 minutes each), the running servers' starts are the
+simulated cluster's own pods' ``creationTimestamp``, and the expected times follow the method
+by hand: dev-pool's 4 GPUs are held by two servers of 2 GPUs just started, each expected to run
+the median 20 minutes; bob (2 GPUs, first in line) gets the first to end, carol (1 GPU) the
+second's.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from service_kit import start_pod
+from sqlalchemy import create_engine, text
+
+from jupyter_gpupool.core.ledger import parse_time
+from jupyter_gpupool.db.store import Database
+
+
+async def ask(admin, user: str, gpus: int) -> Any:
+    body = {"user": user, "groups": ["students"], "pools": ["dev-pool"], "gpus": gpus}
+    return await admin.request("POST", "api/v1/admissions", json_body={**body, "queue": True})
+
+
+def seed(url: str, pool: str, durations: list[float], started: float) -> None:
+    """Ended sessions of ``pool`` that ran ``durations``, from ``started``, written with SQL."""
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        for i, d in enumerate(durations):
+            conn.execute(
+                text(
+                    "INSERT INTO server_sessions (pod_uid, namespace, pod, user, server, pool, "
+                    "gpus, over_quota, started, stopped, last_seen, ended) VALUES "
+                    "(:uid, 'default', :pod, 'zoe', '', :pool, 1, 0, :s, :e, :e, 'stopped')"
+                ),
+                {
+                    "uid": f"{pool}-{i}",
+                    "pod": f"old-{i}",
+                    "pool": pool,
+                    "s": started,
+                    "e": started + d,
+                },
+            )
+    engine.dispose()
+
+
+async def test_queue_rows_carry_estimates_from_the_ledger(start_service, tmp_path):
+    url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    db = Database(url)
+    db.open()  # the schema, as the service makes it
+    db.close()
+    seed(url, "dev-pool", [1200.0] * 6, time.time() - 86400)
+    seed(url, "inference-pool", [900.0] * 4, time.time() - 7200)  # one short of an estimate
+    service = await start_service(db_url=url, queue_heartbeat=3600)
+    admin, cluster = service.admin(), service.cluster
+    alice = await admin.admit(user="alice", groups=["students"], pools=["dev-pool"], gpus=2)
+    a = await start_pod(cluster, alice, "alice-nb")
+    dave = await admin.admit(user="dave", groups=[], pools=["dev-pool"], gpus=2)
+    d = await start_pod(cluster, dave, "dave-nb")
+    ends = sorted(parse_time(p["metadata"]["creationTimestamp"]) + 1200 for p in (a, d))
+
+    assert (await ask(admin, "bob", 2)).code == 202
+    assert (await ask(admin, "carol", 1)).code == 202
+    rows = (await admin.request("GET", "api/v1/queue")).json()["queue"]
+    bob, carol = rows
+    assert abs(bob["estimate"] - ends[0]) < 1 and abs(carol["estimate"] - ends[1]) < 1
+    assert bob["estimate_words"] == "about 20 min, from the last 90 days of dev-pool"
+    assert bob["message"] == (
+        "waiting for 2 GPUs: position 1 in line for dev-pool · "
+        "about 20 min, from the last 90 days of dev-pool"
+    )
+    history = service.app.ctx.records.durations.history()
+    assert history.of("inference-pool", None) is None
+    assert list(history.of("dev-pool", None)) == [1200.0] * 6
+    # the durations are read again by a loop of their own, which the health report lists
+    health = (await admin.request("GET", "api/v1/health")).json()
+    assert "records.durations" in [loop["name"] for loop in health["loops"]]
