@@ -103,3 +103,31 @@ def stored_paths(session: Mapping[str, Any]) -> list[str]:
     except ValueError:
         return []
     return [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else []
+
+
+#: How a session ended, as *My GPUs* says it.
+ENDED_WORDS = {
+    ledger.STOPPED: "stopped (by you, an admin, or unseen)",
+    ledger.CULLED: "stopped by the service: its GPUs stayed idle",
+    ledger.RECLAIMED: "stopped by the service: its borrowed GPUs were reclaimed",
+    ledger.LIMIT: "stopped by the service: it ran longer than its limit",
+    ledger.OVER_BUDGET: "stopped by the service: its GPU-hour budget was spent",
+    ledger.FAILED: "failed",
+}
+
+
+def stop_row(session: Mapping[str, Any]) -> dict[str, Any]:
+    """A stopped session as a row of *My GPUs*' recent stops: its server, pool, when it
+    stopped, how (:data:`ENDED_WORDS`) and what its lab saved (:func:`saved_words`)."""
+    ended = str(session.get("ended") or "")
+    return {
+        "key": session.get("pod_uid"),
+        "server": session.get("server") or "",
+        "pool": session.get("pool"),
+        "stopped": session.get("stopped"),
+        "ended": ended,
+        "how": ENDED_WORDS.get(ended, ended),
+        "saved": session.get("saved"),
+        "saved_words": saved_words(session),
+        "paths": stored_paths(session),
+    }

@@ -245,8 +245,8 @@ class Records:
             if s.get("user") == user and s.get("server") == report.server
         ]
         if not mine:
-            name = f"server {report.server!r}" if report.server else "the default server"
-            raise ApiError(404, f"{user} has no running {name} in the ledger")
+            name = f"server {report.server!r}" if report.server else "default server"
+            raise ApiError(404, f"{user} has no {name} running")
         session = max(mine, key=lambda s: float(s.get("started") or 0))
         at = clock.now()
         future = self.db.session_saved(
