@@ -6,7 +6,8 @@
  *   "Details" link to the service's My GPUs page.
  * - A stop within a minute: the documents open in the main area that have unsaved changes are
  *   counted, `docmanager:save-all` saves them, a notification says why ("Saving your work:
- *   this server is stopped at 14:05 UTC (...)") and then how many were saved, and
+ *   this server is stopped at 14:05 UTC because ...") and then how many were saved
+ *   ("1 notebook saved: this server is stopped at ..."), and
  *   `POST /gpupool/saved` tells the server extension which (it records them in the service's
  *   ledger, so that the stop says "3 notebooks saved before the stop").
  */
@@ -16,7 +17,13 @@ import { Notification } from '@jupyterlab/apputils';
 
 import { GPUPoolModel } from './model';
 import { INotice } from './notice';
-import { StopWatcher, announceWords, noticeKey, savedWords, savingWords } from './stopsave';
+import {
+  StopWatcher,
+  announceWords,
+  noticeKey,
+  savedNoticeWords,
+  savingWords
+} from './stopsave';
 
 /** What `POST /gpupool/saved` takes. */
 export interface ISavedReport {
@@ -103,7 +110,7 @@ async function saveWork(
   const saved = before.filter(p => !still.has(p));
   Notification.update({
     id,
-    message: `${savingWords(notice, now)} \u2014 ${savedWords(saved)}`,
+    message: savedNoticeWords(saved, notice, now),
     type: saved.length < before.length ? 'error' : 'warning',
     autoClose: false,
     actions

@@ -39,13 +39,24 @@ export function stopIsNear(notice: INotice, now: number, lead: number = SAVE_LEA
   );
 }
 
-/** `saving your work: this server is stopped at 14:05 UTC (<the notice's words>)`. */
-export function savingWords(notice: INotice, now: number): string {
+/** `this server is stopped at 14:05 UTC because <the notice's words>`. */
+export function stopWords(notice: INotice, now: number): string {
   const when =
     typeof notice.deadline === 'number' && notice.deadline > now
       ? `is stopped at ${clockWords(notice.deadline, now)}`
       : 'is being stopped';
-  return `Saving your work: this server ${when} (${notice.words})`;
+  return `this server ${when} because ${notice.words}`;
+}
+
+/** `Saving your work: this server is stopped at 14:05 UTC because ...` (what comes first
+ * stays in sight: a toast cuts a long message). */
+export function savingWords(notice: INotice, now: number): string {
+  return `Saving your work: ${stopWords(notice, now)}`;
+}
+
+/** `1 notebook saved: this server is stopped at 14:05 UTC because ...`, once saved. */
+export function savedNoticeWords(paths: string[], notice: INotice, now: number): string {
+  return `${savedWords(paths)}: ${stopWords(notice, now)}`;
 }
 
 /** `this server's GPUs have been idle since ...` as a notification: the words, the time left. */
@@ -57,10 +68,11 @@ export function announceWords(notice: INotice, now: number): string {
   return `${notice.words} (${notice.action === 'stop' ? 'this server stops' : 'due'} at ${when})`;
 }
 
-/** `1 notebook saved`, `3 notebooks saved`, `2 documents saved` (a mix), `nothing to save`. */
+/** `1 notebook saved`, `3 notebooks saved`, `2 documents saved` (a mix), `Nothing unsaved to
+ * save`. */
 export function savedWords(paths: string[]): string {
   if (!paths.length) {
-    return 'nothing unsaved: nothing to save';
+    return 'Nothing unsaved to save';
   }
   const notebooks = paths.every(p => p.endsWith('.ipynb'));
   const what = notebooks ? 'notebook' : 'document';

@@ -2,6 +2,7 @@ import {
   SAVE_LEAD,
   StopWatcher,
   announceWords,
+  savedNoticeWords,
   savedWords,
   savingWords
 } from '../src/stopsave';
@@ -70,17 +71,20 @@ describe('the stop watcher', () => {
 describe('the words', () => {
   it('say why the work is saved', () => {
     expect(savingWords(IDLE, NOW + 250)).toBe(
-      `Saving your work: this server is stopped at 08:05 UTC (${IDLE.words})`
+      `Saving your work: this server is stopped at 08:05 UTC because ${IDLE.words}`
     );
     expect(savingWords(IDLE, NOW + 400)).toBe(
-      `Saving your work: this server is being stopped (${IDLE.words})`
+      `Saving your work: this server is being stopped because ${IDLE.words}`
+    );
+    expect(savedNoticeWords(['a.ipynb'], IDLE, NOW + 250)).toBe(
+      `1 notebook saved: this server is stopped at 08:05 UTC because ${IDLE.words}`
     );
     expect(announceWords(IDLE, NOW)).toBe(`${IDLE.words} (this server stops at 08:05 UTC)`);
     expect(announceWords(BUDGET, NOW)).toBe(`${BUDGET.words} (due at 08:00 UTC)`);
   });
 
   it('count what was saved', () => {
-    expect(savedWords([])).toBe('nothing unsaved: nothing to save');
+    expect(savedWords([])).toBe('Nothing unsaved to save');
     expect(savedWords(['a.ipynb'])).toBe('1 notebook saved');
     expect(savedWords(['a.ipynb', 'b/c.ipynb', 'd.ipynb'])).toBe('3 notebooks saved');
     expect(savedWords(['a.ipynb', 'notes.md'])).toBe('2 documents saved');
