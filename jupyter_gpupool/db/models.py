@@ -69,6 +69,12 @@ class ServerSession(Base):
     ended: Mapped[str | None] = mapped_column(String(32), nullable=True)
     #: The last time the idle policy warned that its GPUs were idle (None: never warned)
     idle_warned: Mapped[float | None] = mapped_column(Float, nullable=True, index=True)
+    #: How many documents the user's open lab saved before a stop (None: no lab reported)
+    saved: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    #: When the lab's report came (the service's clock)
+    saved_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: Their paths, a JSON list (at most the first 100)
+    saved_paths: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class ChangeRecord(Base):

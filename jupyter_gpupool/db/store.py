@@ -68,6 +68,9 @@ SESSION_FIELDS = (
     "last_seen",
     "ended",
     "idle_warned",
+    "saved",
+    "saved_at",
+    "saved_paths",
 )
 
 
@@ -252,6 +255,22 @@ class Database(Writer):
             )
 
         self._put("session", write)
+
+    def session_saved(
+        self, pod_uid: str, count: int, paths_json: str, at: float
+    ) -> Future[None] | None:
+        """The user's lab saved ``count`` documents (``paths_json``) before a stop of the
+        session of ``pod_uid``: a durable write, the future of its commit (the API's answer
+        says it is recorded). A later report replaces an earlier one."""
+
+        def write(s: Session) -> None:
+            s.execute(
+                update(ServerSession)
+                .where(ServerSession.pod_uid == pod_uid)
+                .values(saved=count, saved_at=at, saved_paths=paths_json)
+            )
+
+        return self._put("session", write, durable=True)
 
     def queue_add(self, entry: Mapping[str, Any], durable: bool = False) -> Future[None] | None:
         """A request is put in line (``entry``: ``id``, ``seq``, ``since``, ``user``,

@@ -173,6 +173,22 @@ class UserSession:
         util = body.get("utilization") or {}
         return ServerUse(own_row(rows, self.placement), util.get("source"), util.get("problem"))
 
+    async def record_saved(
+        self, count: int, paths: Sequence[str], notice: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        """Tell the service that this server's lab saved ``count`` documents (``paths``)
+        before the stop ``notice`` announced (``POST api/v1/servers/saved``): the ledger keeps
+        it on this server's session, and the stop says so."""
+        self.user  # noqa: B018 - NotConfigured outside a JupyterHub server
+        body = {
+            "server": self.placement.server,
+            "count": count,
+            "paths": list(paths),
+            "notice": dict(notice) if notice else None,
+        }
+        answer = await self.service().request("POST", "api/v1/servers/saved", json_body=body)
+        return dict(answer.json())
+
     async def queue(self) -> list[dict[str, Any]]:
         """The user's requests waiting in line for GPUs, first in line first (the service's
         ``GET api/v1/queue`` answers a user's token with their own entries)."""

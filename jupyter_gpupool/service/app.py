@@ -229,6 +229,7 @@ class GPUPoolService(Application, GPUPoolSettings):
             self.db_url, raw_days=self.history_raw_days, keep_days=self.history_days
         )
         records.bookings.durable_timeout = self.durable_timeout
+        records.durable_timeout = self.durable_timeout
         records.bookings.on_change = state.set_stored_bookings
         return ServiceContext(
             state=state,

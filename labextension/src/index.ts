@@ -1,6 +1,7 @@
 /**
  * jupyter-gpupool: a status bar item showing the GPU pool this server runs in; a click opens a
- * side panel with pool availability and the user's servers.
+ * side panel with pool availability and the user's servers. The server's notices are announced
+ * as JupyterLab notifications, and the open documents are saved before a stop (src/savework.ts).
  */
 
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
@@ -9,6 +10,7 @@ import { IStatusBar } from '@jupyterlab/statusbar';
 import { GPUPoolModel } from './model';
 import { GPUPoolPanel } from './panel';
 import { requestAPI } from './request';
+import { watchStops } from './savework';
 import { GPUPoolStatus } from './status';
 
 const plugin: JupyterFrontEndPlugin<void> = {
@@ -17,10 +19,15 @@ const plugin: JupyterFrontEndPlugin<void> = {
   autoStart: true,
   optional: [IStatusBar],
   activate: (app: JupyterFrontEnd, statusBar: IStatusBar | null) => {
+    const model = new GPUPoolModel({ fetch: route => requestAPI(route) });
+    // before a stop the documents are saved, with or without a status bar
+    watchStops(app, model, report =>
+      requestAPI('saved', { method: 'POST', body: JSON.stringify(report) })
+    );
+    void model.poll.start();
     if (!statusBar) {
       return;
     }
-    const model = new GPUPoolModel({ fetch: route => requestAPI(route) });
     let panel: GPUPoolPanel | null = null;
     const open = () => {
       if (!panel || panel.isDisposed) {
@@ -36,7 +43,6 @@ const plugin: JupyterFrontEndPlugin<void> = {
       rank: 100,
       isActive: () => true
     });
-    void model.poll.start();
   }
 };
 

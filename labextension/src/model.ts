@@ -39,6 +39,8 @@ export interface IStatus {
   node: string | null;
   user: string | null;
   server: string;
+  /** The service's pages (My GPUs) as the browser reaches them: `/services/gpupool/`. */
+  pages_url?: string | null;
 }
 
 /** One pool of `GET /gpupool/pools` (the service's launch options). */
@@ -97,6 +99,8 @@ export interface IGPUUse {
   idle?: IIdle | null;
   /** The most urgent warning about the server (idle, runtime, budget, booking), or null. */
   notice?: INotice | null;
+  /** Every warning about the server, most urgent first (issue 31: each is announced). */
+  notices?: INotice[] | null;
 }
 
 /** `GET /gpupool/use`: what this server's GPUs do, with the server's clock. */

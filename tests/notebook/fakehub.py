@@ -258,6 +258,14 @@ class ServersHandler(Base):
         self.send_json(200, real_answers.servers(self.fake.state, "alice"))
 
 
+class SavedHandler(Base):
+    def post(self) -> None:
+        # the service keeps it on alice's session (issue 31): the fake keeps the body
+        body = json.loads(self.request.body)
+        self.fake.saved.append(body)
+        self.send_json(200, {"user": "alice", "server": body["server"], "saved": body["count"]})
+
+
 class QueueHandler(Base):
     def get(self) -> None:
         # the token is alice's server's: her entries, first in line first
@@ -276,6 +284,8 @@ class FakeHub:
         self.requests: list[tuple[str, str]] = []
         self.started: list[tuple[str, dict[str, Any]]] = []
         self.stopped: list[str] = []
+        #: the bodies of ``POST api/v1/servers/saved``
+        self.saved: list[dict[str, Any]] = []
         self.servers: dict[str, dict[str, Any]] = {"": {"name": "", "ready": True}}
         #: starts waiting in line (``"queue": true``), by server: their rows of api/v1/queue
         self.line: dict[str, dict[str, Any]] = {}
@@ -387,6 +397,7 @@ class FakeHub:
                 (r"/hub/api/users/([^/]+)/servers/([^/]*)/progress", ProgressHandler),
                 (r"/services/gpupool/api/v1/launch-options", LaunchOptionsHandler),
                 (r"/services/gpupool/api/v1/servers", ServersHandler),
+                (r"/services/gpupool/api/v1/servers/saved", SavedHandler),
                 (r"/services/gpupool/api/v1/queue", QueueHandler),
             ],
             fake=self,

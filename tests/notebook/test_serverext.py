@@ -120,6 +120,8 @@ def test_status(server):
         "node": "gpu-node-1",
         "user": "alice",
         "server": "",
+        # the notifications' Details link: the service's pages under the hub's base URL
+        "pages_url": "/services/gpupool/",
     }
 
 
@@ -153,6 +155,7 @@ def test_servers_join_the_hub_and_the_service(server):
         "measured_at": None,
         "idle": None,
         "notice": None,
+        "notices": [],
     }
 
 
@@ -211,6 +214,7 @@ def test_use_asks_the_service_for_this_servers_row(server):
         "measured_at": None,
         "idle": None,
         "notice": None,
+        "notices": [],
         "source": "none",
         "problem": "no GPU utilization source is configured",
         "error": None,
@@ -253,7 +257,7 @@ def test_use_body_passes_on_what_the_gpus_do():
     row = {"server": "", "gpu_utilization": 45.0, "gpu_utilization_max": 90.0,
            "gpu_memory_used_mib": 31744, "gpu_memory_total_mib": 163840,
            "measured_at": 1.0e9 + 3600, "gpu_utilization_history": [[1.0e9, 45.0]],
-           "idle": idle, "notice": notice}  # fmt: skip
+           "idle": idle, "notice": notice, "notices": [notice]}  # fmt: skip
     body = use_body(ServerUse(row, "dcgm", None), now=1.0e9 + 3605)
     assert body == {
         "gpu_utilization": 45.0,
@@ -263,6 +267,7 @@ def test_use_body_passes_on_what_the_gpus_do():
         "measured_at": 1.0e9 + 3600,
         "idle": idle,
         "notice": notice,
+        "notices": [notice],
         "source": "dcgm",
         "problem": None,
         "error": None,
@@ -271,3 +276,48 @@ def test_use_body_passes_on_what_the_gpus_do():
     assert use_body(ServerUse(None, "dcgm"), now=1.0)["error"] == (
         "the gpupool service counts no pod of this server"
     )
+
+
+def post(url, body, token=TOKEN):
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"token {token}"
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def test_saved_work_is_forwarded_to_the_service_once_per_document(server):
+    """``POST /gpupool/saved`` (issue 31): each page of the lab reports what it saved before a
+    stop; the service is told the documents of every page for that notice, each once."""
+    url, hub = server
+    notice = {"kind": "idle", "deadline": 1_800_000_000}
+    before = len(hub.saved)
+    assert post(f"{url}/gpupool/saved", {"count": 1, "paths": ["a.ipynb"]}, token=None)[0] == 403
+    assert len(hub.saved) == before
+    code, body = post(
+        f"{url}/gpupool/saved", {"count": 2, "paths": ["a.ipynb", "b.ipynb"], "notice": notice}
+    )
+    assert code == 200, body
+    # a second tab of the same lab saved b (again) and c
+    code, body = post(
+        f"{url}/gpupool/saved", {"count": 2, "paths": ["b.ipynb", "c.md"], "notice": notice}
+    )
+    assert code == 200, body
+    assert hub.saved[before:] == [
+        {"server": "", "count": 2, "paths": ["a.ipynb", "b.ipynb"], "notice": notice},
+        {"server": "", "count": 3, "paths": ["a.ipynb", "b.ipynb", "c.md"], "notice": notice},
+    ]
+    # another notice starts afresh
+    other = {"kind": "runtime", "deadline": 1_800_000_500}
+    code, _ = post(f"{url}/gpupool/saved", {"count": 0, "paths": [], "notice": other})
+    assert code == 200
+    assert hub.saved[-1] == {"server": "", "count": 0, "paths": [], "notice": other}
+    for bad in ({"count": -1}, {"count": 1, "paths": "a"}, [1]):
+        code, body = post(f"{url}/gpupool/saved", bad)
+        assert code == 400, (bad, body)
+    assert len(hub.saved) == before + 3

@@ -14,6 +14,9 @@ scopes the spawner chose), never with the browser's.
   be stopped), with this server's clock (``now``) so that the page can say the time left on its
   own clock. A server without GPUs answers at once; a service that cannot be asked is a 200
   with ``error`` (the status item keeps its label).
+- ``POST /gpupool/saved``: the lab saved its documents before a stop (issue 31); the paths
+  every page of this server reported for that notice are joined (two tabs of the lab save the
+  same notebook once) and the service's ledger is told (``POST api/v1/servers/saved``).
 """
 
 from __future__ import annotations
@@ -34,7 +37,18 @@ from ...hubclient import HubError
 from ..session import NO_POD, NotConfigured, ServerUse, UserSession
 
 
-def status_body(placement: Placement) -> dict[str, Any]:
+def pages_url(environ: Mapping[str, str]) -> str:
+    """The service's pages (My GPUs) as the browser reaches them: under the hub's public URL
+    when JupyterHub says it, else under its base URL on this page's host
+    (``/services/gpupool/``)."""
+    public = environ.get("JUPYTERHUB_PUBLIC_URL", "").strip()
+    if public:
+        return public.rstrip("/") + "/services/gpupool/"
+    base = environ.get("JUPYTERHUB_BASE_URL", "").strip() or "/"
+    return url_path_join(base, "services/gpupool/")
+
+
+def status_body(placement: Placement, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The status item's data: the label it shows and the fields the side panel lists."""
     p = placement
     return {
@@ -53,6 +67,8 @@ def status_body(placement: Placement) -> dict[str, Any]:
         "node": p.node,
         "user": p.user,
         "server": p.server,
+        # the notifications' "Details" link (issue 31)
+        "pages_url": pages_url(os.environ if environ is None else environ),
     }
 
 
@@ -66,6 +82,8 @@ USE_KEYS = (
     "idle",
     # the most urgent warning (idle, runtime, budget, booking): words, deadline, action
     "notice",
+    # all of them, most urgent first: the lab announces each (issue 31)
+    "notices",
 )
 
 
@@ -185,6 +203,46 @@ class UseHandler(GPUPoolHandler):
         self.write_json(await server_use_body(self.placement()))
 
 
+def saved_key(notice: Any) -> str:
+    """The notice a save was for, as the reports of several pages are joined: its kind and
+    deadline."""
+    if not isinstance(notice, Mapping):
+        return ""
+    return f"{notice.get('kind')}@{notice.get('deadline')}"
+
+
+def join_saved(seen: dict[str, list[str]], body: Any) -> tuple[int, list[str], Any]:
+    """A page's report (``{"count", "paths", "notice"}``) joined to those of the other pages
+    for the same notice: ``(count, paths, notice)``. ValueError says what is wrong."""
+    if not isinstance(body, Mapping):
+        raise ValueError('the body is {"count": N, "paths": [...], "notice": {...}}')
+    count, paths, notice = body.get("count"), body.get("paths", []), body.get("notice")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ValueError(f"count is a whole number, not {count!r}")
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        raise ValueError("paths is a list of the saved documents' paths")
+    key = saved_key(notice)
+    known = seen.setdefault(key, [])
+    known.extend(p for p in paths if p not in known)
+    # a page that counted documents it could not name adds them (paths tell only so much)
+    return max(len(known), count), list(known), notice
+
+
+class SavedHandler(GPUPoolHandler):
+    @web.authenticated
+    async def post(self) -> None:
+        seen = self.settings.setdefault("gpupool_saved", {})
+        try:
+            count, paths, notice = join_saved(seen, json.loads(self.request.body or b"null"))
+        except ValueError as e:
+            return self.fail(400, str(e))
+
+        async def record(session: UserSession) -> dict[str, Any]:
+            return await session.record_saved(count, paths, notice)
+
+        await self.answer(record)
+
+
 def setup_handlers(web_app: Any) -> None:
     base = url_path_join(web_app.settings["base_url"], "gpupool")
     web_app.add_handlers(
@@ -194,5 +252,6 @@ def setup_handlers(web_app: Any) -> None:
             (url_path_join(base, "pools"), PoolsHandler),
             (url_path_join(base, "servers"), ServersHandler),
             (url_path_join(base, "use"), UseHandler),
+            (url_path_join(base, "saved"), SavedHandler),
         ],
     )

@@ -24,6 +24,7 @@ from ...core.budgets import Budget
 from ...core.history import parse_range
 from ...core.queue import Waiting
 from ...core.reservations import Reservation
+from ...core.savedwork import SavedReport
 from ...core.usage import UsageIndex
 from ...core.utilization import PodUtilization, busy_gpus
 from ...db.store import RESERVATION_FIELDS, Database, DatabaseError, SchemaTooNew
@@ -61,6 +62,8 @@ class Records:
         self.bookings = BookingBook(db)
         #: How long servers ran, per pool and shape: what wait estimates read
         self.durations = DurationBook(db, keep_days, lambda: clock.now())
+        #: Seconds a durable write (a lab's saved work) may take before the answer is a 503
+        self.durable_timeout = 5.0
         self._last_prune = float("-inf")
 
     @classmethod
@@ -235,6 +238,56 @@ class Records:
             text = r.pop("equivalents", None)
             out.append(Reservation(**r, equivalents=parse_amount(text) if text else None))
         return out
+
+    # --- work saved before a stop (issue 31) -----------------------------------------------------
+
+    async def saved(self, user: str, report: SavedReport) -> dict[str, Any]:
+        """``user``'s lab saved ``report.count`` documents of server ``report.server``: kept on
+        the server's open session once committed; its fields as the ledger now has them."""
+        if not self.available or self.ledger is None:
+            raise ApiError(503, f"The ledger is not available: {self.status()}")
+        assert self.db is not None
+        mine = [
+            s
+            for s in self.ledger.open.values()
+            if s.get("user") == user and s.get("server") == report.server
+        ]
+        if not mine:
+            name = f"server {report.server!r}" if report.server else "default server"
+            raise ApiError(404, f"{user} has no {name} running")
+        session = max(mine, key=lambda s: float(s.get("started") or 0))
+        at = clock.now()
+        future = self.db.session_saved(
+            str(session["pod_uid"]), report.count, report.paths_json(), at
+        )
+        try:
+            assert future is not None
+            await asyncio.wait_for(asyncio.wrap_future(future), self.durable_timeout)
+        except Exception as e:  # DatabaseError, or late (TimeoutError)
+            why = str(e) or f"no commit within {self.durable_timeout:g} s"
+            raise ApiError(503, f"the saved work could not be recorded ({why})") from None
+        session.update(saved=report.count, saved_at=at, saved_paths=report.paths_json())
+        return {
+            "user": user,
+            "server": report.server,
+            "pod": session.get("pod"),
+            "saved": report.count,
+            "saved_at": at,
+            "paths": list(report.paths),
+        }
+
+    async def recent_stops(self, user: str, since: float, n: int = 10) -> list[dict[str, Any]]:
+        """``user``'s ``n`` latest sessions that ended at or after ``since``, latest first
+        (*My GPUs*: how each ended and what its lab saved)."""
+        if not self.available:
+            raise ApiError(503, f"The ledger is not available: {self.status()}")
+        assert self.db is not None
+        try:
+            rows = await asyncio.to_thread(self.db.sessions, since=since, users=[user])
+        except Exception as e:
+            raise ApiError(503, f"cannot read the ledger: {e}") from None
+        ended = [r for r in rows if r["stopped"] is not None and r["user"] == user]
+        return sorted(ended, key=lambda r: r["stopped"], reverse=True)[:n]
 
     # --- what the pages and the API read ---------------------------------------------------------
 

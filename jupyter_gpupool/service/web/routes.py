@@ -11,7 +11,7 @@ from typing import Any
 
 import tornado.web
 
-from . import admissionapi, api, bookingapi
+from . import admissionapi, api, bookingapi, savedapi
 from .pages import admin, base, bookings, idle, nodes, pools, reports, user
 from .pages.templating import STATIC
 
@@ -36,6 +36,7 @@ def route_table(prefix: str) -> list[tuple[str, type[tornado.web.RequestHandler]
         (v1 + "nodes.csv", api.NodesCSVHandler),
         (v1 + "nodes/([^/]+)/labels", api.NodeLabelsHandler),
         (v1 + "servers", api.ServersHandler),
+        (v1 + "servers/saved", savedapi.SavedWorkHandler),
         (v1 + "idle", api.IdleHandler),
         (v1 + "quotas", api.QuotasHandler),
         (v1 + "usage", api.UsageHandler),

@@ -218,6 +218,10 @@ TABLE: dict[tuple[str, str], Row] = {
         "api/v1/nodes/node-6/labels", "admin", body={"labels": {"example.org/t": "1"}}
     ),
     ("api/v1/servers", "GET"): Row("api/v1/servers?pool=dev-pool", "use"),
+    # no such server running: 404 (503 without a ledger), only past the door
+    ("api/v1/servers/saved", "POST"): Row(
+        "api/v1/servers/saved", "use", (404, 503), {"server": "none-such", "count": 0}
+    ),
     ("api/v1/idle", "GET"): Row("api/v1/idle", "admin"),
     ("api/v1/health", "GET"): Row("api/v1/health", "admin"),
     ("api/v1/quotas", "GET"): Row("api/v1/quotas", "use"),

@@ -1,8 +1,9 @@
 """*My GPUs* (``{prefix}``), every user's own page: the pools they may use with their free GPUs,
 their quota in each (:func:`quota_text`), their servers and requests waiting in line, the
-bookings they are in (by name or group: the current or next window of each), and their
-own GPU-hours from the ledger (:func:`own_gpu_hours`; when the database is missing or down the
-page says why and shows the rest)."""
+bookings they are in (by name or group: the current or next window of each), their servers
+stopped lately with how and what their lab saved before the stop (:func:`recent_stops`), and
+their own GPU-hours from the ledger (:func:`own_gpu_hours`; when the database is missing or down
+the page says why and shows the rest)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ....core.bookingrows import booking_row, is_member
+from ....core.savedwork import stop_row
 from ... import clock, views
 from ...errors import ApiError
 from .admin import sentence
@@ -62,6 +64,7 @@ class UserPage(PageHandler):
         cap = views.quotas(reg, index, res, name, groups)["caps"]["users"].get(name)
         hours, hours_problem = await own_gpu_hours(self.ctx.records, name)
         now = clock.now()
+        stops, stops_problem = await recent_stops(self.ctx.records, name, now)
         mine = index.servers(user=name)
         table = server_table(self.ctx, mine, len(mine))
         self.render_page(
@@ -77,10 +80,29 @@ class UserPage(PageHandler):
             has_line=self.ctx.desk.line is not None,
             hours=hours,
             hours_problem=hours_problem,
+            stops=stops,
+            stops_problem=stops_problem,
+            stops_days=RECENT_STOP_DAYS,
             bookings=[
                 booking_row(b, now, views.iso) for b in state.bookings if is_member(b, name, groups)
             ],
         )
+
+
+#: How far back *My GPUs* lists the user's stopped servers.
+RECENT_STOP_DAYS = 7
+
+
+async def recent_stops(records: Any, user: str, now: float) -> tuple[list[dict[str, Any]], str]:
+    """``user``'s servers stopped in the last :data:`RECENT_STOP_DAYS` (the latest ten), each
+    with how it ended and what its lab saved before the stop; or none and why."""
+    try:
+        sessions = await records.recent_stops(user, now - RECENT_STOP_DAYS * 86400)
+    except ApiError as e:
+        if e.status == 503:
+            return [], sentence(e.message)
+        raise
+    return [stop_row(s) for s in sessions], ""
 
 
 #: The periods of a user's own GPU-hours on *My GPUs*.
