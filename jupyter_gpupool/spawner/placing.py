@@ -59,6 +59,7 @@ from .podtraits import POOL_TRAITS, admission_overrides, pool_trait_values, with
 from .progress import ProgressLog, merge_progress, with_decision
 from .scheduling import Scheduling, rotate_after, scheduling
 from .service import PlaceLost, ServiceUnavailable, admit, in_line, release
+from .waiters import NoBatch, Waiters, waiters_for
 
 #: How often a pending pod is looked at in the reflectors (no request is made).
 WATCH_SECONDS = 0.1
@@ -282,6 +283,7 @@ class PlacingSpawner(ChoosingSpawner):
         row: Mapping[str, Any] = entry
         shown: str | None = None
         failing_since: float | None = None
+        waiters = self._waiters()
         try:
             while True:
                 standing = InLine.of(row)
@@ -296,8 +298,8 @@ class PlacingSpawner(ChoosingSpawner):
                     )
                     raise SpawnRefused(503, queue_timeout_message(self.start_timeout, waited, row))
                 try:
-                    answer = await in_line(
-                        self._service, admission_id, wait=min(QUEUE_WAIT_SECONDS, deadline - now)
+                    answer = await self._next_in_line(
+                        waiters, row, wait=min(QUEUE_WAIT_SECONDS, deadline - now)
                     )
                 except ServiceUnavailable as e:
                     failed = loop.time()
@@ -313,6 +315,8 @@ class PlacingSpawner(ChoosingSpawner):
                     self._in_line = None  # nothing left to leave
                     raise
                 failing_since = None
+                if answer is None:
+                    continue  # nothing new within its wait (asked with the others)
                 state = answer.get("state")
                 if state == "queued":
                     same = InLine.of(answer) == standing
@@ -329,10 +333,39 @@ class PlacingSpawner(ChoosingSpawner):
                     409, left_line_message(str(state), str(answer.get("message") or ""))
                 )
         finally:
+            waiters.leave(admission_id)
             if self._in_line == admission_id:  # given up, failed or cancelled while in line
                 await self._leave_line(admission_id)
             if isinstance(self._progress.decision, InLine):
                 self._progress.decision = None  # no longer in line
+
+    def _waiters(self) -> Waiters:
+        """This process's waiting starts against this service (one question for all)."""
+        return waiters_for(
+            self.service_url,
+            self.service_token,
+            self._new_client,
+            wait=lambda: QUEUE_WAIT_SECONDS,
+            retry=lambda: QUEUE_RETRY_SECONDS,
+            least=lambda: QUEUE_POLL_SECONDS,
+        )
+
+    async def _next_in_line(
+        self, waiters: Waiters, row: Mapping[str, Any], wait: float
+    ) -> dict[str, Any] | None:
+        """The entry's new row (``row``: the last one heard), None if nothing new came within
+        ``wait`` seconds: asked with the process's other waiting starts, else alone (a service
+        without the batch question)."""
+        admission_id = str(row["id"])
+        if waiters.batch:
+            if not waiters.waits(admission_id):
+                waiters.join(admission_id, row)
+            try:
+                return await waiters.answer(admission_id, wait)
+            except NoBatch:
+                waiters.leave(admission_id)
+                self.log.info("%s: the service has no batch question; asks alone", self._log_name)
+        return await in_line(self._service, admission_id, wait=wait)
 
     def _schedule_wait(self, pool: str) -> float:
         return self.pool_schedule_timeouts.get(pool, self.pool_schedule_timeout)

@@ -35,7 +35,7 @@ from jupyter_gpupool.client import GPUPoolClient
 from jupyter_gpupool.core.launchoptions import Catalog, PoolChoice
 from jupyter_gpupool.core.usage import UsageIndex
 from jupyter_gpupool.service import GPUPoolService
-from jupyter_gpupool.service.web import admissionapi
+from jupyter_gpupool.service.web import admissionapi, waitapi
 from jupyter_gpupool.sim import SimCluster
 from jupyter_gpupool.spawner import GPUPoolSpawner, placing
 from jupyter_gpupool.spawner.errors import OptionsError, SpawnRefused
@@ -83,15 +83,25 @@ async def pool_service(sim_cluster: SimCluster, tmp_path: Path) -> AsyncIterator
 
 
 def count_asks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The ids the spawner asks about, one entry per ask."""
+    """The ids the spawners ask about, one entry per ask: an id alone (``GET
+    api/v1/admissions/ID``), or the ids asked together (``POST api/v1/admissions/wait``),
+    sorted and joined by commas."""
     asked: list[str] = []
     ask = placing.in_line
+    together = GPUPoolClient.admissions_wait
 
     async def counted(link: Any, admission_id: str, wait: float = 0.0) -> dict[str, Any]:
         asked.append(admission_id)
         return await ask(link, admission_id, wait=wait)
 
+    async def counted_together(
+        client: GPUPoolClient, heard: dict[str, Any], wait: float = 0.0
+    ) -> dict[str, Any]:
+        asked.append(",".join(sorted(heard)))
+        return await together(client, heard, wait=wait)
+
     monkeypatch.setattr(placing, "in_line", counted)
+    monkeypatch.setattr(GPUPoolClient, "admissions_wait", counted_together)
     return asked
 
 
@@ -109,6 +119,17 @@ def fast_polls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def asks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The spawner's own timing (questions held 20 s); the ids it asked about, one per ask."""
     return count_asks(monkeypatch)
+
+
+@pytest.fixture
+def no_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A service older than ``POST api/v1/admissions/wait``: it answers that question 405 (as
+    one would, where ``wait`` is taken for an admission's id)."""
+
+    async def post(handler: waitapi.AdmissionsWaitHandler) -> None:
+        raise tornado.web.HTTPError(405)
+
+    monkeypatch.setattr(waitapi.AdmissionsWaitHandler, "post", post)
 
 
 USERS = {
@@ -316,19 +337,22 @@ async def test_a_held_question_cut_by_a_service_restart_is_asked_again_and_keeps
 
 
 async def test_a_service_that_answers_at_once_is_asked_once_a_second(
-    user_spawner, admin, sim_cluster, asks, monkeypatch
+    user_spawner, admin, sim_cluster, asks, monkeypatch, no_batch
 ):
     """A service older than held questions ignores ``wait`` and answers at once: the spawner
-    asks it once a second (the old polls, faster), not in a tight loop."""
+    asks it once a second (the old polls, faster), not in a tight loop. (Older than the batch
+    question too: the spawner asks its place alone, after one refused batch question.)"""
     monkeypatch.setattr(admissionapi, "MAX_WAIT", 0.0)  # wait=20 is held 0 s: an old service
     alice = await take_dev_pool(user_spawner)
     bob = user_spawner("bob")
     bob.user_options = {"pools": ["dev-pool"], "gpus": 2, "queue": True}
     start = asyncio.ensure_future(bob.start())
     await wait_line(admin, [("bob", 1)])
+    await asyncio.sleep(0.5)
     before = len(asks)
     await asyncio.sleep(3)
     assert 2 <= len(asks) - before <= 4, asks
+    assert asks[0] == asks[1]  # the refused batch question, then the single one
     assert bob._progress.messages == [QUEUED_BOB]  # the same place is not said again
     await alice.stop()
     await asyncio.wait_for(start, 15)
@@ -527,8 +551,9 @@ async def flaky(pool_service: Running) -> AsyncIterator[FlakyProxy]:
 
 
 def asks_in_line(method: str, path: str) -> bool:
-    """``GET api/v1/admissions/ID``: where a queued request stands."""
-    return method == "GET" and "/api/v1/admissions/" in path
+    """``GET api/v1/admissions/ID`` or ``POST api/v1/admissions/wait``: where a queued request
+    stands."""
+    return "/api/v1/admissions/" in path and (method == "GET" or path.endswith("/wait"))
 
 
 async def test_one_failed_ask_is_asked_again_and_the_start_goes_on(
@@ -555,7 +580,7 @@ async def test_one_failed_ask_is_asked_again_and_the_start_goes_on(
 
 
 async def test_a_place_the_service_no_longer_knows_is_asked_for_again(
-    make_spawner, pool_service, user_spawner, admin, flaky, sim_cluster, asks
+    make_spawner, pool_service, user_spawner, admin, flaky, sim_cluster, asks, no_batch
 ):
     # the service forgets bob's request (as a restart without its database would): the answer
     # to his held question is a 404, and the start asks to be admitted again, which puts it in
