@@ -82,11 +82,19 @@ async def pool_service(sim_cluster: SimCluster, tmp_path: Path) -> AsyncIterator
     await hub.stop()
 
 
-def count_asks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+class Asks(list[str]):
+    """The ids the spawners asked about, one entry per question; and the most questions that
+    were in flight at once."""
+
+    in_flight = 0
+    most = 0
+
+
+def count_asks(monkeypatch: pytest.MonkeyPatch) -> Asks:
     """The ids the spawners ask about, one entry per ask: an id alone (``GET
     api/v1/admissions/ID``), or the ids asked together (``POST api/v1/admissions/wait``),
     sorted and joined by commas."""
-    asked: list[str] = []
+    asked = Asks()
     ask = placing.in_line
     together = GPUPoolClient.admissions_wait
 
@@ -98,7 +106,12 @@ def count_asks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         client: GPUPoolClient, heard: dict[str, Any], wait: float = 0.0
     ) -> dict[str, Any]:
         asked.append(",".join(sorted(heard)))
-        return await together(client, heard, wait=wait)
+        asked.in_flight += 1
+        asked.most = max(asked.most, asked.in_flight)
+        try:
+            return await together(client, heard, wait=wait)
+        finally:
+            asked.in_flight -= 1
 
     monkeypatch.setattr(placing, "in_line", counted)
     monkeypatch.setattr(GPUPoolClient, "admissions_wait", counted_together)
@@ -106,7 +119,7 @@ def count_asks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 @pytest.fixture
-def fast_polls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def fast_polls(monkeypatch: pytest.MonkeyPatch) -> Asks:
     """Questions held at most FAST_POLL s, asked again FAST_POLL s after a failure; the ids the
     spawner asked about, one entry per ask."""
     monkeypatch.setattr(placing, "QUEUE_WAIT_SECONDS", FAST_POLL)
@@ -116,7 +129,7 @@ def fast_polls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 @pytest.fixture
-def asks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def asks(monkeypatch: pytest.MonkeyPatch) -> Asks:
     """The spawner's own timing (questions held 20 s); the ids it asked about, one per ask."""
     return count_asks(monkeypatch)
 
@@ -296,6 +309,86 @@ async def test_the_turn_comes_at_once_with_one_question_held(
     assert after_gone < 1.0, f"bob's pod was made {after_gone:.2f} s after alice's was gone"
     assert after_stop < 2.0, f"bob's pod was made {after_stop:.2f} s after alice's stop"
     assert len(asks) == 1, asks
+
+
+async def waiting_rows(admin: GPUPoolClient, n: int) -> list[dict[str, Any]]:
+    """The service's line once ``n`` wait in it (in its fair order)."""
+
+    async def rows() -> list[dict[str, Any]] | None:
+        got = (await admin.queue())["queue"]
+        return got if len(got) == n else None
+
+    return await async_wait_for(rows, what=f"{n} in the service's line", timeout=10)
+
+
+async def test_starts_waiting_at_once_share_one_held_question(
+    user_spawner, admin, sim_cluster, asks
+):
+    """Three starts waiting in line in one hub process: one question held for all of them
+    (asked again as each joins, then held), not one each; all start when alice's GPUs come
+    free. dave and carol borrow as themselves; bob as ml-research."""
+    alice = await take_dev_pool(user_spawner)
+    waiting = {name: user_spawner(name) for name in ("bob", "carol", "dave")}
+    for name, spawner in waiting.items():
+        spawner.user_options = {"pools": ["dev-pool"], "gpus": 2 if name == "bob" else 1}
+        spawner.user_options["queue"] = True
+    starts = []
+    for spawner in waiting.values():
+        starts.append(asyncio.ensure_future(spawner.start()))
+        await async_wait_for(
+            lambda s=spawner: s._in_line is not None, what=f"{spawner.user.name} in line"
+        )
+    rows = await waiting_rows(admin, 3)
+    ids = ",".join(sorted(r["id"] for r in rows))
+    await async_wait_for(lambda: asks and asks[-1] == ids, what="one question for all three")
+    held = len(asks)
+    await asyncio.sleep(2)
+    assert len(asks) == held, asks  # held: nobody asks meanwhile
+    # asked again as each start joined or a place changed (bob's, as the others came in ahead
+    # of him), never one question each at a time: one after another
+    assert held <= 6 and asks.most == 1, asks
+    await alice.stop()
+    await asyncio.wait_for(asyncio.gather(*starts), 15)
+    for spawner in waiting.values():
+        assert pod_of(sim_cluster, spawner) is not None
+    assert await line(admin) == []
+    # the answer that admitted them ends the held question: no question after the last turn
+    assert len(asks) <= held + 2, asks
+
+
+async def test_a_start_cancelled_leaves_the_line_and_the_others_keep_their_shared_question(
+    user_spawner, admin, sim_cluster, asks
+):
+    """Of three starts asking together, one is cancelled (JupyterHub stops it): it leaves the
+    line at once; the other two move up, keep waiting with one question held for both, and
+    start when the GPUs come."""
+    alice = await take_dev_pool(user_spawner)
+    dave, carol, bob = user_spawner("dave"), user_spawner("carol"), user_spawner("bob")
+    for spawner, gpus in ((dave, 1), (carol, 1), (bob, 2)):
+        spawner.user_options = {"pools": ["dev-pool"], "gpus": gpus, "queue": True}
+    dave_start = asyncio.ensure_future(dave.start())
+    await wait_line(admin, [("dave", 1)])
+    others = [asyncio.ensure_future(carol.start())]
+    await wait_line(admin, [("dave", 1), ("carol", 2)])
+    others.append(asyncio.ensure_future(bob.start()))
+    rows = await waiting_rows(admin, 3)
+    dave_id = next(r["id"] for r in rows if r["user"] == "dave")
+    await async_wait_for(lambda: asks and asks[-1].count(",") == 2, what="one question for three")
+    await cancel(dave_start)
+    assert [u for u, _ in await line(admin)] == [r["user"] for r in rows if r["id"] != dave_id]
+    assert (await admin.admission(dave_id))["state"] == "cancelled"
+    two = ",".join(sorted(r["id"] for r in rows if r["id"] != dave_id))
+    await async_wait_for(lambda: asks[-1] == two, what="one question for the two left")
+    held = len(asks)
+    await asyncio.sleep(1.5)
+    assert len(asks) == held and not any(o.done() for o in others), asks
+    assert asks.most == 1
+    for spawner, place in zip((carol, bob), await line(admin), strict=False):
+        assert f"position {place[1]} in line" in spawner._progress.messages[-1]
+    await alice.stop()
+    await asyncio.wait_for(asyncio.gather(*others), 15)
+    assert pod_of(sim_cluster, dave) is None
+    assert pod_of(sim_cluster, carol) is not None and pod_of(sim_cluster, bob) is not None
 
 
 async def test_a_held_question_cut_by_a_service_restart_is_asked_again_and_keeps_the_place(
