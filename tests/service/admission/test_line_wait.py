@@ -354,6 +354,12 @@ async def test_many_places_only_ones_own_unless_admin(start_service):
         assert e.status == 403 and carol["id"] in e.message
     else:
         raise AssertionError("bob was told of carol's place")
+    # refused before anything is held: bob's question does not keep carol's place for her
+    asked = time.monotonic()
+    with contextlib.suppress(GPUPoolError):
+        await as_bob.admissions_wait({carol["id"]: heard(carol)}, wait=5)
+    assert time.monotonic() - asked < 1.0
+    assert service.ctx.desk.line.held == {}
 
 
 async def test_many_places_bodies_are_checked(start_service):
