@@ -360,8 +360,10 @@ class PlacingSpawner(ChoosingSpawner):
         if waiters.batch:
             if not waiters.waits(admission_id):
                 waiters.join(admission_id, row)
+                await self._service.let_go()  # no connection of its own while it waits
             try:
-                return await waiters.answer(admission_id, wait)
+                # not held (wait 0: polls): the next answer comes a poll later
+                return await waiters.answer(admission_id, wait or QUEUE_POLL_SECONDS)
             except NoBatch:
                 waiters.leave(admission_id)
                 self.log.info("%s: the service has no batch question; asks alone", self._log_name)
