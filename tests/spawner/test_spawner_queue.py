@@ -703,6 +703,35 @@ async def test_a_place_the_service_no_longer_knows_is_asked_for_again(
     await wait_line(admin, [])
 
 
+async def test_a_place_lost_among_places_asked_together_is_that_starts_alone(
+    user_spawner, admin, sim_cluster, pool_service, asks
+):
+    """Two starts asking together; the service forgets one entry (as a restart without its
+    database would): that start is told its place is lost and asks to be admitted again; the
+    other keeps its place and its wait."""
+    await take_dev_pool(user_spawner)
+    carol, dave = user_spawner("carol"), user_spawner("dave")
+    for spawner in (carol, dave):
+        spawner.user_options = {"pools": ["dev-pool"], "gpus": 1, "queue": True}
+    starts = [asyncio.ensure_future(carol.start())]
+    await waiting_rows(admin, 1)
+    starts.append(asyncio.ensure_future(dave.start()))
+    rows = await waiting_rows(admin, 2)
+    await async_wait_for(lambda: asks and "," in asks[-1], what="one question for both")
+    by_user = {r["user"]: r for r in rows}
+    line_ = pool_service.app.ctx.desk.line
+    del line_.waiting[by_user["dave"]["id"]]  # forgotten
+    line_.moved()
+    lost = "the GPU pool service lost this server's place in line; asking again"
+    await async_wait_for(lambda: lost in dave._progress.messages, what="dave told")
+    again = await waiting_rows(admin, 2)
+    assert {r["user"]: r["id"] for r in again}["carol"] == by_user["carol"]["id"]
+    assert {r["user"]: r["id"] for r in again}["dave"] != by_user["dave"]["id"]
+    assert lost not in carol._progress.messages and not starts[0].done()
+    await cancel(*starts)
+    await wait_line(admin, [])
+
+
 async def test_a_service_failing_for_long_ends_the_wait_as_a_service_down_does(
     make_spawner, pool_service, user_spawner, admin, flaky, sim_cluster, fast_polls, monkeypatch
 ):
