@@ -16,6 +16,13 @@ The rounds alternate two ways of waiting, in the same run:
 - ``polling``: the spawner before issue 31 (baseline): questions not held
   (``QUEUE_WAIT_SECONDS = 0``), asked every 2 s (``QUEUE_POLL_SECONDS = 2``).
 
+Then (``--many N``, 50 by default, 0: not) N starts wait in line at once (1 GPU each) while
+alice's server holds dev-pool, and nodes with GPUs for all of them join the pool: ``many``
+gives, asking ``together`` (one question for all, as the spawner does) and ``alone`` (each its
+own held question, as against a service without the batch question), each start's seconds from
+the nodes added to its pod made (p50, p95, min, max) and ``connections``: the most TCP
+connections to the service open while they waited (``ss``).
+
 Prints one JSON line: per way, p50 and p95 of the seconds from alice's pod gone to bob's pod
 made (``held_p50_s``...), the same from the stop asked (``held_from_stop_p50_s``...), and
 ``polling_x_held_p50`` / ``_p95``: the baseline's over the held questions' (above 1). Target:
@@ -23,6 +30,7 @@ made (``held_p50_s``...), the same from the stop asked (``held_from_stop_p50_s``
 
     python benchmarks/bench_turn.py               # 20 rounds of each
     python benchmarks/bench_turn.py --rounds 2    # quick
+    python benchmarks/bench_turn.py --many 100    # 100 starts waiting at once
 """
 
 from __future__ import annotations
