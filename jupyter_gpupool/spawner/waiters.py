@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -28,6 +29,8 @@ from ..client import GPUPoolClient, GPUPoolError
 from .service import PlaceLost, ServiceUnavailable
 
 __all__ = ["NoBatch", "Waiters", "waiters_for"]
+
+log = logging.getLogger(__name__)
 
 #: How long the starts ask one place at a time after the service said it has no batch question.
 NO_BATCH_SECONDS = 600.0
@@ -131,6 +134,11 @@ class Waiters:
                         self._tell_all(NoBatch(e.message))
                         return
                     self._tell_all(ServiceUnavailable(e.message))
+                    await asyncio.sleep(self._retry())
+                    continue
+                except Exception as e:  # an answer not as the API says: as a failed question
+                    log.warning("the question about places in line failed: %r", e)
+                    self._tell_all(ServiceUnavailable(f"an answer not understood: {e!r}"))
                     await asyncio.sleep(self._retry())
                     continue
                 told = self._tell(rows)

@@ -362,6 +362,26 @@ async def test_many_places_only_ones_own_unless_admin(start_service):
     assert service.ctx.desk.line.held == {}
 
 
+async def test_many_places_let_go_when_the_asker_goes_away(start_service):
+    """The hub process's question cut (its task cancelled, its connection closed): the
+    service holds it no longer, and its entries count as asked for no more."""
+    service = await start_service()
+    admin = service.admin()
+    await dev_pool_full(service)
+    bob, carol = await in_line(admin, "bob"), await in_line(admin, "carol", gpus=1)
+    hub = service.admin()
+    question = asyncio.ensure_future(
+        hub.admissions_wait({bob["id"]: heard(bob), carol["id"]: heard(carol)}, wait=30)
+    )
+    line = service.ctx.desk.line
+    await async_wait_for(lambda: len(line.held) == 2, what="both places held", timeout=5)
+    question.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await question
+    await hub.close()
+    await async_wait_for(lambda: line.held == {}, what="the question let go", timeout=5)
+
+
 async def test_many_places_bodies_are_checked(start_service):
     service = await start_service()
     admin = service.admin()
