@@ -6,8 +6,9 @@ A start (:meth:`PlacingSpawner._start`, the coroutine KubeSpawner's ``start()`` 
 
 1. check the options against what the user may choose (the service's launch options);
 2. ask the service for admission with the ordered pools; with ``queue``, a request no pool can
-   take now waits in line: the spawner asks where it stands and the service holds the question
-   open until its place changes or its turn comes (:data:`QUEUE_WAIT_SECONDS` at most, then it
+   take now waits in line: the spawner asks where it stands, with the process's other waiting
+   starts (:mod:`.waiters`: one question for all), and the service holds the question open
+   until its place changes or its turn comes (:data:`QUEUE_WAIT_SECONDS` at most, then it
    asks again), shows its place, and carries on with the admission when its turn comes (it
    leaves the line when the start is given up, cancelled or stopped);
 3. run KubeSpawner's own start with the admission's pod settings (:meth:`load_user_options`
@@ -18,7 +19,8 @@ A start (:meth:`PlacingSpawner._start`, the coroutine KubeSpawner's ``start()`` 
 
 Each step is a small method; the rules are pure functions in the sibling modules. A start
 holds the spawner's service client (:class:`~.service.ServiceLink`) from its first question to
-its end, so that all its questions share one kept-alive connection.
+its end, so that all its questions share one kept-alive connection (let go while it waits in
+line with the others: their shared question has its own).
 """
 
 from __future__ import annotations
