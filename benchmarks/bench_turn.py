@@ -16,6 +16,13 @@ The rounds alternate two ways of waiting, in the same run:
 - ``polling``: the spawner before issue 31 (baseline): questions not held
   (``QUEUE_WAIT_SECONDS = 0``), asked every 2 s (``QUEUE_POLL_SECONDS = 2``).
 
+Then (``--many N``, 50 by default, 0: not) N starts wait in line at once (1 GPU each) while
+alice's server holds dev-pool, and nodes with GPUs for all of them join the pool: ``many``
+gives, asking ``together`` (one question for all, as the spawner does) and ``alone`` (each its
+own held question, as against a service without the batch question), each start's seconds from
+the nodes added to its pod made (p50, p95, min, max) and ``connections``: the most TCP
+connections to the service open while they waited (``ss``).
+
 Prints one JSON line: per way, p50 and p95 of the seconds from alice's pod gone to bob's pod
 made (``held_p50_s``...), the same from the stop asked (``held_from_stop_p50_s``...), and
 ``polling_x_held_p50`` / ``_p95``: the baseline's over the held questions' (above 1). Target:
@@ -23,6 +30,7 @@ made (``held_p50_s``...), the same from the stop asked (``held_from_stop_p50_s``
 
     python benchmarks/bench_turn.py               # 20 rounds of each
     python benchmarks/bench_turn.py --rounds 2    # quick
+    python benchmarks/bench_turn.py --many 100    # 100 starts waiting at once
 """
 
 from __future__ import annotations
@@ -32,11 +40,13 @@ import asyncio
 import json
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -103,6 +113,91 @@ async def one_round(cluster: Any, service_url: str, way: str, rng: random.Random
     return made - (gone if gone is not None else made), made - stopped
 
 
+def connections(port: int) -> int:
+    """TCP connections to the service open now (``ss``: the kernel's word)."""
+    out = subprocess.run(
+        ["ss", "-Htn", "state", "established", f"( sport = :{port} )"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    return len([line for line in out.splitlines() if line.strip()])
+
+
+async def many_round(cluster: Any, service_url: str, n: int, together: bool) -> dict[str, Any]:
+    """``n`` starts waiting in line at once (1 GPU each, users in no group: each borrows as
+    themselves) while alice's server holds dev-pool; then GPUs for all of them come (nodes of 8
+    join dev-pool). Each start's turn: from the nodes added to its pod made; and the most
+    connections to the service open while they waited."""
+    from jupyter_gpupool.spawner import GPUPoolSpawner, waiters
+
+    port = int(urlsplit(service_url).port or 80)
+    alice = make(GPUPoolSpawner, User("alice", []), service_url=service_url)
+    alice.service_token = SPAWNER_TOKEN
+    alice.user_options = {"pools": ["dev-pool"], "gpus": 4}
+    await alice.start()
+    starts, spawners = [], []
+    batch = waiters.Waiters.batch
+    if not together:  # each start asks its place alone, as before issue 31's batch question
+        waiters.Waiters.batch = property(lambda self: False)  # type: ignore[method-assign,assignment]
+    try:
+        for i in range(n):
+            s = make(GPUPoolSpawner, User(f"many{i:03d}", []), service_url=service_url)
+            s.service_token = SPAWNER_TOKEN
+            s.user_options = {"pools": ["dev-pool"], "gpus": 1, "queue": True}
+            spawners.append(s)
+            starts.append(asyncio.ensure_future(s.start()))
+        from jupyter_gpupool.client import GPUPoolClient
+
+        async with GPUPoolClient(service_url, SPAWNER_TOKEN) as client:
+            for _ in range(3000):
+                if len((await client.queue())["queue"]) == n:
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                raise SystemExit(f"{n} starts never all waited in line")
+        await asyncio.sleep(1.0)  # the questions asked and held
+        most = max([connections(port) for _ in range(5)])
+        came = time.perf_counter()
+        for i in range(n // 8 + 1):
+            cluster.add_node(
+                {
+                    "name": f"bench-extra-{i}",
+                    "labels": {"runwhere.ai/pool": "dev-pool"},
+                    "gpu": {
+                        "count": 8,
+                        "type": "RTX4090-24G",
+                        "product": "NVIDIA-GeForce-RTX-4090",
+                    },
+                }
+            )
+        turns: dict[int, float] = {}
+        while len(turns) < n:
+            now = time.perf_counter()
+            for i, s in enumerate(spawners):
+                if i not in turns and cluster.pod("default", s.pod_name) is not None:
+                    turns[i] = now - came
+            if now - came > 60:
+                raise SystemExit(f"{n - len(turns)} pods not made within 60 s")
+            await asyncio.sleep(0.005)
+        await asyncio.gather(*starts)
+    finally:
+        waiters.Waiters.batch = batch  # type: ignore[method-assign]
+    for s in spawners:
+        await s.stop(now=True)
+    await alice.stop(now=True)
+    for i in range(n // 8 + 1):
+        cluster.remove_node(f"bench-extra-{i}")
+    p50, p95 = figures(list(turns.values()))
+    return {
+        "p50_s": round(p50, 4),
+        "p95_s": round(p95, 4),
+        "min_s": round(min(turns.values()), 4),
+        "max_s": round(max(turns.values()), 4),
+        "connections": most,
+    }
+
+
 def figures(times: list[float]) -> tuple[float, float]:
     ordered = sorted(times)
     return percentile(ordered, 0.5), percentile(ordered, 0.95)
@@ -120,6 +215,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     await cluster.start()
     use_kubeconfig(cluster.kubeconfig)
     rng = random.Random(args.seed)
+    many: dict[str, dict[str, Any]] = {}
     times: dict[str, list[tuple[float, float]]] = {"held": [], "polling": []}
     proc = None
     try:
@@ -128,6 +224,11 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         for _ in range(args.rounds):
             for way in ("held", "polling"):
                 times[way].append(await one_round(cluster, service_url, way, rng))
+        if args.many:
+            many = {
+                way: await many_round(cluster, service_url, args.many, way == "together")
+                for way in ("together", "alone")
+            }
     finally:
         from kubespawner import KubeSpawner
 
@@ -149,6 +250,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         }
     out["polling_x_held_p50"] = round(out["polling_p50_s"] / max(out["held_p50_s"], 1e-4), 1)
     out["polling_x_held_p95"] = round(out["polling_p95_s"] / max(out["held_p95_s"], 1e-4), 1)
+    if many:
+        out["many"] = {"starts": args.many, **many}
     out["targets"] = {"held_p95_s": 1.0}
     return out
 
@@ -157,5 +260,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=20, help="timed rounds of each way")
     parser.add_argument("--seed", type=int, default=31, help="seed of the pauses before a stop")
+    parser.add_argument(
+        "--many", type=int, default=50, help="starts waiting at once in the last run (0: none)"
+    )
     result = asyncio.run(main(parser.parse_args()))
     print(json.dumps(result), flush=True)

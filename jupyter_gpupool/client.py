@@ -430,6 +430,23 @@ class GPUPoolClient:
             )
         )
 
+    async def admissions_wait(
+        self, heard: Mapping[str, Mapping[str, Any] | None], wait: float = 0.0
+    ) -> dict[str, dict[str, Any]]:
+        """Many places in line at once (``POST api/v1/admissions/wait``): ``heard`` maps each
+        admission id to what was last heard of it (``{"state", "position"}``, or None). The
+        answer, by id, has the entries whose state or place differs from that (as
+        :meth:`admission` answers them; ``{"state": "unknown"}`` for one the service does not
+        know), as soon as one does, or all of them after ``wait`` seconds. A service older than
+        this answers 404 or 405 (:class:`GPUPoolError`)."""
+        answer = await self._json(
+            "POST",
+            "api/v1/admissions/wait",
+            json_body={"ids": dict(heard), "wait": wait},
+            timeout=self.request_timeout + wait,
+        )
+        return {str(k): dict(v) for k, v in answer["admissions"].items()}
+
     async def queue(self) -> dict[str, Any]:
         """The requests waiting in line (``queue``, first in line first; the caller's own, or
         all for an admin) and per pool how many wait (``pools``)."""

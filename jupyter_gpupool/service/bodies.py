@@ -186,6 +186,49 @@ def _pool_entries(value: Any) -> list[tuple[str, str | None]]:
     return out
 
 
+#: Most entries one question about places in line may list (``POST api/v1/admissions/wait``):
+#: JupyterHub starts at most ``concurrent_spawn_limit`` (100) at once.
+MAX_WAIT_IDS = 1000
+
+
+@dataclass(frozen=True)
+class WaitBody:
+    """``POST api/v1/admissions/wait``: the entries asked about, each with what the asker last
+    heard of it (``(state, position)``; None: nothing yet), and how long to hold the answer."""
+
+    heard: dict[str, tuple[str, int | None] | None]
+    wait: float
+
+
+def parse_wait(value: Any) -> WaitBody:
+    data = _object(value, "the question", ("ids", "wait"))
+    ids = data.get("ids")
+    if not isinstance(ids, Mapping) or not ids:
+        what = "an empty object" if isinstance(ids, Mapping) else _describe(ids)
+        raise bad_request(
+            f"ids must be a non-empty object of admission id to what was heard, not {what}"
+        )
+    if len(ids) > MAX_WAIT_IDS:
+        raise bad_request(f"ids lists {len(ids)} entries; at most {MAX_WAIT_IDS} are allowed")
+    heard: dict[str, tuple[str, int | None] | None] = {}
+    for key, was in ids.items():
+        admission_id = _name(key, "ids")
+        if was is None:
+            heard[admission_id] = None
+            continue
+        what = f"ids[{admission_id!r}]"
+        was = _object(was, what, ("state", "position"))
+        state = _name(was.get("state"), f"{what}.state")
+        position = was.get("position")
+        if position is not None and (isinstance(position, bool) or not isinstance(position, int)):
+            raise bad_request(f"{what}.position must be a whole number or null")
+        heard[admission_id] = (state, position)
+    wait = data.get("wait", 0)
+    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not wait >= 0:
+        raise bad_request(f"wait must be a number of seconds, not {_describe(wait)}")
+    return WaitBody(heard=heard, wait=float(wait))
+
+
 def parse_groups(text: str) -> tuple[str, ...]:
     """A ``groups`` query argument: a JSON list of group names (``[]`` for none)."""
     try:

@@ -6,8 +6,9 @@ A start (:meth:`PlacingSpawner._start`, the coroutine KubeSpawner's ``start()`` 
 
 1. check the options against what the user may choose (the service's launch options);
 2. ask the service for admission with the ordered pools; with ``queue``, a request no pool can
-   take now waits in line: the spawner asks where it stands and the service holds the question
-   open until its place changes or its turn comes (:data:`QUEUE_WAIT_SECONDS` at most, then it
+   take now waits in line: the spawner asks where it stands, with the process's other waiting
+   starts (:mod:`.waiters`: one question for all), and the service holds the question open
+   until its place changes or its turn comes (:data:`QUEUE_WAIT_SECONDS` at most, then it
    asks again), shows its place, and carries on with the admission when its turn comes (it
    leaves the line when the start is given up, cancelled or stopped);
 3. run KubeSpawner's own start with the admission's pod settings (:meth:`load_user_options`
@@ -18,7 +19,8 @@ A start (:meth:`PlacingSpawner._start`, the coroutine KubeSpawner's ``start()`` 
 
 Each step is a small method; the rules are pure functions in the sibling modules. A start
 holds the spawner's service client (:class:`~.service.ServiceLink`) from its first question to
-its end, so that all its questions share one kept-alive connection.
+its end, so that all its questions share one kept-alive connection (let go while it waits in
+line with the others: their shared question has its own).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from .podtraits import POOL_TRAITS, admission_overrides, pool_trait_values, with
 from .progress import ProgressLog, merge_progress, with_decision
 from .scheduling import Scheduling, rotate_after, scheduling
 from .service import PlaceLost, ServiceUnavailable, admit, in_line, release
+from .waiters import NoBatch, Waiters, waiters_for
 
 #: How often a pending pod is looked at in the reflectors (no request is made).
 WATCH_SECONDS = 0.1
@@ -282,6 +285,7 @@ class PlacingSpawner(ChoosingSpawner):
         row: Mapping[str, Any] = entry
         shown: str | None = None
         failing_since: float | None = None
+        waiters = self._waiters()
         try:
             while True:
                 standing = InLine.of(row)
@@ -296,8 +300,8 @@ class PlacingSpawner(ChoosingSpawner):
                     )
                     raise SpawnRefused(503, queue_timeout_message(self.start_timeout, waited, row))
                 try:
-                    answer = await in_line(
-                        self._service, admission_id, wait=min(QUEUE_WAIT_SECONDS, deadline - now)
+                    answer = await self._next_in_line(
+                        waiters, row, wait=min(QUEUE_WAIT_SECONDS, deadline - now)
                     )
                 except ServiceUnavailable as e:
                     failed = loop.time()
@@ -313,6 +317,8 @@ class PlacingSpawner(ChoosingSpawner):
                     self._in_line = None  # nothing left to leave
                     raise
                 failing_since = None
+                if answer is None:
+                    continue  # nothing new within its wait (asked with the others)
                 state = answer.get("state")
                 if state == "queued":
                     same = InLine.of(answer) == standing
@@ -329,10 +335,41 @@ class PlacingSpawner(ChoosingSpawner):
                     409, left_line_message(str(state), str(answer.get("message") or ""))
                 )
         finally:
+            waiters.leave(admission_id)
             if self._in_line == admission_id:  # given up, failed or cancelled while in line
                 await self._leave_line(admission_id)
             if isinstance(self._progress.decision, InLine):
                 self._progress.decision = None  # no longer in line
+
+    def _waiters(self) -> Waiters:
+        """This process's waiting starts against this service (one question for all)."""
+        return waiters_for(
+            self.service_url,
+            self.service_token,
+            self._new_client,
+            wait=lambda: QUEUE_WAIT_SECONDS,
+            retry=lambda: QUEUE_RETRY_SECONDS,
+            least=lambda: QUEUE_POLL_SECONDS,
+        )
+
+    async def _next_in_line(
+        self, waiters: Waiters, row: Mapping[str, Any], wait: float
+    ) -> dict[str, Any] | None:
+        """The entry's new row (``row``: the last one heard), None if nothing new came within
+        ``wait`` seconds: asked with the process's other waiting starts, else alone (a service
+        without the batch question)."""
+        admission_id = str(row["id"])
+        if waiters.batch:
+            if not waiters.waits(admission_id):
+                waiters.join(admission_id, row)
+                await self._service.let_go()  # no connection of its own while it waits
+            try:
+                # not held (wait 0: polls): the next answer comes a poll later
+                return await waiters.answer(admission_id, wait or QUEUE_POLL_SECONDS)
+            except NoBatch:
+                waiters.leave(admission_id)
+                self.log.info("%s: the service has no batch question; asks alone", self._log_name)
+        return await in_line(self._service, admission_id, wait=wait)
 
     def _schedule_wait(self, pool: str) -> float:
         return self.pool_schedule_timeouts.get(pool, self.pool_schedule_timeout)

@@ -66,9 +66,18 @@ class ServiceLink:
             yield client
         finally:
             self._users -= 1
-            if self._users == 0 and self._client is client:
-                self._client = None
-                await client.close()
+            if self._users == 0 and self._client is not None:  # this one, or one after let_go
+                last, self._client = self._client, None
+                await last.close()
+
+    async def let_go(self) -> None:
+        """Close the client now when nothing but the holder of a whole start uses it: a start
+        waiting in line is asked about with the process's other waiting starts
+        (:mod:`.waiters`), so its kept-alive connection would stay idle for minutes, one per
+        waiting start. Its next question opens another."""
+        if self._client is not None and self._users <= 1:
+            idle, self._client = self._client, None
+            await idle.close()
 
 
 async def launch_catalog(

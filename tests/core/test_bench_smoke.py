@@ -419,9 +419,10 @@ def test_queue_benchmark():
 
 
 def test_turn_benchmark():
-    result = run("bench_turn.py", "--rounds", 2)
+    result = run("bench_turn.py", "--rounds", 2, "--many", 5)
     assert set(result) == {
         "rounds",
+        "many",
         *(
             f"{way}_{part}_s"
             for way in ("held", "polling")
@@ -441,6 +442,11 @@ def test_turn_benchmark():
     assert abs(result["polling_x_held_p50"] - ratio) < 0.05 * ratio + 0.1
     # polls every 2 s hear of the turn later than a question held open, in the same run
     assert result["polling_x_held_p50"] > 1 and result["polling_x_held_p95"] > 1
+    # five starts waiting at once: asking together holds fewer connections than alone
+    many = result["many"]
+    assert many["starts"] == 5
+    for way in ("together", "alone"):
+        assert 0 <= many[way]["p50_s"] <= many[way]["p95_s"]
 
 
 def test_registry_benchmark():

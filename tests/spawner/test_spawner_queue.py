@@ -35,7 +35,7 @@ from jupyter_gpupool.client import GPUPoolClient
 from jupyter_gpupool.core.launchoptions import Catalog, PoolChoice
 from jupyter_gpupool.core.usage import UsageIndex
 from jupyter_gpupool.service import GPUPoolService
-from jupyter_gpupool.service.web import admissionapi
+from jupyter_gpupool.service.web import admissionapi, waitapi
 from jupyter_gpupool.sim import SimCluster
 from jupyter_gpupool.spawner import GPUPoolSpawner, placing
 from jupyter_gpupool.spawner.errors import OptionsError, SpawnRefused
@@ -82,21 +82,44 @@ async def pool_service(sim_cluster: SimCluster, tmp_path: Path) -> AsyncIterator
     await hub.stop()
 
 
-def count_asks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The ids the spawner asks about, one entry per ask."""
-    asked: list[str] = []
+class Asks(list[str]):
+    """The ids the spawners asked about, one entry per question; and the most questions that
+    were in flight at once."""
+
+    in_flight = 0
+    most = 0
+
+
+def count_asks(monkeypatch: pytest.MonkeyPatch) -> Asks:
+    """The ids the spawners ask about, one entry per ask: an id alone (``GET
+    api/v1/admissions/ID``), or the ids asked together (``POST api/v1/admissions/wait``),
+    sorted and joined by commas."""
+    asked = Asks()
     ask = placing.in_line
+    together = GPUPoolClient.admissions_wait
 
     async def counted(link: Any, admission_id: str, wait: float = 0.0) -> dict[str, Any]:
         asked.append(admission_id)
         return await ask(link, admission_id, wait=wait)
 
+    async def counted_together(
+        client: GPUPoolClient, heard: dict[str, Any], wait: float = 0.0
+    ) -> dict[str, Any]:
+        asked.append(",".join(sorted(heard)))
+        asked.in_flight += 1
+        asked.most = max(asked.most, asked.in_flight)
+        try:
+            return await together(client, heard, wait=wait)
+        finally:
+            asked.in_flight -= 1
+
     monkeypatch.setattr(placing, "in_line", counted)
+    monkeypatch.setattr(GPUPoolClient, "admissions_wait", counted_together)
     return asked
 
 
 @pytest.fixture
-def fast_polls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def fast_polls(monkeypatch: pytest.MonkeyPatch) -> Asks:
     """Questions held at most FAST_POLL s, asked again FAST_POLL s after a failure; the ids the
     spawner asked about, one entry per ask."""
     monkeypatch.setattr(placing, "QUEUE_WAIT_SECONDS", FAST_POLL)
@@ -106,9 +129,20 @@ def fast_polls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 @pytest.fixture
-def asks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def asks(monkeypatch: pytest.MonkeyPatch) -> Asks:
     """The spawner's own timing (questions held 20 s); the ids it asked about, one per ask."""
     return count_asks(monkeypatch)
+
+
+@pytest.fixture
+def no_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A service older than ``POST api/v1/admissions/wait``: it answers that question 405 (as
+    one would, where ``wait`` is taken for an admission's id)."""
+
+    async def post(handler: waitapi.AdmissionsWaitHandler) -> None:
+        raise tornado.web.HTTPError(405)
+
+    monkeypatch.setattr(waitapi.AdmissionsWaitHandler, "post", post)
 
 
 USERS = {
@@ -277,6 +311,86 @@ async def test_the_turn_comes_at_once_with_one_question_held(
     assert len(asks) == 1, asks
 
 
+async def waiting_rows(admin: GPUPoolClient, n: int) -> list[dict[str, Any]]:
+    """The service's line once ``n`` wait in it (in its fair order)."""
+
+    async def rows() -> list[dict[str, Any]] | None:
+        got = (await admin.queue())["queue"]
+        return got if len(got) == n else None
+
+    return await async_wait_for(rows, what=f"{n} in the service's line", timeout=10)
+
+
+async def test_starts_waiting_at_once_share_one_held_question(
+    user_spawner, admin, sim_cluster, asks
+):
+    """Three starts waiting in line in one hub process: one question held for all of them
+    (asked again as each joins, then held), not one each; all start when alice's GPUs come
+    free. dave and carol borrow as themselves; bob as ml-research."""
+    alice = await take_dev_pool(user_spawner)
+    waiting = {name: user_spawner(name) for name in ("bob", "carol", "dave")}
+    for name, spawner in waiting.items():
+        spawner.user_options = {"pools": ["dev-pool"], "gpus": 2 if name == "bob" else 1}
+        spawner.user_options["queue"] = True
+    starts = []
+    for spawner in waiting.values():
+        starts.append(asyncio.ensure_future(spawner.start()))
+        await async_wait_for(
+            lambda s=spawner: s._in_line is not None, what=f"{spawner.user.name} in line"
+        )
+    rows = await waiting_rows(admin, 3)
+    ids = ",".join(sorted(r["id"] for r in rows))
+    await async_wait_for(lambda: asks and asks[-1] == ids, what="one question for all three")
+    held = len(asks)
+    await asyncio.sleep(2)
+    assert len(asks) == held, asks  # held: nobody asks meanwhile
+    # asked again as each start joined or a place changed (bob's, as the others came in ahead
+    # of him), never one question each at a time: one after another
+    assert held <= 6 and asks.most == 1, asks
+    await alice.stop()
+    await asyncio.wait_for(asyncio.gather(*starts), 15)
+    for spawner in waiting.values():
+        assert pod_of(sim_cluster, spawner) is not None
+    assert await line(admin) == []
+    # the answer that admitted them ends the held question: no question after the last turn
+    assert len(asks) <= held + 2, asks
+
+
+async def test_a_start_cancelled_leaves_the_line_and_the_others_keep_their_shared_question(
+    user_spawner, admin, sim_cluster, asks
+):
+    """Of three starts asking together, one is cancelled (JupyterHub stops it): it leaves the
+    line at once; the other two move up, keep waiting with one question held for both, and
+    start when the GPUs come."""
+    alice = await take_dev_pool(user_spawner)
+    dave, carol, bob = user_spawner("dave"), user_spawner("carol"), user_spawner("bob")
+    for spawner, gpus in ((dave, 1), (carol, 1), (bob, 2)):
+        spawner.user_options = {"pools": ["dev-pool"], "gpus": gpus, "queue": True}
+    dave_start = asyncio.ensure_future(dave.start())
+    await wait_line(admin, [("dave", 1)])
+    others = [asyncio.ensure_future(carol.start())]
+    await wait_line(admin, [("dave", 1), ("carol", 2)])
+    others.append(asyncio.ensure_future(bob.start()))
+    rows = await waiting_rows(admin, 3)
+    dave_id = next(r["id"] for r in rows if r["user"] == "dave")
+    await async_wait_for(lambda: asks and asks[-1].count(",") == 2, what="one question for three")
+    await cancel(dave_start)
+    assert [u for u, _ in await line(admin)] == [r["user"] for r in rows if r["id"] != dave_id]
+    assert (await admin.admission(dave_id))["state"] == "cancelled"
+    two = ",".join(sorted(r["id"] for r in rows if r["id"] != dave_id))
+    await async_wait_for(lambda: asks[-1] == two, what="one question for the two left")
+    held = len(asks)
+    await asyncio.sleep(1.5)
+    assert len(asks) == held and not any(o.done() for o in others), asks
+    assert asks.most == 1
+    for spawner, place in zip((carol, bob), await line(admin), strict=False):
+        assert f"position {place[1]} in line" in spawner._progress.messages[-1]
+    await alice.stop()
+    await asyncio.wait_for(asyncio.gather(*others), 15)
+    assert pod_of(sim_cluster, dave) is None
+    assert pod_of(sim_cluster, carol) is not None and pod_of(sim_cluster, bob) is not None
+
+
 async def test_a_held_question_cut_by_a_service_restart_is_asked_again_and_keeps_the_place(
     user_spawner, admin, sim_cluster, pool_service, asks, tmp_path
 ):
@@ -316,19 +430,22 @@ async def test_a_held_question_cut_by_a_service_restart_is_asked_again_and_keeps
 
 
 async def test_a_service_that_answers_at_once_is_asked_once_a_second(
-    user_spawner, admin, sim_cluster, asks, monkeypatch
+    user_spawner, admin, sim_cluster, asks, monkeypatch, no_batch
 ):
     """A service older than held questions ignores ``wait`` and answers at once: the spawner
-    asks it once a second (the old polls, faster), not in a tight loop."""
+    asks it once a second (the old polls, faster), not in a tight loop. (Older than the batch
+    question too: the spawner asks its place alone, after one refused batch question.)"""
     monkeypatch.setattr(admissionapi, "MAX_WAIT", 0.0)  # wait=20 is held 0 s: an old service
     alice = await take_dev_pool(user_spawner)
     bob = user_spawner("bob")
     bob.user_options = {"pools": ["dev-pool"], "gpus": 2, "queue": True}
     start = asyncio.ensure_future(bob.start())
     await wait_line(admin, [("bob", 1)])
+    await asyncio.sleep(0.5)
     before = len(asks)
     await asyncio.sleep(3)
     assert 2 <= len(asks) - before <= 4, asks
+    assert asks[0] == asks[1]  # the refused batch question, then the single one
     assert bob._progress.messages == [QUEUED_BOB]  # the same place is not said again
     await alice.stop()
     await asyncio.wait_for(start, 15)
@@ -527,8 +644,9 @@ async def flaky(pool_service: Running) -> AsyncIterator[FlakyProxy]:
 
 
 def asks_in_line(method: str, path: str) -> bool:
-    """``GET api/v1/admissions/ID``: where a queued request stands."""
-    return method == "GET" and "/api/v1/admissions/" in path
+    """``GET api/v1/admissions/ID`` or ``POST api/v1/admissions/wait``: where a queued request
+    stands."""
+    return "/api/v1/admissions/" in path and (method == "GET" or path.endswith("/wait"))
 
 
 async def test_one_failed_ask_is_asked_again_and_the_start_goes_on(
@@ -555,7 +673,7 @@ async def test_one_failed_ask_is_asked_again_and_the_start_goes_on(
 
 
 async def test_a_place_the_service_no_longer_knows_is_asked_for_again(
-    make_spawner, pool_service, user_spawner, admin, flaky, sim_cluster, asks
+    make_spawner, pool_service, user_spawner, admin, flaky, sim_cluster, asks, no_batch
 ):
     # the service forgets bob's request (as a restart without its database would): the answer
     # to his held question is a 404, and the start asks to be admitted again, which puts it in
@@ -582,6 +700,35 @@ async def test_a_place_the_service_no_longer_knows_is_asked_for_again(
         QUEUED_BOB,
     ]
     await cancel(start)
+    await wait_line(admin, [])
+
+
+async def test_a_place_lost_among_places_asked_together_is_that_starts_alone(
+    user_spawner, admin, sim_cluster, pool_service, asks
+):
+    """Two starts asking together; the service forgets one entry (as a restart without its
+    database would): that start is told its place is lost and asks to be admitted again; the
+    other keeps its place and its wait."""
+    await take_dev_pool(user_spawner)
+    carol, dave = user_spawner("carol"), user_spawner("dave")
+    for spawner in (carol, dave):
+        spawner.user_options = {"pools": ["dev-pool"], "gpus": 1, "queue": True}
+    starts = [asyncio.ensure_future(carol.start())]
+    await waiting_rows(admin, 1)
+    starts.append(asyncio.ensure_future(dave.start()))
+    rows = await waiting_rows(admin, 2)
+    await async_wait_for(lambda: asks and "," in asks[-1], what="one question for both")
+    by_user = {r["user"]: r for r in rows}
+    line_ = pool_service.app.ctx.desk.line
+    del line_.waiting[by_user["dave"]["id"]]  # forgotten
+    line_.moved()
+    lost = "the GPU pool service lost this server's place in line; asking again"
+    await async_wait_for(lambda: lost in dave._progress.messages, what="dave told")
+    again = await waiting_rows(admin, 2)
+    assert {r["user"]: r["id"] for r in again}["carol"] == by_user["carol"]["id"]
+    assert {r["user"]: r["id"] for r in again}["dave"] != by_user["dave"]["id"]
+    assert lost not in carol._progress.messages and not starts[0].done()
+    await cancel(*starts)
     await wait_line(admin, [])
 
 

@@ -149,7 +149,56 @@ class AdmissionsHandler(APIHandler):
         return request, body.queue
 
 
-class AdmissionHandler(APIHandler):
+class LineAnswers(APIHandler):
+    """What the questions about places in line share (one entry, ``GET api/v1/admissions/ID``,
+    or many, ``POST api/v1/admissions/wait``): an entry's answer, whose it is, and letting a
+    held question go when its asker does."""
+
+    _holding: asyncio.Future[None] | None = None
+    _gone = False
+
+    async def held(self, hold: Any) -> bool:
+        """Await ``hold`` (a coroutine); False when the asker went away meanwhile."""
+        self._holding = asyncio.ensure_future(hold)
+        try:
+            await self._holding
+        except asyncio.CancelledError:
+            if not self._gone:
+                raise
+            return False  # nobody to answer
+        finally:
+            self._holding = None
+        return True
+
+    def on_connection_close(self) -> None:
+        # the spawner went away (cancelled, or its connection was lost): stop holding
+        self._gone = True
+        if self._holding is not None:
+            self._holding.cancel()
+
+    def _in_line(self, admission_id: str) -> dict[str, Any] | None:
+        line = self.ctx.desk.line
+        found = line.lookup(admission_id) if line is not None else None
+        if line is None or found is None:
+            return None
+        if isinstance(found, Waiting):
+            self._check_owner(found.request.user, admission_id)
+            line.seen(admission_id)
+            return line.row(found)
+        outcome = found.outcome
+        if outcome is not None and outcome.reservation is not None:
+            self._check_owner(outcome.reservation.user, admission_id)
+            return {**admitted_body(outcome), "state": found.state, "queued": False}
+        if not self.caller.is_admin:  # whose it was is not kept: admins only
+            raise ApiError(403, f"admission {admission_id} is not yours")
+        return {"id": admission_id, "state": found.state, "queued": False, "message": found.message}
+
+    def _check_owner(self, user: str, admission_id: str) -> None:
+        if not self.caller.is_admin and user != self.caller.name:
+            raise ApiError(403, f"admission {admission_id} is not yours")
+
+
+class AdmissionHandler(LineAnswers):
     """``GET``: a request waiting in line (its place; asking keeps it in line), how it left the
     line (admitted, with the placement; cancelled; expired), or a held admission. With
     ``?wait=S`` (at most :data:`MAX_WAIT`), a request waiting in line is answered when its state
@@ -158,8 +207,6 @@ class AdmissionHandler(APIHandler):
     held GPUs."""
 
     scopes = {"GET": USE_SCOPE, "DELETE": USE_SCOPE}
-    _holding: asyncio.Future[None] | None = None
-    _gone = False
 
     def _wait(self) -> float:
         text = self.get_query_argument("wait", "")
@@ -198,33 +245,6 @@ class AdmissionHandler(APIHandler):
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(move.wait(), left)
 
-    def on_connection_close(self) -> None:
-        # the spawner went away (cancelled, or its connection was lost): stop holding
-        self._gone = True
-        if self._holding is not None:
-            self._holding.cancel()
-
-    def _in_line(self, admission_id: str) -> dict[str, Any] | None:
-        line = self.ctx.desk.line
-        found = line.lookup(admission_id) if line is not None else None
-        if line is None or found is None:
-            return None
-        if isinstance(found, Waiting):
-            self._check_owner(found.request.user, admission_id)
-            line.seen(admission_id)
-            return line.row(found)
-        outcome = found.outcome
-        if outcome is not None and outcome.reservation is not None:
-            self._check_owner(outcome.reservation.user, admission_id)
-            return {**admitted_body(outcome), "state": found.state, "queued": False}
-        if not self.caller.is_admin:  # whose it was is not kept: admins only
-            raise ApiError(403, f"admission {admission_id} is not yours")
-        return {"id": admission_id, "state": found.state, "queued": False, "message": found.message}
-
-    def _check_owner(self, user: str, admission_id: str) -> None:
-        if not self.caller.is_admin and user != self.caller.name:
-            raise ApiError(403, f"admission {admission_id} is not yours")
-
     def _own(self, admission_id: str) -> Any:
         res = self.ctx.state.reservations.get(admission_id)
         if res is None:
@@ -237,16 +257,8 @@ class AdmissionHandler(APIHandler):
 
     async def get(self, admission_id: str) -> None:
         wait = self._wait()
-        if wait > 0:
-            self._holding = asyncio.ensure_future(self._hold(admission_id, wait))
-            try:
-                await self._holding
-            except asyncio.CancelledError:
-                if not self._gone:
-                    raise
-                return  # nobody to answer
-            finally:
-                self._holding = None
+        if wait > 0 and not await self.held(self._hold(admission_id, wait)):
+            return
         desk = self.ctx.desk
         found = desk.line.lookup(admission_id) if desk.line is not None else None
         if not isinstance(found, Waiting) and found is not None and found.outcome is not None:

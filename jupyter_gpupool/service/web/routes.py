@@ -11,7 +11,7 @@ from typing import Any
 
 import tornado.web
 
-from . import admissionapi, api, bookingapi, savedapi
+from . import admissionapi, api, bookingapi, savedapi, waitapi
 from .pages import admin, base, bookings, idle, nodes, pools, reports, user
 from .pages.templating import STATIC
 
@@ -45,6 +45,8 @@ def route_table(prefix: str) -> list[tuple[str, type[tornado.web.RequestHandler]
         (v1 + "reports/gpu-hours.csv", api.GPUHoursCSVHandler),
         (v1 + "launch-options", api.LaunchOptionsHandler),
         (v1 + "admissions", admissionapi.AdmissionsHandler),
+        # before admissions/ID: "wait" is no admission's id
+        (v1 + "admissions/wait", waitapi.AdmissionsWaitHandler),
         (v1 + "admissions/([^/]+)", admissionapi.AdmissionHandler),
         (v1 + "queue", admissionapi.QueueHandler),
         (v1 + "bookings", bookingapi.BookingsHandler),

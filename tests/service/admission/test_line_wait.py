@@ -237,3 +237,164 @@ async def test_a_wait_that_is_not_a_number_of_seconds_is_refused(start_service):
     except GPUPoolError as e:
         assert e.status == 404
     assert time.monotonic() - asked < 1
+
+
+# --- many places asked at once: POST api/v1/admissions/wait --------------------------------------
+
+
+def heard(row: dict[str, Any]) -> dict[str, Any]:
+    return {"state": row["state"], "position": row["position"]}
+
+
+class Asked:
+    """How many questions about places in line the service saw (held or not)."""
+
+    def __init__(self, monkeypatch):
+        from jupyter_gpupool.service.web import admissionapi, waitapi
+
+        self.batch = self.single = 0
+        post, get = waitapi.AdmissionsWaitHandler.post, admissionapi.AdmissionHandler.get
+
+        async def counted_post(handler):
+            self.batch += 1
+            return await post(handler)
+
+        async def counted_get(handler, admission_id):
+            self.single += 1
+            return await get(handler, admission_id)
+
+        monkeypatch.setattr(waitapi.AdmissionsWaitHandler, "post", counted_post)
+        monkeypatch.setattr(admissionapi.AdmissionHandler, "get", counted_get)
+
+
+async def test_one_question_holds_a_hundred_places_and_answers_each_turn(
+    start_service, monkeypatch
+):
+    """A hundred waiting entries held by ONE question (one request, one connection); GPUs for
+    all of them come at once: one answer with all of them admitted, promptly."""
+    service = await start_service()
+    admin = service.admin()
+    await dev_pool_full(service)
+    users = [f"user{i:03d}" for i in range(100)]
+    entries = await asyncio.gather(*(in_line(admin, u, gpus=1, groups=()) for u in users))
+    asked = Asked(monkeypatch)
+    hub = service.client(service.hub.admin())  # the hub process: one client, one question
+    question = asyncio.ensure_future(
+        hub.admissions_wait({e["id"]: heard(e) for e in entries}, wait=30)
+    )
+    await asyncio.sleep(1.0)
+    assert not question.done() and (asked.batch, asked.single) == (1, 0)  # held
+    room = time.monotonic()
+    for i in range(13):
+        service.cluster.add_node(
+            {
+                "name": f"dev-extra-{i}",
+                "labels": {"runwhere.ai/pool": "dev-pool"},
+                "gpu": {"count": 8, "type": "RTX4090-24G", "product": "NVIDIA-GeForce-RTX-4090"},
+            }
+        )
+    got = await asyncio.wait_for(question, 20)
+    took = time.monotonic() - room
+    print(f"one question for 100 places: answered {took:.2f} s after the nodes came")
+    # one pass admits them all; a pass that admits only some answers those (asked again below)
+    admitted = {i for i, row in got.items() if row["state"] == "admitted"}
+    rounds = 1
+    while len(admitted) < len(entries):
+        rest = {e["id"]: heard(e) for e in entries if e["id"] not in admitted}
+        more = await asyncio.wait_for(hub.admissions_wait(rest, wait=30), 20)
+        admitted |= {i for i, row in more.items() if row["state"] == "admitted"}
+        rounds += 1
+    took = time.monotonic() - room
+    assert took < 5.0, f"the last turn came {took:.2f} s after the GPUs ({rounds} questions)"
+    assert asked.single == 0 and asked.batch == rounds
+    row = got[next(iter(admitted & set(got)))]
+    assert row == await admin.admission(row["id"])  # the same answer the single question gets
+
+
+async def test_many_places_answered_at_once_when_one_changed_since_it_was_heard(start_service):
+    """The key rule: what the asker last heard is in the question, so a change that came
+    between two questions is answered at once; nothing changed, the answer comes after the
+    wait with every entry (the heartbeat); ids not known are ``unknown``."""
+    service = await start_service()
+    admin = service.admin()
+    await dev_pool_full(service)
+    bob, carol = await in_line(admin, "bob"), await in_line(admin, "carol", gpus=1)
+    was = {bob["id"]: heard(bob), carol["id"]: heard(carol)}
+    await admin.release(bob["id"])  # between two questions: carol moves up, bob left
+    asked = time.monotonic()
+    got = await admin.admissions_wait(was, wait=20)
+    assert time.monotonic() - asked < 1.0
+    assert got[bob["id"]]["state"] == "cancelled"
+    assert (got[carol["id"]]["state"], got[carol["id"]]["position"]) == ("queued", 1)
+    # nothing new since: held for its wait, then every entry
+    now_heard = {carol["id"]: heard(got[carol["id"]])}
+    asked = time.monotonic()
+    again = await admin.admissions_wait(now_heard, wait=1)
+    assert 0.9 <= time.monotonic() - asked < 3
+    assert again == {carol["id"]: await admin.admission(carol["id"])}
+    # heard nothing yet (null): answered at once; an unknown id too
+    got = await admin.admissions_wait({carol["id"]: None, "no-such": None}, wait=20)
+    assert got["no-such"] == {"id": "no-such", "state": "unknown", "queued": False}
+    assert got[carol["id"]]["position"] == 1
+
+
+async def test_many_places_only_ones_own_unless_admin(start_service):
+    """A user may list only their own entries: listing another's makes the question a 403
+    (as ``GET api/v1/admissions/ID`` of it is); the spawner's admin token may list any."""
+    service = await start_service()
+    admin = service.admin()
+    await dev_pool_full(service)
+    bob, carol = await in_line(admin, "bob"), await in_line(admin, "carol", gpus=1)
+    as_bob = service.user("bob")
+    got = await as_bob.admissions_wait({bob["id"]: None}, wait=0)
+    assert got[bob["id"]]["user"] == "bob"
+    try:
+        await as_bob.admissions_wait({bob["id"]: None, carol["id"]: None}, wait=0)
+    except GPUPoolError as e:
+        assert e.status == 403 and carol["id"] in e.message
+    else:
+        raise AssertionError("bob was told of carol's place")
+    # refused before anything is held: bob's question does not keep carol's place for her
+    asked = time.monotonic()
+    with contextlib.suppress(GPUPoolError):
+        await as_bob.admissions_wait({carol["id"]: heard(carol)}, wait=5)
+    assert time.monotonic() - asked < 1.0
+    assert service.ctx.desk.line.held == {}
+
+
+async def test_many_places_let_go_when_the_asker_goes_away(start_service):
+    """The hub process's question cut (its task cancelled, its connection closed): the
+    service holds it no longer, and its entries count as asked for no more."""
+    service = await start_service()
+    admin = service.admin()
+    await dev_pool_full(service)
+    bob, carol = await in_line(admin, "bob"), await in_line(admin, "carol", gpus=1)
+    hub = service.admin()
+    question = asyncio.ensure_future(
+        hub.admissions_wait({bob["id"]: heard(bob), carol["id"]: heard(carol)}, wait=30)
+    )
+    line = service.ctx.desk.line
+    await async_wait_for(lambda: len(line.held) == 2, what="both places held", timeout=5)
+    question.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await question
+    await hub.close()
+    await async_wait_for(lambda: line.held == {}, what="the question let go", timeout=5)
+
+
+async def test_many_places_bodies_are_checked(start_service):
+    service = await start_service()
+    admin = service.admin()
+    for body, words in (
+        ({"ids": {}}, "ids must be a non-empty object"),
+        ({"ids": {"a": None}, "wait": "soon"}, "wait must be a number"),
+        ({"ids": {"a": {"state": "queued", "position": "2"}}}, "position must be a whole"),
+        ({"ids": {f"x{i}": None for i in range(1001)}}, "at most 1000"),
+        ({"ids": {"a": None}, "wiat": 1}, "wiat"),
+    ):
+        try:
+            await admin.request("POST", "api/v1/admissions/wait", json_body=body)
+        except GPUPoolError as e:
+            assert e.status == 400 and words in e.message, (body, e.message)
+        else:
+            raise AssertionError(f"{body} was taken")

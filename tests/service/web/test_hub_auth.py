@@ -233,6 +233,9 @@ TABLE: dict[tuple[str, str], Row] = {
     ("api/v1/launch-options", "GET"): Row("api/v1/launch-options?user=alice", "use"),
     ("api/v1/admissions", "GET"): Row("api/v1/admissions", "use"),
     ("api/v1/admissions", "POST"): Row("api/v1/admissions", "use", (201,), ADMISSION),
+    ("api/v1/admissions/wait", "POST"): Row(
+        "api/v1/admissions/wait", "use", body={"ids": {"none-such": None}, "wait": 0}
+    ),
     ("api/v1/admissions/([^/]+)", "GET"): Row("api/v1/admissions/{id}", "use"),
     ("api/v1/admissions/([^/]+)", "DELETE"): Row("api/v1/admissions/{id}", "use"),
     ("api/v1/queue", "GET"): Row("api/v1/queue", "use"),

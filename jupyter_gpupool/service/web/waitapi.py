@@ -1,0 +1,108 @@
+"""Many places in line asked at once (``POST api/v1/admissions/wait``, issue 31): one held
+question per hub process for all its waiting spawners, answered as soon as any listed entry's
+state or place differs from what the asker last heard, else after ``wait`` seconds (with every
+entry: the heartbeat). The single question (``GET api/v1/admissions/ID?wait=S``) stays for
+one entry and for spawners older than this.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from ...core.queue import Waiting
+from ..bodies import WaitBody, parse_json, parse_wait
+from .admissionapi import MAX_WAIT, LineAnswers
+from .auth import USE_SCOPE
+
+#: The answer for an entry the line does not know (the single question's 404).
+UNKNOWN = "unknown"
+
+
+class AdmissionsWaitHandler(LineAnswers):
+    """``POST api/v1/admissions/wait`` with ``{"ids": {ID: {"state", "position"} | null},
+    "wait": S}``: ``{"admissions": {ID: row}}`` for the entries whose state or place differs
+    from what was heard (``null``: heard nothing, answered at once), or for all of them after
+    ``S`` seconds (at most :data:`~.admissionapi.MAX_WAIT`). Each waiting entry counts as asked
+    for while the question is held. Rows are what ``GET api/v1/admissions/ID`` answers; an id
+    the line does not know is ``{"id": ID, "state": "unknown"}``. A user may list only their
+    own entries (any other makes the whole question a 403, as the single question would be);
+    a caller with the admin scope (the spawner's token) any."""
+
+    scopes = {"POST": USE_SCOPE}
+
+    async def post(self) -> None:
+        body = parse_wait(parse_json(self.body))
+        wait = min(body.wait, MAX_WAIT)
+        desk = self.ctx.desk
+        async with desk.lock:
+            self._check_all(body)
+            changed = self._changed(body)
+        if not changed and wait > 0:
+            if not await self.held(self._hold(body, wait)):
+                return
+            async with desk.lock:
+                changed = self._changed(body)
+        ids = changed or list(body.heard)  # at the timeout, all of them: the heartbeat
+        line = desk.line
+        for admission_id in ids:
+            found = line.lookup(admission_id) if line is not None else None
+            if not isinstance(found, Waiting) and found is not None and found.outcome is not None:
+                # admitted from the line: answered once its reservation is in the database
+                await desk.admitted_from_line(admission_id, found.outcome)
+        async with desk.lock:
+            rows = {
+                i: self._in_line(i) or {"id": i, "state": UNKNOWN, "queued": False} for i in ids
+            }
+        self.write_json({"admissions": rows})
+
+    def _check_all(self, body: WaitBody) -> None:
+        """Each listed entry the caller's (else a 403), and counted as asked for."""
+        line = self.ctx.desk.line
+        if line is None:
+            return
+        for admission_id in body.heard:
+            found = line.lookup(admission_id)
+            if isinstance(found, Waiting):
+                self._check_owner(found.request.user, admission_id)
+                line.seen(admission_id)  # confirms an entry taken up after a restart
+            elif found is not None:
+                outcome = found.outcome
+                owner = outcome.reservation.user if outcome and outcome.reservation else None
+                if owner is not None:
+                    self._check_owner(owner, admission_id)
+                elif not self.caller.is_admin:
+                    self._check_owner("", admission_id)  # whose it was is not kept
+
+    def _changed(self, body: WaitBody) -> list[str]:
+        """The listed entries whose state or place is not what the asker heard (under the
+        desk's lock); an entry the line does not know always is."""
+        line = self.ctx.desk.line
+        if line is None:
+            return list(body.heard)
+        changed = []
+        for admission_id, heard in body.heard.items():
+            key = line.turn_key(admission_id)
+            if key is None or key != heard:
+                changed.append(admission_id)
+        return changed
+
+    async def _hold(self, body: WaitBody, wait: float) -> None:
+        """Until a listed entry's state or place changes, or ``wait`` seconds pass; the
+        entries count as asked for meanwhile (and as just asked when it ends)."""
+        desk = self.ctx.desk
+        line = desk.line
+        if line is None:
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + wait
+        with contextlib.ExitStack() as holds:
+            for admission_id in body.heard:
+                holds.enter_context(line.hold(admission_id))
+            while (left := until - loop.time()) > 0:
+                move = line.next_move()  # taken before looking: no move is missed
+                async with desk.lock:
+                    if self._changed(body):
+                        return
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(move.wait(), left)
