@@ -176,7 +176,9 @@ async def test_get_queue_shows_the_line_as_the_service_orders_it(cluster, servic
     assert [(r["MESSAGE"], r["ID"], r["SUBJECT"]) for r in wide] == [
         (e["message"], e["id"], e["subject"] or "-") for e in line
     ]
-    assert wide[0]["MESSAGE"] == "waiting for 1 GPU: position 1 in line for dev-pool"
+    assert (
+        wide[0]["MESSAGE"] == "waiting for 1 GPU: position 1 in line for dev-pool · no estimate yet"
+    )
     assert wide[0]["SUBJECT"] == "group students"
 
     status, out, _ = await gpupool("get", "queue", "-o", "json")

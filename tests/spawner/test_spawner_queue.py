@@ -51,7 +51,7 @@ from jupyter_gpupool.spawner.progress import ProgressLog, merge_progress
 #: How long a question about the place is held at most, in these tests (and the pause between
 #: asks after a failure).
 FAST_POLL = 0.2
-QUEUED_BOB = "waiting for 2 GPUs: position 1 in line for dev-pool"
+QUEUED_BOB = "waiting for 2 GPUs: position 1 in line for dev-pool · no estimate yet"
 
 
 # --- the service, in this process -----------------------------------------------------------------
@@ -502,11 +502,14 @@ async def test_stopping_a_queued_start_leaves_the_line_and_those_behind_move_up(
     assert await dave.poll() is not None  # not running: JupyterHub won't call stop()
     assert pod_of(sim_cluster, dave) is None
     # carol's page: her new place, one line each
-    moved = "waiting for 1 GPU: position 1 in line for dev-pool"
+    moved = "waiting for 1 GPU: position 1 in line for dev-pool · no estimate yet"
     await async_wait_for(
         lambda: moved in carol._progress.messages, what="carol's progress to say position 1"
     )
-    assert carol._progress.messages == ["waiting for 1 GPU: position 2 in line for dev-pool", moved]
+    assert carol._progress.messages == [
+        "waiting for 1 GPU: position 2 in line for dev-pool · no estimate yet",
+        moved,
+    ]
     await cancel(carol_start)
     await wait_line(admin, [])
 

@@ -412,12 +412,9 @@ class Line:
             # when it should be admitted (epoch seconds; None: no estimate) and on what basis
             "estimate": guess.at if guess is not None else None,
             "estimate_words": guess.words if guess is not None else None,
-            # with the estimate's words when there is one (``estimate_words`` says when not)
+            # with the estimate's words, or "no estimate yet" when there is no history for one
             "message": waiting_words(
-                w.request.gpus,
-                place,
-                pools,
-                guess.words if guess is not None and guess.at is not None else None,
+                w.request.gpus, place, pools, guess.words if guess is not None else None
             ),
             "reasons": self.reasons.get(w.id, ""),
         }

@@ -47,7 +47,11 @@ async def test_waiting_in_line_then_admitted_in_order_when_gpus_come_free(start_
     bob = await ask(admin, "bob", 2)
     assert bob.code == 202
     assert bob.json()["position"] == 1 and bob.json()["pools"] == ["dev-pool"]
-    assert bob.json()["message"] == "waiting for 2 GPUs: position 1 in line for dev-pool"
+    # no history of dev-pool yet in this service's ledger: said so, not guessed
+    assert (
+        bob.json()["message"]
+        == "waiting for 2 GPUs: position 1 in line for dev-pool · no estimate yet"
+    )
     carol = await ask(admin, "carol", 1)
     assert (carol.code, carol.json()["position"]) == (202, 2)
     # without asking to wait: today's fast refusal

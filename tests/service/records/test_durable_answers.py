@@ -166,6 +166,8 @@ async def test_a_202_says_the_place_it_was_given_even_if_admitted_before_its_com
     commit.set_result(None)
     carol = await asyncio.wait_for(answer, 10)
     assert carol["queued"] and carol["position"] == 1
-    assert carol["message"] == "waiting for 2 GPUs: position 1 in line for dev-pool"
+    assert (
+        carol["message"] == "waiting for 2 GPUs: position 1 in line for dev-pool · no estimate yet"
+    )
     after = await admin.admission(carol_id)
     assert after["state"] == "admitted" and after["pool"] == "dev-pool"
