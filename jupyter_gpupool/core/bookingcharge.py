@@ -39,28 +39,14 @@ def _windows(ctx: Context, pool: str, key: str) -> list[InForce]:
     return calendar.in_force_of(pool, key, ctx.state.now)
 
 
-def _borrows(ctx: Context, pool: str, key: str, windows: list[InForce], units: int) -> bool:
-    """Whether taking ``units`` of ``key`` now takes some of the units the bookings in force
-    keep (:meth:`.ShapeLedger.borrows`, counted without building one: this is on every
-    admission in a pool with a booking in force). Cheap bounds first: every reservation in the
-    pool counted as of this shape; the bookings' whole counts as unused."""
-    counts = [c for c in ctx.usage.shape_counts(pool) if c.shape.id == key]
-    room = sum(c.free for c in counts) - units
-    booked = sum(w.booking.gpus for w in windows)
-    held_anywhere = sum(ctx.res.pool_nodes(pool).values()) + sum(ctx.res.pool_units(pool).values())
-    if room - held_anywhere >= booked:
-        return False
-    if held_anywhere:
-        room -= reserved_units(ctx, pool, key)
-    if room >= booked:
-        return False
-    unit = max((c.shape.equivalent for c in counts), default=1)
-    held = 0
-    for w in windows:
-        eq = ctx.used(pool, w.subject)
-        used = int(-(-eq // unit)) if eq else 0
-        held += max(0, w.booking.gpus - used)
-    return held > 0 and room < held
+def _surely_room(ctx: Context, pool: str, key: str, windows: list[InForce], units: int) -> bool:
+    """Whether ``units`` of ``key`` leave every booking in force its whole count, counted
+    cheaply (this is on every admission in a pool with a booking in force): every reservation
+    in the pool as if of this shape, the bookings' units as all unused. When not,
+    :meth:`.ShapeLedger.borrows` counts exactly."""
+    free = sum(c.free for c in ctx.usage.shape_counts(pool) if c.shape.id == key)
+    held = sum(ctx.res.pool_nodes(pool).values()) + sum(ctx.res.pool_units(pool).values())
+    return free - held - units >= sum(w.booking.gpus for w in windows)
 
 
 def _ledger(ctx: Context, pool: str, key: str, windows: list[InForce]) -> ShapeLedger:
@@ -95,16 +81,20 @@ def charge(pool: Pool, shape_id: str | None, ctx: Context) -> tuple[str, bool] |
     if not windows:
         return charge_for(pool, ctx)
     req = ctx.req
-    for w in windows:
-        if w.has_member(req.user, req.groups):
-            window = _ledger(ctx, name, key, windows).within(req.user, req.groups, req.gpus)
-            if window is not None:
-                return window.subject, False
-            break
+    ledger: ShapeLedger | None = None
+    if any(w.has_member(req.user, req.groups) for w in windows):
+        ledger = _ledger(ctx, name, key, windows)
+        window = ledger.within(req.user, req.groups, req.gpus)
+        if window is not None:
+            return window.subject, False
     found = charge_for(pool, ctx)
     if isinstance(found, str) or found[1]:
         return found
-    return (found[0], True) if _borrows(ctx, name, key, windows, req.gpus) else found
+    if ledger is None:
+        if _surely_room(ctx, name, key, windows, req.gpus):
+            return found
+        ledger = _ledger(ctx, name, key, windows)
+    return (found[0], True) if ledger.borrows(req.gpus) else found
 
 
 def member_bookings(
@@ -117,10 +107,14 @@ def member_bookings(
     if calendar is None or pool not in calendar.pools:
         return []
     ctx = Context(AdmissionRequest(user=user, groups=tuple(groups)), state)
+    ledgers: dict[str, ShapeLedger | None] = {}  # one per shape, not one per booking
     out = []
     for w in calendar.in_force(pool, state.now):
         if not w.has_member(user, groups):
             continue
-        ledger = booking_ledger(ctx, pool, None if w.booking.shape == WHOLE else w.booking.shape)
+        shape = w.booking.shape
+        if shape not in ledgers:
+            ledgers[shape] = booking_ledger(ctx, pool, None if shape == WHOLE else shape)
+        ledger = ledgers[shape]
         out.append((w, ledger.units_used(w) if ledger is not None else 0))
     return out

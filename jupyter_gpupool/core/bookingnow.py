@@ -41,20 +41,19 @@ from .shapes import WHOLE
 from .usagerecords import ShapeCount
 from .usagerows import ServerUsage
 
-BOOKING_PREFIX = BOOKING_SUBJECT_PREFIX
 #: How far around ``t`` a :class:`Calendar` lists windows before it lists them again.
 HORIZON_BEFORE, HORIZON_AFTER = 2 * 86400.0, 9 * 86400.0
 
 
 def booking_subject(name: str) -> str:
     """The subject a server admitted within booking ``name`` is charged to."""
-    return f"{BOOKING_PREFIX}{name}"
+    return f"{BOOKING_SUBJECT_PREFIX}{name}"
 
 
 def booking_of(subject: str | None) -> str | None:
     """The booking a charged subject names (``booking:cs231`` -> ``cs231``), else None."""
-    if subject and subject.startswith(BOOKING_PREFIX):
-        return subject[len(BOOKING_PREFIX) :]
+    if subject and subject.startswith(BOOKING_SUBJECT_PREFIX):
+        return subject[len(BOOKING_SUBJECT_PREFIX) :]
     return None
 
 
@@ -228,9 +227,9 @@ class ShapeLedger:
     def unused(self, w: InForce) -> int:
         return max(0, w.booking.gpus - self.units_used(w))
 
-    def held(self, but: InForce | None = None) -> int:
-        """Units the bookings in force keep for their members (all but ``but``'s)."""
-        return sum(self.unused(w) for w in self.windows if w is not but)
+    def held(self) -> int:
+        """Units the bookings in force keep for their members."""
+        return sum(self.unused(w) for w in self.windows)
 
     def within(self, user: str, groups: Sequence[str], units: int) -> InForce | None:
         """The first booking in force (in start order) that admits ``units`` more for this
@@ -240,11 +239,11 @@ class ShapeLedger:
                 return w
         return None
 
-    def borrows(self, units: int, but: InForce | None = None) -> bool:
+    def borrows(self, units: int) -> bool:
         """Whether taking ``units`` now takes some of the units the bookings keep."""
         if self.free - units >= sum(w.booking.gpus for w in self.windows):
             return False  # room for every booking whole, used or not: no need to count
-        held = self.held(but)
+        held = self.held()
         return held > 0 and self.free - units < held
 
 

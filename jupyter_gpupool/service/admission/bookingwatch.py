@@ -17,7 +17,6 @@ warnings are worked out again from them after a restart.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
@@ -27,6 +26,7 @@ from ...core.bookingnow import InForce, ShapeLedger, booking_of, to_free
 from ...core.decision import AdmissionRequest, Context
 from ...core.notices import REPORT, STOP, Notice
 from ...core.usagerows import ServerUsage
+from ...core.utilwords import clock_words
 from .. import clock
 from ..loops import Loop
 from ..state import ServiceState
@@ -35,14 +35,6 @@ from ..stopasks import StopAsks
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
-
-
-def clock_words(t: float) -> str:
-    """``10:00 UTC`` (with the date when it is not today)."""
-    when = dt.datetime.fromtimestamp(t, dt.timezone.utc)
-    today = dt.datetime.fromtimestamp(clock.now(), dt.timezone.utc).date()
-    day = "" if when.date() == today else f"{when:%Y-%m-%d} "
-    return f"{day}{when:%H:%M} UTC"
 
 
 class BookingWatch:
@@ -113,7 +105,7 @@ class BookingWatch:
                         Notice(
                             "booking",
                             f"this server borrows GPUs booked for {w.booking.name} from "
-                            f"{clock_words(start)}: it is stopped then",
+                            f"{clock_words(start, now)}: it is stopped then",
                             start,
                             STOP,
                         ),
@@ -126,7 +118,7 @@ class BookingWatch:
                         (s.namespace, s.name),
                         Notice(
                             "booking",
-                            f"booking {w.booking.name} ends at {clock_words(end)}: this server "
+                            f"booking {w.booking.name} ends at {clock_words(end, now)}: this server "
                             "then borrows its GPUs and may be stopped when others need them",
                             end,
                             REPORT,
