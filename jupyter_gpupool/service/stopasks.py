@@ -4,9 +4,12 @@ policy's, the runtime limit's, the budgets' and the bookings'."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import logging
+from collections.abc import Awaitable, Callable, Collection, Iterable
 
 from ..core.usagerows import ServerUsage
+
+log = logging.getLogger(__name__)
 
 #: A server asked to stop is asked again if it still runs this much later.
 ASK_AGAIN = 60.0
@@ -40,3 +43,25 @@ class StopAsks:
             return False
         self.asked[key] = now
         return True
+
+    async def stop_due(
+        self,
+        due: Iterable[tuple[ServerUsage, str]],
+        now: float,
+        stop: Callable[[ServerUsage], Awaitable[None]],
+        told: Callable[[ServerUsage], None] | None = None,
+        logger: logging.Logger = log,
+    ) -> list[ServerUsage]:
+        """Stop each server of ``due`` (with why, for the log) that is :meth:`due` to be asked:
+        ``told`` first (the ledger notes how its session ends), then ``stop`` (through the
+        hub); the servers asked, in order."""
+        stopped = []
+        for s, why in due:
+            if not self.due(s, now):
+                continue
+            logger.warning("Stopping server %s/%s of %s: %s", s.namespace, s.name, s.user, why)
+            if told is not None:
+                told(s)
+            await stop(s)
+            stopped.append(s)
+        return stopped

@@ -57,7 +57,7 @@ class BudgetWatch:
         keys = {(s.namespace, s.name) for s in running}
         self.asked.keep_only(keys)
         warned: dict[Key, dict[str, float]] = {}
-        due: list[tuple[ServerUsage, Standing]] = []
+        due: list[tuple[ServerUsage, str]] = []  # and why
         for s in running:
             key = (s.namespace, s.name)
             before = self.warned.get(key, {})
@@ -84,25 +84,11 @@ class BudgetWatch:
                 warned[key] = mine  # a budget with hours again is forgotten: warned anew
             found = rules_.due(self.standings, s, mine, now, self.rules)
             if found is not None:
-                due.append((s, found))
+                why = f"the budget of {found.budget.subject} ({found.budget.words()}) is spent"
+                due.append((s, why))
         self.warned = warned
-        stopped = []
-        for s, st in due:
-            if not self.asked.due(s, now):
-                continue
-            log.warning(
-                "Stopping server %s/%s of %s: the budget of %s (%s) is spent",
-                s.namespace,
-                s.name,
-                s.user,
-                st.budget.subject,
-                st.budget.words(),
-            )
-            if self.on_stop is not None:
-                self.on_stop(s)
-            await self.stop(s)
-            self.stopped += 1
-            stopped.append(s)
+        stopped = await self.asked.stop_due(due, now, self.stop, self.on_stop, log)
+        self.stopped += len(stopped)
         return stopped
 
     def notice(self, s: ServerUsage, now: float) -> Notice | None:

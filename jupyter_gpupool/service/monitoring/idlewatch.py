@@ -88,7 +88,7 @@ class IdleWatch:
         self.warned &= keys
         self.exempt &= keys
         self.asked.keep_only(keys)
-        due: list[tuple[ServerUsage, IdlePolicy, IdleState]] = []
+        due: list[tuple[ServerUsage, str]] = []  # and why
         for s in running:
             key = (s.namespace, s.name)
             policy = self.policy_for(registry, s.pool)
@@ -122,24 +122,12 @@ class IdleWatch:
                 if self.on_warn is not None:
                     self.on_warn(s, now)
             if now >= state.due_at and policy.action == "stop":
-                due.append((s, policy, state))
-        stopped = []
-        for s, policy, state in due:
-            if not self.asked.due(s, now):
-                continue
-            log.warning(
-                "Stopping server %s/%s of %s: its GPUs were idle for %s (%s)",
-                s.namespace,
-                s.name,
-                s.user,
-                duration_words(now - state.since),
-                policy.words(),
-            )
-            if self.on_cull is not None:
-                self.on_cull(s)
-            await self.stop(s)
-            self.culled += 1
-            stopped.append(s)
+                why = (
+                    f"its GPUs were idle for {duration_words(now - state.since)} ({policy.words()})"
+                )
+                due.append((s, why))
+        stopped = await self.asked.stop_due(due, now, self.stop, self.on_cull, log)
+        self.culled += len(stopped)
         return stopped
 
     async def _exempt(self, s: ServerUsage, policy: IdlePolicy) -> bool:

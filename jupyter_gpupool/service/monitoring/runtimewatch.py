@@ -61,7 +61,7 @@ class RuntimeWatch:
         self.warned = {k: t for k, t in self.warned.items() if k in keys}
         self.exempt &= keys
         self.asked.keep_only(keys)
-        due = []
+        due: list[tuple[ServerUsage, str]] = []  # and why
         for s, limit in limited:
             key = (s.namespace, s.name)
             state = runtime.state_of(s, limit, self.warned.get(key))
@@ -88,24 +88,9 @@ class RuntimeWatch:
                     when_text(state.stop_at),
                 )
             if now >= state.stop_at:
-                due.append((s, limit, state))
-        stopped = []
-        for s, limit, state in due:
-            if not self.asked.due(s, now):
-                continue
-            log.warning(
-                "Stopping server %s/%s of %s: it ran for %s (%s)",
-                s.namespace,
-                s.name,
-                s.user,
-                duration_words(now - state.since),
-                limit.words(),
-            )
-            if self.on_stop is not None:
-                self.on_stop(s)
-            await self.stop(s)
-            self.stopped += 1
-            stopped.append(s)
+                due.append((s, f"it ran for {duration_words(now - state.since)} ({limit.words()})"))
+        stopped = await self.asked.stop_due(due, now, self.stop, self.on_stop, log)
+        self.stopped += len(stopped)
         return stopped
 
     async def _exempt(self, s: ServerUsage, limit: runtime.RuntimeLimit) -> bool:
