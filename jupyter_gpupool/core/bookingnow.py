@@ -208,7 +208,6 @@ class ShapeLedger:
     ):
         self.shape = shape
         self.windows = [w for w in windows if w.booking.shape == shape]
-        self.counts = counts
         self.unit: Amount = max((c.shape.equivalent for c in counts), default=1)
         self.used = used
         self.free = sum(c.free for c in counts) - reserved_units
