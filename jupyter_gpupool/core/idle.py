@@ -60,8 +60,34 @@ def duration_words(seconds: float) -> str:
     return f"{sec}s"
 
 
+#: How long before its stop a server is warned when a rule does not say.
+DEFAULT_WARN = "15m"
+
+
+class TimedRule:
+    """What a rule that stops a server ``after`` some time, warning ``warn`` before, with its
+    exempt users and groups, shares (:class:`IdlePolicy`, ``runtime.RuntimeLimit``)."""
+
+    after: str
+    warn: str | None
+    exempt_users: tuple[str, ...]
+    exempt_groups: tuple[str, ...]
+
+    @property
+    def after_seconds(self) -> float:
+        return duration_seconds(self.after)
+
+    @property
+    def warn_seconds(self) -> float:
+        """``warn`` (default 15 minutes), at most all of ``after``."""
+        return min(duration_seconds(self.warn or DEFAULT_WARN), self.after_seconds)
+
+    def exempts(self, user: str, groups: Iterable[str]) -> bool:
+        return user in self.exempt_users or any(g in self.exempt_groups for g in groups)
+
+
 @dataclass(frozen=True)
-class IdlePolicy:
+class IdlePolicy(TimedRule):
     """When a server's GPUs count as idle, and what is done about it."""
 
     below_percent: float = 5.0
@@ -71,17 +97,6 @@ class IdlePolicy:
     exempt_users: tuple[str, ...] = ()
     exempt_groups: tuple[str, ...] = ()
     source: Any = field(default=None, compare=False)  # a pools.Source: where it was written
-
-    @property
-    def after_seconds(self) -> float:
-        return duration_seconds(self.after)
-
-    @property
-    def warn_seconds(self) -> float:
-        return min(duration_seconds(self.warn or "15m"), self.after_seconds)
-
-    def exempts(self, user: str, groups: Iterable[str]) -> bool:
-        return user in self.exempt_users or any(g in self.exempt_groups for g in groups)
 
     def words(self) -> str:
         """``under 5% for 2h (warned 15m before; then stopped)``."""

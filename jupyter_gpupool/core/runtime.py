@@ -20,22 +20,21 @@ Pure: the service keeps when it warned each server (``service.monitoring.runtime
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .budgets import when_text
-from .idle import duration_seconds, duration_words
+from .idle import TimedRule, duration_words
 from .ledger import parse_time
 from .notices import STOP, Notice
 from .usagerows import ServerUsage
 
 #: The warning when a limit does not say (or all of ``after`` when that is shorter).
-DEFAULT_WARN = "15m"
 
 
 @dataclass(frozen=True)
-class RuntimeLimit:
+class RuntimeLimit(TimedRule):
     """How long a server with GPUs may run, and how long before the stop its user is warned."""
 
     after: str
@@ -43,17 +42,6 @@ class RuntimeLimit:
     exempt_users: tuple[str, ...] = ()
     exempt_groups: tuple[str, ...] = ()
     source: Any = field(default=None, compare=False)  # a pools.Source: where it was written
-
-    @property
-    def after_seconds(self) -> float:
-        return duration_seconds(self.after)
-
-    @property
-    def warn_seconds(self) -> float:
-        return min(duration_seconds(self.warn or DEFAULT_WARN), self.after_seconds)
-
-    def exempts(self, user: str, groups: Iterable[str]) -> bool:
-        return user in self.exempt_users or any(g in self.exempt_groups for g in groups)
 
     def words(self) -> str:
         """``at most 8h (warned 15m before; then stopped)``."""

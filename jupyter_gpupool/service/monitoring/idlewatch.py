@@ -20,7 +20,7 @@ from typing import Any
 
 from ...core.amounts import amount_text
 from ...core.budgets import when_text
-from ...core.idle import IdleClock, IdlePolicy, IdleState, duration_words
+from ...core.idle import IdleClock, IdlePolicy, IdleState, TimedRule, duration_words
 from ...core.notices import REPORT, STOP, Notice
 from ...core.pools import Registry
 from ...core.usage import ServerUsage, UsageIndex
@@ -35,6 +35,24 @@ Key = tuple[str, str]  # (namespace, pod)
 async def no_groups(user: str) -> tuple[str, ...]:
     """Without the hub's API no groups are known (then no group is exempt from a policy)."""
     return ()
+
+
+async def exempt_from(
+    rule: TimedRule, user: str, user_groups: Callable[[str], Awaitable[tuple[str, ...]]]
+) -> bool:
+    """Whether ``rule`` exempts ``user``; their groups are asked of the hub only when it
+    exempts groups, and a user whose groups cannot be read counts as exempt (an exempt
+    server must never be stopped)."""
+    if user in rule.exempt_users:
+        return True
+    if not rule.exempt_groups:
+        return False
+    try:
+        groups = await user_groups(user)
+    except Exception as e:  # no groups, no stopping
+        log.warning("Cannot read the groups of %s (%s): not stopping their servers", user, e)
+        return True
+    return rule.exempts(user, groups)
 
 
 async def cannot_stop(server: ServerUsage) -> None:
@@ -131,16 +149,7 @@ class IdleWatch:
         return stopped
 
     async def _exempt(self, s: ServerUsage, policy: IdlePolicy) -> bool:
-        if s.user in policy.exempt_users:
-            return True
-        if not policy.exempt_groups:
-            return False
-        try:
-            groups = await self.user_groups(s.user)
-        except Exception as e:  # no groups, no stopping: an exempt server must not be stopped
-            log.warning("Cannot read the groups of %s (%s): not stopping their servers", s.user, e)
-            return True
-        return policy.exempts(s.user, groups)
+        return await exempt_from(policy, s.user, self.user_groups)
 
     def row(self, registry: Registry, s: ServerUsage, now: float) -> dict[str, Any] | None:
         """A server's ``idle`` field in the API: None unless its GPUs are idle under a policy."""

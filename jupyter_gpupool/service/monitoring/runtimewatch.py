@@ -18,7 +18,7 @@ from ...core.notices import Notice
 from ...core.pools import Registry
 from ...core.usage import ServerUsage, UsageIndex
 from ..stopasks import StopAsks
-from .idlewatch import cannot_stop, no_groups
+from .idlewatch import cannot_stop, exempt_from, no_groups
 
 log = logging.getLogger(__name__)
 
@@ -94,16 +94,7 @@ class RuntimeWatch:
         return stopped
 
     async def _exempt(self, s: ServerUsage, limit: runtime.RuntimeLimit) -> bool:
-        if s.user in limit.exempt_users:
-            return True
-        if not limit.exempt_groups:
-            return False
-        try:
-            groups = await self.user_groups(s.user)
-        except Exception as e:  # no groups, no stopping: an exempt server must not be stopped
-            log.warning("Cannot read the groups of %s (%s): not stopping their servers", s.user, e)
-            return True
-        return limit.exempts(s.user, groups)
+        return await exempt_from(limit, s.user, self.user_groups)
 
     def notice(self, registry: Registry, s: ServerUsage, now: float) -> Notice | None:
         """A server's ``runtime`` notice, from ``warn`` before its limit."""
