@@ -1,7 +1,7 @@
 """Benchmark of the usage index and admission on a large synthetic cluster.
 
 Builds a cluster (default: 5,000 nodes x 8 GPUs in 50 pools, 100,000 pods, 2,000 users in 200
-groups), feeds it to the :class:`~jupyter_gpupool.core.usage.UsageIndex` as watch events (each pod is
+groups), feeds it to the :class:`~jupyter_gpupool.core.usage.index.UsageIndex` as watch events (each pod is
 created pending, then bound and running; one in ten then finishes or is deleted), then runs
 admissions the way the service does (decide, then reserve; pods of admitted requests appear and
 reservations expire as time passes). Prints one JSON line:
@@ -57,15 +57,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jupyter_gpupool.core import labels as L
-from jupyter_gpupool.core.admission import AdmissionRequest, AdmissionState, decide
-from jupyter_gpupool.core.bookingnow import Calendar
-from jupyter_gpupool.core.bookings import Booking, Weekly, Window
-from jupyter_gpupool.core.poolfile import load_string
-from jupyter_gpupool.core.pools import Registry
-from jupyter_gpupool.core.reservations import Reservations
-from jupyter_gpupool.core.usage import UsageIndex
-from jupyter_gpupool.core.usagerecords import pod_gpus
+from jupyter_gpupool.core.admission.walk import AdmissionRequest, AdmissionState, decide
+from jupyter_gpupool.core.pools.model import Registry
+from jupyter_gpupool.core.pools.reading import load_string
+from jupyter_gpupool.core.time.bookings import Booking, Weekly, Window
+from jupyter_gpupool.core.time.bookings_in_force import Calendar
+from jupyter_gpupool.core.usage import labels as L
+from jupyter_gpupool.core.usage.index import UsageIndex
+from jupyter_gpupool.core.usage.records import pod_gpus
+from jupyter_gpupool.core.usage.reservations import Reservations
 
 GPU_TYPES = ("A100-80G", "H100-80G", "L40S-48G", "A10-24G")
 CREATED = "2025-01-01T00:00:00Z"

@@ -41,8 +41,8 @@ from bench_admission import percentile
 from density_replay import Replay, RequestFor, Result
 from density_workload import NEEDS, Session, cluster_nodes, make_day
 
-from jupyter_gpupool.core.admission import AdmissionRequest
-from jupyter_gpupool.core.idle import IdlePolicy
+from jupyter_gpupool.core.admission.walk import AdmissionRequest
+from jupyter_gpupool.core.time.idle import IdlePolicy
 from jupyter_gpupool.poolfiles import load_paths
 
 POOLS = Path(__file__).resolve().parents[1] / "examples" / "pools"

@@ -11,7 +11,7 @@ The history the estimator reads is the ledger of the day before: the same worklo
 seed (``--seed + 1000``) replayed first, each ended session's duration kept per pool, as the
 service's ledger keeps them over ``history_days``. When a request joins the line it gets
 
-- **ours**: :func:`jupyter_gpupool.core.waitestimate.estimate` over the whole line in its order,
+- **ours**: :func:`jupyter_gpupool.core.time.wait_estimate.estimate` over the whole line in its order,
   the running servers with their age, the idle policy's stops already warned of (sure ends),
   and that history;
 - **naive**: its position in line x the mean session duration of its pools' history.
@@ -41,9 +41,9 @@ from bench_density import IDLE, POOLS, whole_request
 from density_replay import Replay
 from density_workload import Session, cluster_nodes, make_day
 
-from jupyter_gpupool.core.decision import Decision
-from jupyter_gpupool.core.queue import order, pools_of, positions
-from jupyter_gpupool.core.waitestimate import Ask, Held, History, estimate
+from jupyter_gpupool.core.admission.decision import Decision
+from jupyter_gpupool.core.admission.queue import order, pools_of, positions
+from jupyter_gpupool.core.time.wait_estimate import Ask, Held, History, estimate
 from jupyter_gpupool.poolfiles import load_paths
 
 

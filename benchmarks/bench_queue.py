@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_admission import Synthetic, percentile
 
-from jupyter_gpupool.core import labels as L
-from jupyter_gpupool.core.admission import AdmissionRequest, Decision
+from jupyter_gpupool.core.admission.walk import AdmissionRequest, Decision
+from jupyter_gpupool.core.usage import labels as L
 from jupyter_gpupool.service.admission.desk import AdmissionDesk
 from jupyter_gpupool.service.admission.line import Line
 from jupyter_gpupool.service.admission.outcome import Outcome

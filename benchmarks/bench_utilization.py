@@ -4,9 +4,9 @@ nodes x 8 GPUs.
 Part 1, the poll in this process. One poll of the ``dcgm`` source reads the exporter pages of
 every GPU node (here: one page of all 40,000 GPUs, the size of every node's page together, three
 metrics per GPU as the simulated exporter writes), parses them
-(:func:`~jupyter_gpupool.core.utilization.parse_exporter`, a reader of the three metrics it
+(:func:`~jupyter_gpupool.core.usage.utilization.parse_exporter`, a reader of the three metrics it
 needs), groups them per pod (``by_pod``) and moves the idle clocks of the running servers on
-(:class:`~jupyter_gpupool.core.idle.IdleClock`). The baseline, measured in the same run on the
+(:class:`~jupyter_gpupool.core.time.idle.IdleClock`). The baseline, measured in the same run on the
 same text, is prometheus_client's general parser, which the service used first (it reads every
 metric and keeps every sample). Figures: milliseconds per poll (p50 and max over ``--polls``),
 the page's size, the memory the measurements hold (tracemalloc), and ``baseline_x_poll``, the
@@ -62,8 +62,8 @@ from service_process import (
     wait_answering,
 )
 
-from jupyter_gpupool.core.idle import IdleClock
-from jupyter_gpupool.core.utilization import by_pod, parse_exporter
+from jupyter_gpupool.core.time.idle import IdleClock
+from jupyter_gpupool.core.usage.utilization import by_pod, parse_exporter
 from jupyter_gpupool.sim import SimCluster
 
 METRICS = (

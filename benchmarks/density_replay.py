@@ -2,13 +2,13 @@
 
 No service, no HTTP, no sleeps: events (arrivals, ends, retries, users giving up, utilization
 polls) are taken from a heap in time order, and each is applied the way the service applies
-it. An admission is ``core.admission.decide`` over a ``core.usage.UsageIndex`` fed the demo
-cluster's Node objects and ``core.reservations.Reservations``; the admitted server's pod then
+it. An admission is ``core.admission.walk.decide`` over a ``core.usage.index.UsageIndex`` fed the demo
+cluster's Node objects and ``core.usage.reservations.Reservations``; the admitted server's pod then
 appears in the index as the watch would show it (bound to the decided node, with the
 decision's overrides' labels, annotations and resources), which drops its reservation; it
-vanishes when the session ends or the idle policy stops it. The line is ``core.queue``'s
+vanishes when the session ends or the idle policy stops it. The line is ``core.admission.queue``'s
 order and passes, run as the service's line runs them (a pass whenever GPUs come free), and the
-idle policy is ``core.idle``'s clock fed one measurement per server every ``poll`` seconds.
+idle policy is ``core.time.idle``'s clock fed one measurement per server every ``poll`` seconds.
 
 The replay keeps its own ledger, apart from the index: per node and resource, the units held
 now and at most, against the node's allocatable (the smoke test checks no node was
@@ -29,14 +29,21 @@ from typing import Any
 
 from density_workload import Session
 
-from jupyter_gpupool.core import labels as L
-from jupyter_gpupool.core.admission import AdmissionRequest, AdmissionState, Decision, decide
-from jupyter_gpupool.core.idle import IdleClock, IdlePolicy
-from jupyter_gpupool.core.pools import Registry
-from jupyter_gpupool.core.queue import Pass, Waiting, never_reason, order, promised_pools, standing
-from jupyter_gpupool.core.reservations import Reservations
-from jupyter_gpupool.core.shapes import node_offer
-from jupyter_gpupool.core.usage import UsageIndex
+from jupyter_gpupool.core.admission.queue import (
+    Pass,
+    Waiting,
+    never_reason,
+    order,
+    promised_pools,
+    standing,
+)
+from jupyter_gpupool.core.admission.walk import AdmissionRequest, AdmissionState, Decision, decide
+from jupyter_gpupool.core.pools.model import Registry
+from jupyter_gpupool.core.time.idle import IdleClock, IdlePolicy
+from jupyter_gpupool.core.usage import labels as L
+from jupyter_gpupool.core.usage.index import UsageIndex
+from jupyter_gpupool.core.usage.reservations import Reservations
+from jupyter_gpupool.core.usage.shapes import node_offer
 
 #: The label that names the shape a server was admitted with (issue 29; absent: whole GPUs)
 SHAPE_LABEL = L.PREFIX + "shape"

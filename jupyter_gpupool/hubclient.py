@@ -13,7 +13,7 @@ named servers, and following a start's progress (the hub's event stream).
 The same plumbing as :class:`~jupyter_gpupool.client.GPUPoolClient` (:mod:`jupyter_gpupool.http`:
 kept-alive connections, an error carrying the status and the hub's message; status 0 when the
 hub does not answer). The token needs the scopes of
-:data:`~jupyter_gpupool.core.placement.SERVER_TOKEN_SCOPES`.
+:data:`~jupyter_gpupool.core.pools.placement.SERVER_TOKEN_SCOPES`.
 """
 
 from __future__ import annotations

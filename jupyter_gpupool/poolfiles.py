@@ -1,6 +1,6 @@
 """Pool files on disk: which files a path names, reading them, and loading them as one registry.
 
-The core (:mod:`jupyter_gpupool.core.poolfile`) loads text only; everything that touches the file
+The core (:mod:`jupyter_gpupool.core.pools.reading`) loads text only; everything that touches the file
 system is here, shared by ``gpupool validate`` and ``gpupool create``/``delete`` (through
 ``commands/files.py``), the service's registry directory, the demo and the tests. A directory
 stands for its pool files (not recursive, sorted, hidden files skipped), and a file over the
@@ -13,9 +13,9 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from .core.poolfile import LoadReport, check_texts, in_reading_order, load_texts
-from .core.pools import Registry
-from .core.yamldoc import MAX_TEXT_BYTES, DocumentError, Problem
+from .core.documents.yaml_reader import MAX_TEXT_BYTES, DocumentError, Problem
+from .core.pools.model import Registry
+from .core.pools.reading import LoadReport, check_texts, in_reading_order, load_texts
 
 #: What a pool file's name ends with, in a directory or a ConfigMap.
 FILE_SUFFIXES = (".yaml", ".yml", ".json")

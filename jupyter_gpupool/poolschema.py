@@ -2,8 +2,8 @@
 
 Editors (VS Code's YAML extension, JetBrains) use it to complete and check pool files as they are
 typed: put ``# yaml-language-server: $schema=<path or URL of pool.schema.json>`` at the top of a
-file. Because it is generated from :data:`~jupyter_gpupool.core.poolshapes.POOL_DOCUMENT`,
-:data:`~jupyter_gpupool.core.poolshapes.QUOTA_DOCUMENT` and ``BOOKING_DOCUMENT``, it accepts what the loader accepts
+file. Because it is generated from :data:`~jupyter_gpupool.core.pools.document_spec.POOL_DOCUMENT`,
+:data:`~jupyter_gpupool.core.pools.document_spec.QUOTA_DOCUMENT` and ``BOOKING_DOCUMENT``, it accepts what the loader accepts
 (cross-document rules such as duplicate names are the loader's alone).
 
 The package ships the result as ``jupyter_gpupool/schema/pool.schema.json``; a test fails when it
@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .core.poolshapes import BOOKING_DOCUMENT, POOL_DOCUMENT, QUOTA_DOCUMENT
+from .core.pools.document_spec import BOOKING_DOCUMENT, POOL_DOCUMENT, QUOTA_DOCUMENT
 
 SCHEMA_ID = "urn:jupyter-gpupool:schema:pool:v0.1"
 SHIPPED = Path(__file__).parent / "schema" / "pool.schema.json"

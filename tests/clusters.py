@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import pytest
 from kubernetes_asyncio import client, config
 
-from jupyter_gpupool.core.usage import UsageIndex
+from jupyter_gpupool.core.usage.index import UsageIndex
 from jupyter_gpupool.demo.run import Demo, DemoOptions, free_port
 from jupyter_gpupool.demo.testing import DemoProcess
 from jupyter_gpupool.sim import SimCluster

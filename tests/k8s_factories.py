@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from jupyter_gpupool.core import labels as L
+from jupyter_gpupool.core.usage import labels as L
 
 #: The example pool files (gpuctl's four pools and the demo's quotas), as shipped.
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "pools"

@@ -14,8 +14,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from jupyter_gpupool.core.admission import AdmissionRequest, Decision, Skip, decide
-from jupyter_gpupool.core.poolfile import load_string
+from jupyter_gpupool.core.admission.walk import AdmissionRequest, Decision, Skip, decide
+from jupyter_gpupool.core.pools.reading import load_string
 from jupyter_gpupool.service import views
 from jupyter_gpupool.service.admission.desk import AdmissionDesk
 from jupyter_gpupool.service.admission.outcome import Outcome

@@ -28,7 +28,7 @@ from traitlets.config import Config
 from waiting import async_wait_for
 
 from jupyter_gpupool.client import GPUPoolClient, GPUPoolError
-from jupyter_gpupool.core.usage import UsageIndex
+from jupyter_gpupool.core.usage.index import UsageIndex
 from jupyter_gpupool.demo.run import free_port
 from jupyter_gpupool.service import GPUPoolService
 from jupyter_gpupool.service.web.auth import ADMIN_SCOPE, USE_SCOPE

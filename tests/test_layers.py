@@ -316,7 +316,7 @@ def test_the_live_state_does_not_import_the_json_views():
         if mod == f"{SVC}.state" and name == f"{SVC}.views"
     ]
     assert not bad, (
-        "what the state needs of a pool's rows lives in core/poolrows.py:\n" + "\n".join(bad)
+        "what the state needs of a pool's rows lives in core/words/pool_rows.py:\n" + "\n".join(bad)
     )
 
 

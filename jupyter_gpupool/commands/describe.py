@@ -8,9 +8,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..core.formatting import cell
-from ..core.reports import quota_rows
-from ..core.shapechoice import kind_words
+from ..core.words.reports import quota_rows
+from ..core.words.shape_choice import kind_words
+from ..core.words.tables import cell
 from .connection import add_connection_options, run, write
 from .get import NODE_COLUMNS, QUOTA_COLUMNS, add_output_option, job_columns
 from .output import Column, indent, render

@@ -21,8 +21,8 @@ from typing import Any
 
 import yaml
 
-from ..core.poolshapes import BOOKING_KIND, POOL_KINDS, QUOTA_KIND
-from ..core.yamldoc import DocumentError, safe_load
+from ..core.documents.yaml_reader import DocumentError, safe_load
+from ..core.pools.document_spec import BOOKING_KIND, POOL_KINDS, QUOTA_KIND
 
 REQUEST = "<request>"
 _SEPARATOR = re.compile(r"^---(\s|#|$)")

@@ -24,8 +24,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..core.formatting import age, human_duration
-from ..core.reports import quota_rows
+from ..core.words.reports import quota_rows
+from ..core.words.tables import age, human_duration
 from .connection import CommandError, add_connection_options, run, write
 from .output import OUTPUTS, Column, render
 
@@ -66,7 +66,7 @@ def _idle(row: Mapping[str, Any]) -> Mapping[str, Any]:
 def job_columns(now: float) -> tuple[Column, ...]:
     """``get jobs``' columns; ``-o wide`` adds what the server's GPUs do (issue 17): their
     utilization, memory and idle state in words, and CSV gets them as raw numbers and times."""
-    from ..core.utilwords import idle_cell, memory_cell, utilization_cell  # only jobs' columns
+    from ..core.words.gpu_use import idle_cell, memory_cell, utilization_cell  # only jobs' columns
 
     return (
         Column("USER", "user"),

@@ -49,7 +49,7 @@ def register(subparsers: Any) -> None:
 
 def parse_labels(items: list[str]) -> dict[str, str | None]:
     """``KEY=VALUE`` and ``KEY-`` arguments as a patch (None removes), checked as Kubernetes does."""
-    from ..core.labels import is_label_key, is_label_value  # not at the top: hashlib, re
+    from ..core.usage.labels import is_label_key, is_label_value  # not at the top: hashlib, re
 
     out: dict[str, str | None] = {}
     for item in items:

@@ -4,7 +4,7 @@ Pure functions, no I/O, tested directly. A table is gpuctl's: upper-case headers
 columns two spaces apart, each as wide as its widest cell. ``-o json`` and ``-o yaml`` print the
 service's own answer (every field); ``-o csv`` prints the table's columns under machine-friendly
 names (the JSON keys); ``-o wide`` adds the columns marked ``wide``. Cells, tables, CSV cells and
-ages come from :mod:`jupyter_gpupool.core.formatting`, which the magics and the service share.
+ages come from :mod:`jupyter_gpupool.core.words.tables`, which the magics and the service share.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.formatting import csv_text, format_table
+from ..core.words.tables import csv_text, format_table
 
 __all__ = ["OUTPUTS", "Column", "render"]
 

@@ -43,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 async def serve(args: argparse.Namespace) -> int:
-    from ..core.yamldoc import DocumentError
+    from ..core.documents.yaml_reader import DocumentError
     from ..sim import SimCluster
 
     try:

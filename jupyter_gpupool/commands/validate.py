@@ -23,7 +23,7 @@ from .files import add_file_option
 
 if TYPE_CHECKING:
     from ..client import GPUPoolClient
-    from ..core.pools import Registry
+    from ..core.pools.model import Registry
 
 
 def register(subparsers: Any) -> None:
@@ -84,7 +84,7 @@ async def check_nodes(client: GPUPoolClient, args: argparse.Namespace) -> int:
 
 def _check_bookings(registry: Registry, rows: Iterable[Mapping[str, Any]]) -> int:
     """Each booking that does not fit its pool, at its line; how many."""
-    from ..core.bookingfit import booking_conflicts, capacity_from_rows, pool_guarantees
+    from ..core.admission.booking_fit import booking_conflicts, capacity_from_rows, pool_guarantees
 
     conflicts = booking_conflicts(
         registry.bookings, capacity_from_rows(rows), pool_guarantees(registry.pool_quotas)

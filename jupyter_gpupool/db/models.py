@@ -116,7 +116,7 @@ class QueueEntry(Base):
 
 class ReservationRow(Base):
     """GPUs an admission holds until its pod shows up (a
-    :class:`~jupyter_gpupool.core.reservations.Reservation`): kept so that what was promised
+    :class:`~jupyter_gpupool.core.usage.reservations.Reservation`): kept so that what was promised
     survives a crash of the service (issue 27). Written before the admission is answered."""
 
     __tablename__ = "reservations"

@@ -29,8 +29,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from ..core.history import hourly_averages
-from ..core.utilization import hourly_busy
+from ..core.usage.history import hourly_averages
+from ..core.usage.utilization import hourly_busy
 from .models import (
     BookingRow,
     ChangeRecord,
@@ -74,7 +74,7 @@ SESSION_FIELDS = (
 )
 
 
-#: A reservation's columns (:class:`~jupyter_gpupool.core.reservations.Reservation`'s fields).
+#: A reservation's columns (:class:`~jupyter_gpupool.core.usage.reservations.Reservation`'s fields).
 RESERVATION_FIELDS = (
     "admission_id",
     "pool",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..client import GPUPoolClient, GPUPoolError
-from ..core.placement import Placement
+from ..core.pools.placement import Placement
 from ..hubclient import HubClient, HubError
 
 __all__ = [

@@ -33,8 +33,8 @@ from traitlets import default
 from traitlets.config import Application, catch_config_error
 
 from .. import __version__, logredact
-from ..core.labels import is_label_value
-from ..core.yamldoc import DocumentError
+from ..core.documents.yaml_reader import DocumentError
+from ..core.usage.labels import is_label_value
 from . import clock
 from .admission.bookingwatch import BookingWatch
 from .admission.desk import AdmissionDesk
@@ -161,7 +161,7 @@ class GPUPoolService(Application, GPUPoolSettings):
     async def start_service(self) -> ServiceContext:
         """Load the registry, sync with the cluster, then listen.
 
-        Raises :class:`StartupError` or :class:`~jupyter_gpupool.core.yamldoc.DocumentError`; the
+        Raises :class:`StartupError` or :class:`~jupyter_gpupool.core.documents.yaml_reader.DocumentError`; the
         API only answers once the first full list of nodes and pods is in, so no admission is
         ever made against a partial view of the cluster.
         """

@@ -5,9 +5,9 @@ Each parser takes the decoded JSON value and returns a plain value object, or ra
 wrong with it. Unknown fields are refused (with a suggestion for near misses), booleans never pass
 as numbers, and GPU counts must be whole numbers between 0 and the configured maximum.
 
-JSON is read by :mod:`~jupyter_gpupool.core.jsondoc`: a key given twice in an object is refused
+JSON is read by :mod:`~jupyter_gpupool.core.documents.json_reader`: a key given twice in an object is refused
 with its line, and a number too long to convert reaches the field's check as a
-:class:`~jupyter_gpupool.core.jsondoc.LongNumber`, which that check refuses by name.
+:class:`~jupyter_gpupool.core.documents.json_reader.LongNumber`, which that check refuses by name.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import jsondoc
-from ..core.labels import is_label_key, is_label_value
-from ..core.launchoptions import GPUCountError, gpu_count
-from ..core.yamldoc import unknown_key_message
+from ..core.documents import json_reader
+from ..core.documents.yaml_reader import unknown_key_message
+from ..core.usage.labels import is_label_key, is_label_value
+from ..core.words.launch_options import GPUCountError, gpu_count
 from .errors import bad_request
 
 #: Most pools one admission request may list (a spawn form offers a handful).
@@ -38,12 +38,12 @@ def parse_json(body: bytes) -> Any:
     except UnicodeDecodeError as e:
         raise bad_request(f"the request body is not UTF-8: {e}") from None
     try:
-        return jsondoc.loads(text)
+        return json_reader.loads(text)
     except json.JSONDecodeError as e:
         raise bad_request(
             f"the request body is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})"
         ) from None
-    except jsondoc.KeyTwice as e:
+    except json_reader.KeyTwice as e:
         raise bad_request(f"the request body is refused: {e}; give each key once") from None
     except RecursionError:
         raise bad_request("the request body is nested too deeply") from None
@@ -58,7 +58,7 @@ def _describe(value: Any) -> str:
         return "an object"
     if isinstance(value, list):
         return "a list"
-    if isinstance(value, jsondoc.LongNumber):
+    if isinstance(value, json_reader.LongNumber):
         return str(value)
     text = json.dumps(value)
     return text if len(text) <= 40 else text[:37] + "..."
@@ -232,8 +232,8 @@ def parse_wait(value: Any) -> WaitBody:
 def parse_groups(text: str) -> tuple[str, ...]:
     """A ``groups`` query argument: a JSON list of group names (``[]`` for none)."""
     try:
-        value = jsondoc.loads(text)
-    except (json.JSONDecodeError, jsondoc.KeyTwice, RecursionError):
+        value = json_reader.loads(text)
+    except (json.JSONDecodeError, json_reader.KeyTwice, RecursionError):
         raise bad_request(
             f'groups must be a JSON list of group names, e.g. ["ml-research"]; not {text[:40]!r}'
         ) from None

@@ -12,7 +12,7 @@ from typing import Any
 from jinja2 import Environment
 from jupyterhub.services.auth import HubOAuth
 
-from ..core.usagerows import ServerUsage
+from ..core.usage.rows import ServerUsage
 from . import clock
 from .admission.bookingwatch import BookingWatch
 from .admission.desk import AdmissionDesk

@@ -11,16 +11,16 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..core.admission import AdmissionState
-from ..core.amounts import json_default
-from ..core.bookingnow import Calendar
-from ..core.bookings import Booking
-from ..core.budgets import BudgetSessions
-from ..core.labels import POOL_LABEL
-from ..core.poolrows import pool_names, pool_or_bare, pool_summary
-from ..core.pools import Pool, Registry
-from ..core.reservations import Reservation, Reservations
-from ..core.usage import PoolUsage, UsageIndex
+from ..core.accounting.budgets import BudgetSessions
+from ..core.admission.walk import AdmissionState
+from ..core.pools.model import Pool, Registry
+from ..core.time.bookings import Booking
+from ..core.time.bookings_in_force import Calendar
+from ..core.usage.amounts import json_default
+from ..core.usage.index import PoolUsage, UsageIndex
+from ..core.usage.labels import POOL_LABEL
+from ..core.usage.reservations import Reservation, Reservations
+from ..core.words.pool_rows import pool_names, pool_or_bare, pool_summary
 from . import clock
 
 #: At most this many stale pool rows are recomputed per request (see ``pool_usages``).
@@ -95,7 +95,7 @@ class ServiceState:
 
     @property
     def calendar(self) -> Calendar:
-        """The bookings' windows (:mod:`..core.bookingnow`), built again when they change."""
+        """The bookings' windows (:mod:`..core.time.bookings_in_force`), built again when they change."""
         bookings = self.bookings
         if self._calendar.bookings is not bookings:
             self._calendar = Calendar(bookings)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable
 
-from ..core.usagerows import ServerUsage
+from ..core.usage.rows import ServerUsage
 
 log = logging.getLogger(__name__)
 

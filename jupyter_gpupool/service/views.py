@@ -12,21 +12,27 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any
 
-from ..core.admission import AdmissionState, Decision, group_subject, quota_headroom, user_subject
-from ..core.amounts import Amount, amount_text
-from ..core.bookingcharge import member_bookings
-from ..core.bookingnow import InForce
-from ..core.bookings import clock_text
-from ..core.budgets import applying, budget_rows
-from ..core.formatting import csv_text
-from ..core.poolrows import pool_names, pool_or_bare
-from ..core.pools import Pool, QuotaEntry, Registry
-from ..core.poolwrite import pool_quota_to_dict, pool_to_document, quota_to_document
-from ..core.quota import shape_headroom
-from ..core.reservations import Reservation, Reservations
-from ..core.shaperows import server_text
-from ..core.shapes import WHOLE
-from ..core.usage import NodeUsage, ServerUsage, UsageIndex
+from ..core.accounting.budgets import applying, budget_rows
+from ..core.admission.booking_charge import member_bookings
+from ..core.admission.quota import shape_headroom
+from ..core.admission.walk import (
+    AdmissionState,
+    Decision,
+    group_subject,
+    quota_headroom,
+    user_subject,
+)
+from ..core.pools.model import Pool, QuotaEntry, Registry
+from ..core.pools.writing import pool_quota_to_dict, pool_to_document, quota_to_document
+from ..core.time.bookings import clock_text
+from ..core.time.bookings_in_force import InForce
+from ..core.usage.amounts import Amount, amount_text
+from ..core.usage.index import NodeUsage, ServerUsage, UsageIndex
+from ..core.usage.reservations import Reservation, Reservations
+from ..core.usage.shapes import WHOLE
+from ..core.words.pool_rows import pool_names, pool_or_bare
+from ..core.words.shape_rows import server_text
+from ..core.words.tables import csv_text
 from .monitoring.polling import Utilization
 
 JSON = dict[str, Any]
@@ -407,6 +413,6 @@ NODE_COLUMNS = (
 
 
 def to_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
-    """CSV with a header row; cells as :func:`~jupyter_gpupool.core.formatting.csv_cell` writes
+    """CSV with a header row; cells as :func:`~jupyter_gpupool.core.words.tables.csv_cell` writes
     them (lists joined with ``;``, None empty, no formulas), as ``gpupool get -o csv`` does."""
     return csv_text(columns, ([row.get(c) for c in columns] for row in rows))

@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.quantities import parse_quantity
+from ..core.kube.quantities import parse_quantity
 from .errors import ApiError, not_found
 from .gpudevices import GPU_RESOURCE, GPUDevices, GPUHolder, container_gpus
 from .partitions import Layout, gpu_uuid

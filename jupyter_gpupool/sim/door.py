@@ -16,7 +16,7 @@ from typing import Any
 
 import tornado.web
 
-from ..core import yamldoc
+from ..core.documents import yaml_reader
 from .errors import ApiError
 from .patch import SUPPORTED_PATCH_TYPES
 from .served import ServedCluster
@@ -109,8 +109,8 @@ class BaseHandler(tornado.web.RequestHandler):
         try:
             # Refuses anchors and aliases: nested aliases ("billion laughs") would expand for
             # minutes inside the event loop that serves every client.
-            return yamldoc.safe_load(self.request.body, "request body")
-        except yamldoc.DocumentError as e:
+            return yaml_reader.safe_load(self.request.body, "request body")
+        except yaml_reader.DocumentError as e:
             raise ApiError(400, f"the request body is not valid YAML: {e}") from None
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:

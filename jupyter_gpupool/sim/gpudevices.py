@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.quantities import parse_quantity
+from ..core.kube.quantities import parse_quantity
 from .partitions import Layout, Unit, gpu_uuid, is_device_resource
 from .store import Store
 

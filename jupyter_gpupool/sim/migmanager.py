@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from ..core.yamldoc import DocumentError
+from ..core.documents.yaml_reader import DocumentError
 from .errors import ApiError
 from .gpudevices import GPUDevices
 from .partitions import Layout

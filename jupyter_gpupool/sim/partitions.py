@@ -5,7 +5,7 @@ A cluster file's ``gpu`` mapping may say how the node's GPUs are partitioned (``
 each device the device plugin advertises belongs to (:attr:`Layout.units`), the extended
 resources it advertises (:meth:`Layout.resources`) and the labels GPU Feature Discovery (or
 HAMi's chart) puts on the node (:meth:`Layout.labels`), as docs/shapes.md lists them, so that
-``core.shapes.node_offer`` reads back the configured shapes.
+``core.usage.shapes.node_offer`` reads back the configured shapes.
 
 MIG layouts are checked against the card's profiles (go-nvml's tables for A100 40 GB and
 80 GB and A30, as in docs/shapes.md). Placement is simplified: a GPU holds instances while

@@ -29,8 +29,8 @@ from ..core.kube.nodeaffinity import (
     preferred_affinity_score,
     required_affinity_matches,
 )
+from ..core.kube.quantities import cpu_millis, memory_bytes, parse_quantity
 from ..core.kube.tolerations import tolerates, tolerates_taint
-from ..core.quantities import cpu_millis, memory_bytes, parse_quantity
 from .defaults import now_iso
 from .resources import RESOURCES
 from .store import Store

@@ -31,10 +31,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.documents.yaml_reader import (
+    Document,
+    DocumentError,
+    Problem,
+    load_documents,
+    unknown_key_message,
+)
 from ..core.kube.names import is_dns1123_label, is_dns1123_subdomain, is_label_value
+from ..core.kube.quantities import parse_quantity
 from ..core.kube.tolerations import EFFECTS
-from ..core.quantities import parse_quantity
-from ..core.yamldoc import Document, DocumentError, Problem, load_documents, unknown_key_message
 from .partitions import (
     MIG_STRATEGIES,
     SHARING_STRATEGIES,

@@ -16,8 +16,8 @@ from ..core.kube.names import (
     is_label_value,
     label_key_problem,
 )
+from ..core.kube.quantities import parse_quantity
 from ..core.kube.tolerations import tolerations_problems
-from ..core.quantities import parse_quantity
 from .errors import invalid
 from .resources import Resource
 

@@ -3,7 +3,7 @@
 :func:`form_context` is pure (catalog + defaults in, template variables out); :func:`render_form`
 renders a jinja template found first in the admin's directories, then in the package
 (``jupyter_gpupool/spawner/templates/gpupool_form.html``). Autoescape is on. A pool's status and
-quota words and the GPU counts offered come from :mod:`jupyter_gpupool.core.launchoptions`, so
+quota words and the GPU counts offered come from :mod:`jupyter_gpupool.core.words.launch_options`, so
 that the magics and the ``LaunchPanel`` word them as the form does.
 
 The form works without JavaScript: each pool row has a priority number field
@@ -22,7 +22,7 @@ from typing import Any
 
 import jinja2
 
-from ..core.launchoptions import (
+from ..core.words.launch_options import (
     MAX_GPU_CHOICES,
     Catalog,
     PoolChoice,
@@ -31,7 +31,7 @@ from ..core.launchoptions import (
     pool_status,
     quota_text,
 )
-from ..core.shapechoice import ShapeChoice, default_shape, shape_ids
+from ..core.words.shape_choice import ShapeChoice, default_shape, shape_ids
 from .options import PRIORITY_FIELD, SHAPE_FIELD, SpawnOptions, default_order, order_rows
 
 DEFAULT_TEMPLATE = "gpupool_form.html"

@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.queue import waiting_words
-from ..core.shapechoice import WHOLE
+from ..core.admission.queue import waiting_words
+from ..core.words.shape_choice import WHOLE
 
 
 def _gpus(n: int, gpu_type: str | None = None) -> str:

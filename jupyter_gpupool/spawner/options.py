@@ -1,7 +1,7 @@
 """Spawn options: what a user may choose, and checking what they chose.
 
 The service describes what one user may choose (``GET api/v1/launch-options``); :class:`Catalog`
-(from :mod:`jupyter_gpupool.core.launchoptions`, shared with the notebook side) holds that
+(from :mod:`jupyter_gpupool.core.words.launch_options`, shared with the notebook side) holds that
 answer. :func:`parse_user_options` checks ``user_options`` — from the spawn form
 (through :func:`form_to_user_options`) or from the REST API — against it, and returns
 :class:`SpawnOptions` or raises :class:`~.errors.OptionsError` with a message for the user.
@@ -15,7 +15,7 @@ Pure: no I/O, so the spawner, the form and the tests share one set of rules.
 
 ``pools`` in priority order (empty or missing: the admin's default order for the user's groups),
 each entry a pool name (whole GPUs) or ``{"pool": NAME, "shape": ID}`` with one of the shapes the
-pool lists (issue 29; :mod:`jupyter_gpupool.core.shapechoice`; a shape other than whole GPUs is
+pool lists (issue 29; :mod:`jupyter_gpupool.core.words.shape_choice`; a shape other than whole GPUs is
 one unit per server, so ``gpus`` must then be 1),
 ``gpus`` a whole number (0: a CPU-only server), ``gpu_type`` optional, ``queue`` true to wait in
 line when no pool can take the server now (missing: the spawner's ``queue_by_default``).
@@ -28,7 +28,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.launchoptions import (
+from ..core.documents.whole_numbers import parse_whole
+from ..core.documents.yaml_reader import unknown_key_message
+from ..core.words.launch_options import (
     Catalog,
     GPUCountError,
     PoolChoice,
@@ -36,15 +38,13 @@ from ..core.launchoptions import (
     gpus_text,
     or_words,
 )
-from ..core.shapechoice import (
+from ..core.words.shape_choice import (
     EntryError,
     entry_json,
     entry_words,
     read_entry,
     shape_ids,
 )
-from ..core.wholenumbers import parse_whole
-from ..core.yamldoc import unknown_key_message
 from .errors import OptionsError
 
 #: The keys of ``user_options`` this spawner reads.

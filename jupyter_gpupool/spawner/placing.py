@@ -35,8 +35,8 @@ from typing import Any
 from kubespawner import KubeSpawner
 from traitlets import default
 
-from ..core.placement import placement_env
-from ..core.shapechoice import entry_words
+from ..core.pools.placement import placement_env
+from ..core.words.shape_choice import entry_words
 from .choosing import ChoosingSpawner
 from .errors import SpawnRefused
 from .messages import (

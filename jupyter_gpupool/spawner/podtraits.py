@@ -20,7 +20,8 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..core.labels import (
+from ..core.kube.quantities import memory_bytes, parse_quantity
+from ..core.usage.labels import (
     GPU_RESOURCE,
     POD_ADMISSION,
     POD_GPUS,
@@ -31,7 +32,6 @@ from ..core.labels import (
     POD_USER,
     safe_label_value,
 )
-from ..core.quantities import memory_bytes, parse_quantity
 
 #: gpuctl's job kind label on pods: ``gpuctl get jobs`` shows it as KIND, and its values are
 #: ``training``, ``inference``, ``notebook`` and ``compute`` (gpuctl's architecture docs, "Label

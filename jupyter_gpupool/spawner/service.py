@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from ..client import AdmissionForbidden, AdmissionRejected, GPUPoolClient, GPUPoolError
-from ..core.shapechoice import entry_json
+from ..core.words.shape_choice import entry_json
 from .errors import OptionsError, SpawnRefused
 from .messages import no_pool_message
 from .options import Catalog, SpawnOptions

@@ -22,7 +22,7 @@ from typing import Any
 
 from traitlets import Bool, Dict, Float, Integer, List, TraitError, Unicode, default, validate
 
-from ..core.placement import SERVER_TOKEN_SCOPES
+from ..core.pools.placement import SERVER_TOKEN_SCOPES
 from .form import DEFAULT_TEMPLATE
 from .placing import PlacingSpawner
 

@@ -9,7 +9,7 @@
  *   pools and servers only while the side panel is open.
  * - A failed request backs off (the poll's interval grows up to `maxInterval`); a success goes
  *   back to `interval`. A failed `use` does not: the label stays, the tooltip says why.
- * - The words are the notebook's (`%gpupool status`, jupyter_gpupool/core/utilwords.py):
+ * - The words are the notebook's (`%gpupool status`, jupyter_gpupool/core/words/gpu_use.py):
  *   `45% (max 90%), memory 31.0 of 160 GiB`, `idle since 14:05 UTC; will be stopped at
  *   16:05 UTC`, durations as the idle policy says them (`1h05m`, `55m`, `30s`).
  * - The poll stands by while the page is hidden (`standby: 'when-hidden'`).

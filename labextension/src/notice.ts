@@ -9,7 +9,7 @@
  * Pure: no JupyterLab import, so that the model's tests run in node.
  */
 
-/** One notice, as `core/notices.py`'s `Notice.as_json` writes it. */
+/** One notice, as `core/time/notices.py`'s `Notice.as_json` writes it. */
 export interface INotice {
   kind: string;
   words: string;

@@ -153,7 +153,7 @@ describe('labels', () => {
   });
 });
 
-describe('the words of %gpupool status (jupyter_gpupool/core/utilwords.py)', () => {
+describe('the words of %gpupool status (jupyter_gpupool/core/words/gpu_use.py)', () => {
   // the expected words are Python's, for the same values
   it('says durations as the idle policy does', () => {
     const seconds = [0, 0.5, 1.5, 2.5, 30, 59.5, 60, 150, 3300, 3900, 7200, 3599.5, -5, 86465];

@@ -15,7 +15,7 @@ import pytest
 from clusters import CLUSTERS, Cluster, open_cluster
 from waiting import async_wait_for
 
-from jupyter_gpupool.core.shapes import node_offer
+from jupyter_gpupool.core.usage.shapes import node_offer
 from jupyter_gpupool.sim import parse_cluster
 
 pytestmark = pytest.mark.timeout(180)

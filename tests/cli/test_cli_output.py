@@ -29,8 +29,8 @@ from jupyter_gpupool.commands.documents import Chunk, build_request, split_docum
 from jupyter_gpupool.commands.get import NODE_COLUMNS, POOL_COLUMNS, job_columns
 from jupyter_gpupool.commands.label import outside_prefix, parse_labels
 from jupyter_gpupool.commands.output import render
-from jupyter_gpupool.core.formatting import age, format_table
-from jupyter_gpupool.core.reports import ALL_POOLS, EACH_USER, quota_rows
+from jupyter_gpupool.core.words.reports import ALL_POOLS, EACH_USER, quota_rows
+from jupyter_gpupool.core.words.tables import age, format_table
 
 POOLS = [
     {"name": "training-pool", "status": "active", "gpu_total": 16, "gpu_used": 12,

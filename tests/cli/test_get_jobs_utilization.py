@@ -26,7 +26,7 @@ from service_kit import HubStub, Running, service_config, start_pod
 from waiting import async_wait_for
 
 from jupyter_gpupool.cli import main
-from jupyter_gpupool.core.placement import Placement
+from jupyter_gpupool.core.pools.placement import Placement
 from jupyter_gpupool.notebook.magics.magic import GPUPoolMagics
 from jupyter_gpupool.notebook.magics.render import status_fields
 from jupyter_gpupool.notebook.session import UserSession

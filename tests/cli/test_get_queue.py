@@ -31,7 +31,7 @@ from service_kit import HubStub, Running, pod_for, service_config
 from waiting import async_wait_for
 
 from jupyter_gpupool.cli import main
-from jupyter_gpupool.core.formatting import human_duration
+from jupyter_gpupool.core.words.tables import human_duration
 from jupyter_gpupool.service import GPUPoolService
 
 pytestmark = pytest.mark.timeout(180)

@@ -6,13 +6,13 @@ import pytest
 from k8s_factories import EXAMPLES, TEST_POOLS, node, pod
 from test_overrides import WHOLE_GPU_TERMS, WHOLE_GPUS
 
-from jupyter_gpupool.core import labels as L
-from jupyter_gpupool.core.admission import AdmissionRequest, AdmissionState, Decision, decide
-from jupyter_gpupool.core.overrides import build_overrides
-from jupyter_gpupool.core.poolfile import load_string
-from jupyter_gpupool.core.pools import Registry
-from jupyter_gpupool.core.reservations import Reservation, Reservations
-from jupyter_gpupool.core.usage import UsageIndex
+from jupyter_gpupool.core.admission.overrides import build_overrides
+from jupyter_gpupool.core.admission.walk import AdmissionRequest, AdmissionState, Decision, decide
+from jupyter_gpupool.core.pools.model import Registry
+from jupyter_gpupool.core.pools.reading import load_string
+from jupyter_gpupool.core.usage import labels as L
+from jupyter_gpupool.core.usage.index import UsageIndex
+from jupyter_gpupool.core.usage.reservations import Reservation, Reservations
 from jupyter_gpupool.poolfiles import load_paths
 from jupyter_gpupool.sim.spec import example_cluster_spec
 

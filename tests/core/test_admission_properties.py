@@ -31,10 +31,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from k8s_factories import node, pod
 
-from jupyter_gpupool.core.admission import AdmissionRequest, AdmissionState, decide
-from jupyter_gpupool.core.poolfile import load_string
-from jupyter_gpupool.core.reservations import Reservations
-from jupyter_gpupool.core.usage import UsageIndex
+from jupyter_gpupool.core.admission.walk import AdmissionRequest, AdmissionState, decide
+from jupyter_gpupool.core.pools.reading import load_string
+from jupyter_gpupool.core.usage.index import UsageIndex
+from jupyter_gpupool.core.usage.reservations import Reservations
 
 POOLS = ("p", "q")
 GROUPS = ("g1", "g2", "g3")

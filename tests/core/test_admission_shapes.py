@@ -15,14 +15,14 @@ import yaml
 from k8s_factories import node
 from test_usage_shapes import mig_node, shared_node
 
-from jupyter_gpupool.core import labels as L
-from jupyter_gpupool.core.admission import AdmissionRequest, AdmissionState, Decision, decide
-from jupyter_gpupool.core.poolfile import load_string
-from jupyter_gpupool.core.poolwrite import pool_to_document
-from jupyter_gpupool.core.reservations import Reservations
-from jupyter_gpupool.core.shaperows import pool_shapes
-from jupyter_gpupool.core.usage import UsageIndex
-from jupyter_gpupool.core.yamldoc import DocumentError
+from jupyter_gpupool.core.admission.walk import AdmissionRequest, AdmissionState, Decision, decide
+from jupyter_gpupool.core.documents.yaml_reader import DocumentError
+from jupyter_gpupool.core.pools.reading import load_string
+from jupyter_gpupool.core.pools.writing import pool_to_document
+from jupyter_gpupool.core.usage import labels as L
+from jupyter_gpupool.core.usage.index import UsageIndex
+from jupyter_gpupool.core.usage.reservations import Reservations
+from jupyter_gpupool.core.words.shape_rows import pool_shapes
 
 POOLS = """
 kind: pool

@@ -12,14 +12,14 @@ import datetime as dt
 
 from k8s_factories import node
 
-from jupyter_gpupool.core.admission import AdmissionRequest, AdmissionState, Decision, decide
-from jupyter_gpupool.core.bookingcharge import booking_ledger
-from jupyter_gpupool.core.bookingnow import Calendar, ended_servers, to_free
-from jupyter_gpupool.core.decision import Context
-from jupyter_gpupool.core.poolfile import load_string
-from jupyter_gpupool.core.queue import Waiting, order
-from jupyter_gpupool.core.reservations import Reservations
-from jupyter_gpupool.core.usage import UsageIndex
+from jupyter_gpupool.core.admission.booking_charge import booking_ledger
+from jupyter_gpupool.core.admission.decision import Context
+from jupyter_gpupool.core.admission.queue import Waiting, order
+from jupyter_gpupool.core.admission.walk import AdmissionRequest, AdmissionState, Decision, decide
+from jupyter_gpupool.core.pools.reading import load_string
+from jupyter_gpupool.core.time.bookings_in_force import Calendar, ended_servers, to_free
+from jupyter_gpupool.core.usage.index import UsageIndex
+from jupyter_gpupool.core.usage.reservations import Reservations
 
 
 def at(text: str) -> float:

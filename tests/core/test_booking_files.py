@@ -8,10 +8,10 @@ import json
 import pytest
 import yaml
 
-from jupyter_gpupool.core.bookings import Once, Weekly, Window
-from jupyter_gpupool.core.poolfile import load_texts
-from jupyter_gpupool.core.poolwrite import registry_to_documents
-from jupyter_gpupool.core.yamldoc import DocumentError
+from jupyter_gpupool.core.documents.yaml_reader import DocumentError
+from jupyter_gpupool.core.pools.reading import load_texts
+from jupyter_gpupool.core.pools.writing import registry_to_documents
+from jupyter_gpupool.core.time.bookings import Once, Weekly, Window
 
 POOLS = """\
 kind: pool

@@ -1,4 +1,4 @@
-"""Whether bookings fit their pools (core/bookingfit.py): overlapping windows, shapes,
+"""Whether bookings fit their pools (core/admission/booking_fit.py): overlapping windows, shapes,
 guaranteed quotas, and the words that name the conflicting window."""
 
 from __future__ import annotations
@@ -6,14 +6,14 @@ from __future__ import annotations
 import datetime as dt
 from fractions import Fraction
 
-from jupyter_gpupool.core.bookingfit import (
+from jupyter_gpupool.core.admission.booking_fit import (
     Capacity,
     booking_conflicts,
     capacity_from_rows,
     pool_guarantees,
 )
-from jupyter_gpupool.core.bookings import Booking, Once, Weekly, Window
-from jupyter_gpupool.core.pools import PoolQuota, QuotaEntry
+from jupyter_gpupool.core.pools.model import PoolQuota, QuotaEntry
+from jupyter_gpupool.core.time.bookings import Booking, Once, Weekly, Window
 
 BERLIN = "Europe/Berlin"
 TUE = 1

@@ -1,4 +1,4 @@
-"""Bookings' windows in local time (core/bookings.py), across Berlin's daylight-saving changes.
+"""Bookings' windows in local time (core/time/bookings.py), across Berlin's daylight-saving changes.
 
 Expected instants come from a table of Berlin's offsets in 2027, not from zoneinfo: CET (UTC+1)
 until 2027-03-28 01:00 UTC, CEST (UTC+2) until 2027-10-31 01:00 UTC, then CET again.
@@ -11,7 +11,7 @@ from fractions import Fraction
 
 import pytest
 
-from jupyter_gpupool.core.bookings import (
+from jupyter_gpupool.core.time.bookings import (
     Booking,
     Once,
     Weekly,

@@ -11,9 +11,9 @@ import datetime
 
 import pytest
 
-from jupyter_gpupool.core import budgetnotices as N
-from jupyter_gpupool.core.budgets import Budget
-from jupyter_gpupool.core.usagerows import ServerUsage
+from jupyter_gpupool.core.accounting.budgets import Budget
+from jupyter_gpupool.core.time import budget_notices as N
+from jupyter_gpupool.core.usage.rows import ServerUsage
 
 H, M = 3600.0, 60.0
 T0 = datetime.datetime(2026, 11, 23, 8, 0, tzinfo=datetime.timezone.utc).timestamp()

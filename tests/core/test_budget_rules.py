@@ -11,14 +11,14 @@ import textwrap
 import pytest
 import yaml
 
-from jupyter_gpupool.core import budgets as B
-from jupyter_gpupool.core.admission import AdmissionRequest, AdmissionState, decide
-from jupyter_gpupool.core.labels import POOL_LABEL
-from jupyter_gpupool.core.poolfile import load_texts
-from jupyter_gpupool.core.poolwrite import registry_to_documents
-from jupyter_gpupool.core.reservations import Reservations
-from jupyter_gpupool.core.usage import UsageIndex
-from jupyter_gpupool.core.yamldoc import DocumentError
+from jupyter_gpupool.core.accounting import budgets as B
+from jupyter_gpupool.core.admission.walk import AdmissionRequest, AdmissionState, decide
+from jupyter_gpupool.core.documents.yaml_reader import DocumentError
+from jupyter_gpupool.core.pools.reading import load_texts
+from jupyter_gpupool.core.pools.writing import registry_to_documents
+from jupyter_gpupool.core.usage.index import UsageIndex
+from jupyter_gpupool.core.usage.labels import POOL_LABEL
+from jupyter_gpupool.core.usage.reservations import Reservations
 
 H, D = 3600.0, 86400.0
 NOW = datetime.datetime(2026, 11, 23, 12, 0, tzinfo=datetime.timezone.utc).timestamp()

@@ -8,20 +8,20 @@ from __future__ import annotations
 import pytest
 from yaml_attacks import QUOTA_TWICE
 
-from jupyter_gpupool.core import yamldoc
-from jupyter_gpupool.core.poolfile import load_texts
-from jupyter_gpupool.core.wholenumbers import MAX_NUMBER_DIGITS
-from jupyter_gpupool.core.yamldoc import DocumentError, load_documents, safe_load
+from jupyter_gpupool.core.documents import yaml_reader
+from jupyter_gpupool.core.documents.whole_numbers import MAX_NUMBER_DIGITS
+from jupyter_gpupool.core.documents.yaml_reader import DocumentError, load_documents, safe_load
+from jupyter_gpupool.core.pools.reading import load_texts
 from jupyter_gpupool.sim.spec import parse_cluster
 
-LOADERS = [yamldoc.PyStrictLoader]
-if hasattr(yamldoc, "CStrictLoader"):
-    LOADERS.append(yamldoc.CStrictLoader)
+LOADERS = [yaml_reader.PyStrictLoader]
+if hasattr(yaml_reader, "CStrictLoader"):
+    LOADERS.append(yaml_reader.CStrictLoader)
 
 
 @pytest.fixture(params=LOADERS, ids=lambda c: c.__name__, autouse=True)
 def loader(request, monkeypatch):
-    monkeypatch.setattr(yamldoc, "StrictLoader", request.param)
+    monkeypatch.setattr(yaml_reader, "StrictLoader", request.param)
 
 
 POOL = "kind: pool\nversion: v0.1\npool: {name: dev-pool}\n"

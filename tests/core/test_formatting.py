@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from jupyter_gpupool.core.formatting import (
+from jupyter_gpupool.core.words.tables import (
     age,
     aligned_lines,
     cell,

@@ -9,37 +9,37 @@ import json
 
 import pytest
 
-from jupyter_gpupool.core import jsondoc
-from jupyter_gpupool.core.wholenumbers import MAX_NUMBER_DIGITS, parse_whole
+from jupyter_gpupool.core.documents import json_reader
+from jupyter_gpupool.core.documents.whole_numbers import MAX_NUMBER_DIGITS, parse_whole
 
 
 def test_json_refuses_a_key_twice_with_its_line():
-    with pytest.raises(jsondoc.KeyTwice) as e:
-        jsondoc.loads('{"user": "dave", "pools": ["dev-pool"], "gpus": 1, "gpus": 9999}')
+    with pytest.raises(json_reader.KeyTwice) as e:
+        json_reader.loads('{"user": "dave", "pools": ["dev-pool"], "gpus": 1, "gpus": 9999}')
     assert (e.value.key, e.value.line, e.value.column) == ("gpus", 1, 52)
     assert str(e.value) == 'the key "gpus" is given twice in one object (line 1, column 52)'
     # the first in reading order, however deep; lines count
     text = '{"a": {"x": 1},\n "b": [{"c": 1,\n         "c": 2}],\n "a": 3}'
-    with pytest.raises(jsondoc.KeyTwice) as e:
-        jsondoc.loads(text)
+    with pytest.raises(json_reader.KeyTwice) as e:
+        json_reader.loads(text)
     assert (e.value.key, e.value.line, e.value.column) == ("c", 3, 10)
     # escapes are read: "\u0061" is "a"
-    with pytest.raises(jsondoc.KeyTwice) as e:
-        jsondoc.loads('{"a": "}", "\\u0061": 2}')
+    with pytest.raises(json_reader.KeyTwice) as e:
+        json_reader.loads('{"a": "}", "\\u0061": 2}')
     assert e.value.key == "a"
 
 
 def test_json_without_keys_twice_reads_as_json_does():
     text = '{"a": [1, 2.5, -3, true, null, "x", {"b": {}}, []], "b": {"a": 1}}'
-    assert jsondoc.loads(text) == json.loads(text)
+    assert json_reader.loads(text) == json.loads(text)
     with pytest.raises(json.JSONDecodeError):
-        jsondoc.loads('{"a": 1,}')
+        json_reader.loads('{"a": 1,}')
 
 
 def test_json_keeps_a_number_too_long_to_convert_apart():
-    value = jsondoc.loads('{"gpus": ' + "9" * 5000 + ', "n": -' + "1" * MAX_NUMBER_DIGITS + "}")
+    value = json_reader.loads('{"gpus": ' + "9" * 5000 + ', "n": -' + "1" * MAX_NUMBER_DIGITS + "}")
     long = value["gpus"]
-    assert isinstance(long, jsondoc.LongNumber) and str(long) == "a number of 5,000 digits"
+    assert isinstance(long, json_reader.LongNumber) and str(long) == "a number of 5,000 digits"
     assert value["n"] == -int("1" * MAX_NUMBER_DIGITS)  # at the limit: a number
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 from kube_cases import GPU_TAINT, LABEL_KEYS, LABEL_VALUES, TOLERATION_CHECKS, TOLERATION_MATCHES
 
-from jupyter_gpupool.core import labels
 from jupyter_gpupool.core.kube.names import is_label_key, is_label_value
 from jupyter_gpupool.core.kube.tolerations import (
     tolerates,
@@ -14,6 +13,7 @@ from jupyter_gpupool.core.kube.tolerations import (
     toleration_problems,
     tolerations_problems,
 )
+from jupyter_gpupool.core.usage import labels
 
 
 @pytest.mark.parametrize(("key", "valid"), LABEL_KEYS)

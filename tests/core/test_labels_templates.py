@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from jupyter_gpupool.core.kube.quantities import format_cpu, format_memory, parse_quantity
 from jupyter_gpupool.core.kube.tolerations import tolerates
-from jupyter_gpupool.core.labels import is_label_key, is_label_value, safe_label_value
-from jupyter_gpupool.core.quantities import format_cpu, format_memory, parse_quantity
-from jupyter_gpupool.core.templates import merge_lists, merge_templates
+from jupyter_gpupool.core.pools.templates import merge_lists, merge_templates
+from jupyter_gpupool.core.usage.labels import is_label_key, is_label_value, safe_label_value
 
 
 @pytest.mark.parametrize("name", ["alice", "ml-research", "", "a.b_c-d", "x" * 63])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_gpupool.core.launchoptions import GPUCountError, gpu_count
+from jupyter_gpupool.core.words.launch_options import GPUCountError, gpu_count
 
 
 @pytest.mark.parametrize("value", [0, 1, 8, 64])

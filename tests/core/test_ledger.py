@@ -1,4 +1,4 @@
-"""The ledger's rules (core/ledger.py) and the history's (core/history.py): times read from pods,
+"""The ledger's rules (core/accounting/ledger.py) and the history's (core/usage/history.py): times read from pods,
 how sessions end, GPU-hours in a window, hourly averages. Expected figures are worked out by hand
 in each test."""
 
@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_gpupool.core import history, ledger
+from jupyter_gpupool.core.accounting import ledger
+from jupyter_gpupool.core.usage import history
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 H = 3600.0
@@ -181,7 +182,7 @@ def test_gpu_hours_count_gpu_equivalents_and_split_by_shape():
 def test_a_new_session_keeps_its_shape_and_equivalents():
     from fractions import Fraction
 
-    from jupyter_gpupool.core.usagerows import ServerUsage
+    from jupyter_gpupool.core.usage.rows import ServerUsage
 
     server = ServerUsage(
         "ns", "jupyter-erin", "erin", "", "slice-pool", "mig-node", 0, "running", False,

@@ -9,11 +9,11 @@ hex digits of the name's SHA-256 (``hashlib.sha256(b"group:ml")``).
 
 from __future__ import annotations
 
-from jupyter_gpupool.core.decision import AdmissionRequest
+from jupyter_gpupool.core.admission.decision import AdmissionRequest
+from jupyter_gpupool.core.admission.overrides import build_overrides
 from jupyter_gpupool.core.kube.nodeaffinity import required_affinity_matches
-from jupyter_gpupool.core.overrides import build_overrides
-from jupyter_gpupool.core.poolfile import load_string
-from jupyter_gpupool.core.pools import DEFAULT_POOL, Pool
+from jupyter_gpupool.core.pools.model import DEFAULT_POOL, Pool
+from jupyter_gpupool.core.pools.reading import load_string
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 #: Not single-strategy MIG devices, not a HAMi node (its chart's label gpu=on)

@@ -7,14 +7,14 @@ import json
 import pytest
 from k8s_factories import EXAMPLES, TEST_POOLS
 
-from jupyter_gpupool.core.poolfile import load_string, load_texts
-from jupyter_gpupool.core.pools import DEFAULT_POOL, Pool, QuotaEntry
-from jupyter_gpupool.core.poolwrite import (
+from jupyter_gpupool.core.documents.yaml_reader import DocumentError
+from jupyter_gpupool.core.pools.model import DEFAULT_POOL, Pool, QuotaEntry
+from jupyter_gpupool.core.pools.reading import load_string, load_texts
+from jupyter_gpupool.core.pools.writing import (
     pool_to_document,
     quota_to_document,
     registry_to_documents,
 )
-from jupyter_gpupool.core.yamldoc import DocumentError
 from jupyter_gpupool.poolfiles import check_paths, load_paths
 
 # gpuctl's documentation, "Four-Pool Design", exactly as written there.

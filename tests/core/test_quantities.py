@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jupyter_gpupool.core.quantities import (
+from jupyter_gpupool.core.kube.quantities import (
     canonical_quantity,
     cpu_millis,
     format_bytes,

@@ -11,11 +11,11 @@ import textwrap
 
 import pytest
 
-from jupyter_gpupool.core import runtime
-from jupyter_gpupool.core.poolfile import load_texts
-from jupyter_gpupool.core.poolwrite import registry_to_documents
-from jupyter_gpupool.core.usagerows import ServerUsage
-from jupyter_gpupool.core.yamldoc import DocumentError
+from jupyter_gpupool.core.documents.yaml_reader import DocumentError
+from jupyter_gpupool.core.pools.reading import load_texts
+from jupyter_gpupool.core.pools.writing import registry_to_documents
+from jupyter_gpupool.core.time import runtime
+from jupyter_gpupool.core.usage.rows import ServerUsage
 
 H, M = 3600.0, 60.0
 START = datetime.datetime(2026, 11, 23, 8, 0, tzinfo=datetime.timezone.utc)

@@ -9,7 +9,7 @@ import yaml
 from k8s_factories import EXAMPLES
 
 from jupyter_gpupool.cli import main
-from jupyter_gpupool.core.yamldoc import load_documents
+from jupyter_gpupool.core.documents.yaml_reader import load_documents
 from jupyter_gpupool.poolschema import SHIPPED, generate, render, shipped
 
 

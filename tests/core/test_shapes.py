@@ -12,7 +12,8 @@ from fractions import Fraction
 
 import pytest
 
-from jupyter_gpupool.core.shapes import (
+from jupyter_gpupool.core.usage.records import read_node
+from jupyter_gpupool.core.usage.shapes import (
     HAMI,
     MIG,
     MPS,
@@ -23,7 +24,6 @@ from jupyter_gpupool.core.shapes import (
     parse_profile,
     total_slices,
 )
-from jupyter_gpupool.core.usagerecords import read_node
 
 BASE_ALLOC = {"cpu": "64", "memory": "527952700Ki", "pods": "110", "ephemeral-storage": "1Ti"}
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from k8s_factories import node, pod
 
-from jupyter_gpupool.core.usage import UsageIndex
-from jupyter_gpupool.core.usagerecords import pod_gpus
-from jupyter_gpupool.core.usagerows import NodeUsage, PoolUsage
+from jupyter_gpupool.core.usage.index import UsageIndex
+from jupyter_gpupool.core.usage.records import pod_gpus
+from jupyter_gpupool.core.usage.rows import NodeUsage, PoolUsage
 
 
 def demo_index() -> UsageIndex:

@@ -13,12 +13,12 @@ import random
 import pytest
 from k8s_factories import node, pod
 
-from jupyter_gpupool.core.poolrows import pool_summary
-from jupyter_gpupool.core.pools import Pool
-from jupyter_gpupool.core.reservations import Reservation, Reservations
-from jupyter_gpupool.core.shaperows import pool_shapes
-from jupyter_gpupool.core.usage import UsageIndex
-from jupyter_gpupool.core.usagerecords import pod_shape_units
+from jupyter_gpupool.core.pools.model import Pool
+from jupyter_gpupool.core.usage.index import UsageIndex
+from jupyter_gpupool.core.usage.records import pod_shape_units
+from jupyter_gpupool.core.usage.reservations import Reservation, Reservations
+from jupyter_gpupool.core.words.pool_rows import pool_summary
+from jupyter_gpupool.core.words.shape_rows import pool_shapes
 
 A100_80 = "NVIDIA-A100-SXM4-80GB"
 #: NVML's memory (MiB) of the A100 80 GB's MIG profiles

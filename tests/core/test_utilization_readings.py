@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_gpupool.core.utilization import (
+from jupyter_gpupool.core.usage.utilization import (
     DEFAULT_QUERIES,
     by_pod,
     from_prometheus,

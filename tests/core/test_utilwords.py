@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from jupyter_gpupool.core.utilwords import (
+from jupyter_gpupool.core.words.gpu_use import (
     clock_words,
     gib,
     idle_cell,

@@ -3,7 +3,7 @@ docstring, with a moved clock (``NOW``)."""
 
 from __future__ import annotations
 
-from jupyter_gpupool.core.waitestimate import (
+from jupyter_gpupool.core.time.wait_estimate import (
     NO_ESTIMATE,
     OUTLIVED,
     Ask,
@@ -121,7 +121,7 @@ def test_whole_gpus_are_counted_per_node():
 
 
 def test_the_words_round_coarser_as_the_wait_grows():
-    from jupyter_gpupool.core.waitestimate import wait_words
+    from jupyter_gpupool.core.time.wait_estimate import wait_words
 
     words = [wait_words(m * MIN, ("p", None), 30).split(",")[0] for m in (0.5, 7, 23, 62, 97)]
     assert words == [

@@ -10,8 +10,13 @@ import sys
 import pytest
 from yaml_attacks import laughs
 
-from jupyter_gpupool.core.poolfile import load_string
-from jupyter_gpupool.core.yamldoc import MAX_DEPTH, MAX_TEXT_BYTES, DocumentError, safe_load
+from jupyter_gpupool.core.documents.yaml_reader import (
+    MAX_DEPTH,
+    MAX_TEXT_BYTES,
+    DocumentError,
+    safe_load,
+)
+from jupyter_gpupool.core.pools.reading import load_string
 from jupyter_gpupool.poolfiles import check_paths, load_paths
 
 

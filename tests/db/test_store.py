@@ -444,7 +444,7 @@ def test_a_revision_0006_database_keeps_its_sessions_as_whole_gpus_and_new_ones_
 ):
     """Sessions written before 0007 get no shape and no equivalents, and a report counts their
     GPUs; a session of a MIG instance keeps its shape and its 3/7 exactly, and is counted so."""
-    from jupyter_gpupool.core import ledger
+    from jupyter_gpupool.core.accounting import ledger
 
     at_revision(
         db_url,

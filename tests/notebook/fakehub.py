@@ -27,7 +27,7 @@ from typing import Any
 import real_answers
 import tornado.web
 
-from jupyter_gpupool.core.queue import waiting_words
+from jupyter_gpupool.core.admission.queue import waiting_words
 from jupyter_gpupool.demo.run import free_port
 from jupyter_gpupool.service.state import ServiceState
 

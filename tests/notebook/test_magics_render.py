@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 from fakehub import LAUNCH_OPTIONS
 
-from jupyter_gpupool.core.placement import Placement
+from jupyter_gpupool.core.pools.placement import Placement
 from jupyter_gpupool.notebook.magics.render import (
     pool_rows,
     pools_report,

@@ -16,7 +16,7 @@ from clusters import CLUSTERS, DemoOn, demo_on
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
-from jupyter_gpupool.core.placement import TIMES
+from jupyter_gpupool.core.pools.placement import TIMES
 
 POOL_KEY = "runwhere.ai/pool"
 TYPE_KEY = "runwhere.ai/gpu-type"

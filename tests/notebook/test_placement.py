@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jupyter_gpupool.core.placement import (
+from jupyter_gpupool.core.pools.placement import (
     SERVER_TOKEN_SCOPES,
     Placement,
     placement_env,

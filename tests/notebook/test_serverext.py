@@ -16,7 +16,7 @@ import pytest
 from fakehub import LAUNCH_OPTIONS, FakeHub
 from waiting import WaitTimeout, wait_for
 
-from jupyter_gpupool.core.placement import Placement
+from jupyter_gpupool.core.pools.placement import Placement
 from jupyter_gpupool.demo.run import free_port
 from jupyter_gpupool.notebook.serverext.handlers import (
     server_use_body,

@@ -9,7 +9,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from ipywidgets.widgets.tests.utils import setup_test_comm, teardown_test_comm
 from shaped_cluster import shaped_launch_options
 
-from jupyter_gpupool.core.placement import Placement
+from jupyter_gpupool.core.pools.placement import Placement
 from jupyter_gpupool.notebook.magics.args import Command, parse_line
 from jupyter_gpupool.notebook.magics.magic import GPUPoolMagics
 from jupyter_gpupool.notebook.magics.render import pool_rows, pools_report, status_fields

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from browser_setup import chromium, expect, log_in, new_page, shoot
 
-from jupyter_gpupool.core.labels import POOL_LABEL
+from jupyter_gpupool.core.usage.labels import POOL_LABEL
 from jupyter_gpupool.demo.testing import DemoProcess
 from jupyter_gpupool.sim.spec import example_cluster_spec
 

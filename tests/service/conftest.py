@@ -26,7 +26,7 @@ from service_kit import (  # noqa: F401 - fixtures' and tests' helpers
     start_pod,
 )
 
-from jupyter_gpupool.core.usage import UsageIndex
+from jupyter_gpupool.core.usage.index import UsageIndex
 from jupyter_gpupool.service import GPUPoolService, clock
 from jupyter_gpupool.sim import SimCluster
 

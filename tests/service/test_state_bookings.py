@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from jupyter_gpupool.core.bookings import Booking, Once, Window
-from jupyter_gpupool.core.pools import Registry
+from jupyter_gpupool.core.pools.model import Registry
+from jupyter_gpupool.core.time.bookings import Booking, Once, Window
 from jupyter_gpupool.service.state import ServiceState
 
 

@@ -1,13 +1,13 @@
-"""Pure views: the largest free block with reservations (a pool row's, :mod:`core.poolrows`), CSV."""
+"""Pure views: the largest free block with reservations (a pool row's, :mod:`core.words.pool_rows`), CSV."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jupyter_gpupool.core.poolrows import largest_free_block
-from jupyter_gpupool.core.reservations import Reservation, Reservations
-from jupyter_gpupool.core.usage import UsageIndex
+from jupyter_gpupool.core.usage.index import UsageIndex
+from jupyter_gpupool.core.usage.reservations import Reservation, Reservations
+from jupyter_gpupool.core.words.pool_rows import largest_free_block
 from jupyter_gpupool.service import views
 
 

@@ -15,7 +15,7 @@ import pytest
 from test_partitioned_nodes import mig_states, phase, pod, put
 from waiting import async_wait_for
 
-from jupyter_gpupool.core.shapes import node_offer
+from jupyter_gpupool.core.usage.shapes import node_offer
 from jupyter_gpupool.sim import SimCluster, parse_cluster
 
 CLUSTER = """\

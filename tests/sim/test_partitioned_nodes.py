@@ -1,7 +1,7 @@
 """Partitioned GPU nodes on the simulator: MIG (mixed and single), time-slicing, MPS and HAMi.
 
 A cluster file's ``gpu.mig``, ``gpu.sharing`` or ``gpu.hami`` makes a node advertise what
-NVIDIA's device plugin and GFD (or HAMi) would, so the product's reader (``core.shapes.
+NVIDIA's device plugin and GFD (or HAMi) would, so the product's reader (``core.usage.shapes.
 node_offer``) reads back the configured shapes from the Node the API serves; the scheduler and
 kubelet count those resources, the kubelet hands out MIG device UUIDs and shared GPUs' UUIDs,
 and the DCGM page reports MIG instances as dcgm-exporter does.
@@ -18,8 +18,8 @@ import tornado.httpclient
 from prometheus_client.parser import text_string_to_metric_families
 from waiting import async_wait_for
 
-from jupyter_gpupool.core.shapes import node_offer
-from jupyter_gpupool.core.yamldoc import DocumentError
+from jupyter_gpupool.core.documents.yaml_reader import DocumentError
+from jupyter_gpupool.core.usage.shapes import node_offer
 from jupyter_gpupool.sim import SimCluster, parse_cluster
 
 CLUSTER = """\

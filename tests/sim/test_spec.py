@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_gpupool.core.shapes import node_offer
-from jupyter_gpupool.core.yamldoc import DocumentError
+from jupyter_gpupool.core.documents.yaml_reader import DocumentError
+from jupyter_gpupool.core.usage.shapes import node_offer
 from jupyter_gpupool.sim import SimCluster, load_cluster_file, parse_cluster
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cluster.yaml"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from needs import need
 
-from jupyter_gpupool.core.launchoptions import (
+from jupyter_gpupool.core.words.launch_options import (
     Catalog,
     PoolChoice,
     gpu_choices,

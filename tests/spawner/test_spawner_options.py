@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jupyter_gpupool.core.launchoptions import Catalog, PoolChoice
+from jupyter_gpupool.core.words.launch_options import Catalog, PoolChoice
 from jupyter_gpupool.spawner.errors import OptionsError
 from jupyter_gpupool.spawner.options import (
     SpawnOptions,

@@ -7,9 +7,9 @@ import copy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jupyter_gpupool.core.admission import AdmissionRequest, build_overrides
-from jupyter_gpupool.core.overrides import whole_gpu_terms
-from jupyter_gpupool.core.pools import DEFAULT_POOL, Defaults, Pool, Registry
+from jupyter_gpupool.core.admission.overrides import whole_gpu_terms
+from jupyter_gpupool.core.admission.walk import AdmissionRequest, build_overrides
+from jupyter_gpupool.core.pools.model import DEFAULT_POOL, Defaults, Pool, Registry
 from jupyter_gpupool.spawner.podtraits import (
     POOL_TRAITS,
     admission_labels,

@@ -32,8 +32,8 @@ from spawner_fakes import DOCUMENTS, FakeUser, Group
 from waiting import async_wait_for
 
 from jupyter_gpupool.client import GPUPoolClient
-from jupyter_gpupool.core.launchoptions import Catalog, PoolChoice
-from jupyter_gpupool.core.usage import UsageIndex
+from jupyter_gpupool.core.usage.index import UsageIndex
+from jupyter_gpupool.core.words.launch_options import Catalog, PoolChoice
 from jupyter_gpupool.service import GPUPoolService
 from jupyter_gpupool.service.web import admissionapi, waitapi
 from jupyter_gpupool.sim import SimCluster

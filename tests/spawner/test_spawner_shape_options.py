@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_gpupool.core.launchoptions import Catalog, PoolChoice, gpu_choices, pool_status
-from jupyter_gpupool.core.shapechoice import ShapeChoice
+from jupyter_gpupool.core.words.launch_options import Catalog, PoolChoice, gpu_choices, pool_status
+from jupyter_gpupool.core.words.shape_choice import ShapeChoice
 from jupyter_gpupool.spawner.errors import OptionsError
 from jupyter_gpupool.spawner.form import form_context
 from jupyter_gpupool.spawner.messages import Decision, admitted_line, ready_words, scheduled_line

@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 from IPython.core.error import UsageError
 
-from ...core.shapechoice import ENTRY_SEPARATOR, EntryError, entry_json, split_entry
+from ...core.words.shape_choice import ENTRY_SEPARATOR, EntryError, entry_json, split_entry
 
 COMMANDS = ("status", "pools", "launch", "queue", "release", "help")
 USAGE = "%gpupool {status,pools,launch,queue,release,help} ..."

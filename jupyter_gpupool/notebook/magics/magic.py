@@ -24,7 +24,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.display import HTML, display
 
-from ...core.placement import Placement
+from ...core.pools.placement import Placement
 from ..session import SESSION_ERRORS, LaunchResult, ServerUse, UserSession, default_server_name
 from . import render
 from .args import Command, HelpRequested, parse_line

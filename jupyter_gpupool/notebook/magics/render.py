@@ -11,12 +11,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...core.formatting import aligned_lines, human_duration
-from ...core.launchoptions import Catalog, budget_text, pool_status, quota_text
-from ...core.notices import notice_line, notice_of
-from ...core.placement import TIMES, Placement
-from ...core.shapechoice import kind_words
-from ...core.utilwords import idle_line, utilization_line
+from ...core.pools.placement import TIMES, Placement
+from ...core.time.notices import notice_line, notice_of
+from ...core.words.gpu_use import idle_line, utilization_line
+from ...core.words.launch_options import Catalog, budget_text, pool_status, quota_text
+from ...core.words.shape_choice import kind_words
+from ...core.words.tables import aligned_lines, human_duration
 from ..session import NO_POD, ServerUse
 
 

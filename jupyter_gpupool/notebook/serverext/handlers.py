@@ -32,7 +32,7 @@ from jupyter_server.utils import url_path_join
 from tornado import web
 
 from ...client import GPUPoolError
-from ...core.placement import Placement
+from ...core.pools.placement import Placement
 from ...hubclient import HubError
 from ..session import NO_POD, NotConfigured, ServerUse, UserSession
 

@@ -31,9 +31,9 @@ from typing import Any
 import ipywidgets as widgets
 from traitlets import Bool, Dict, Float, Int, List, Unicode, observe, validate
 
-from ...core.launchoptions import Catalog, PoolChoice, gpu_choices, pool_status, quota_text
-from ...core.placement import Placement
-from ...core.shapechoice import WHOLE, default_shape, entry_json, shape_ids
+from ...core.pools.placement import Placement
+from ...core.words.launch_options import Catalog, PoolChoice, gpu_choices, pool_status, quota_text
+from ...core.words.shape_choice import WHOLE, default_shape, entry_json, shape_ids
 from ..magics.where import ask_where
 from ..session import SESSION_ERRORS, LaunchResult, UserSession, default_server_name
 

@@ -1,4 +1,4 @@
-"""Bookings' windows at work while servers run (rules: :mod:`jupyter_gpupool.core.bookingnow`).
+"""Bookings' windows at work while servers run (rules: :mod:`jupyter_gpupool.core.time.bookings_in_force`).
 
 Every round (``booking_interval``, and at once when a window starts) the watch
 
@@ -21,12 +21,12 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
 
-from ...core.bookingcharge import booking_ledger
-from ...core.bookingnow import InForce, ShapeLedger, booking_of, to_free
-from ...core.decision import AdmissionRequest, Context
-from ...core.notices import REPORT, STOP, Notice
-from ...core.usagerows import ServerUsage
-from ...core.utilwords import clock_words
+from ...core.admission.booking_charge import booking_ledger
+from ...core.admission.decision import AdmissionRequest, Context
+from ...core.time.bookings_in_force import InForce, ShapeLedger, booking_of, to_free
+from ...core.time.notices import REPORT, STOP, Notice
+from ...core.usage.rows import ServerUsage
+from ...core.words.gpu_use import clock_words
 from .. import clock
 from ..loops import Loop
 from ..state import ServiceState

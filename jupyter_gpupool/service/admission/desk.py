@@ -1,6 +1,6 @@
 """The admission desk: one lock around decide + reserve, reservations, expiry and reclaim.
 
-Decisions are made by :func:`jupyter_gpupool.core.admission.decide` (pure); this module only
+Decisions are made by :func:`jupyter_gpupool.core.admission.walk.decide` (pure); this module only
 serializes them and carries them out:
 
 - **Serialized.** Every decision and the reservation it makes happen under one asyncio lock, so
@@ -28,10 +28,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import replace
 
-from ...core.admission import AdmissionRequest, Decision, ReclaimPlan, decide, user_subject
-from ...core.poolrows import pool_exists, pool_or_bare
-from ...core.reservations import Reservation
-from ...core.usage import ServerUsage
+from ...core.admission.walk import AdmissionRequest, Decision, ReclaimPlan, decide, user_subject
+from ...core.usage.index import ServerUsage
+from ...core.usage.reservations import Reservation
+from ...core.words.pool_rows import pool_exists, pool_or_bare
 from .. import clock
 from ..cluster.hubapi import HubAPI
 from ..cluster.kube import Kube, KubeError

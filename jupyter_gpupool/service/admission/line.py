@@ -1,4 +1,4 @@
-"""The fair queue at work (rules: :mod:`..core.queue`): requests that asked to wait, and the
+"""The fair queue at work (rules: :mod:`..core.admission.queue`): requests that asked to wait, and the
 passes that admit them.
 
 - A request with ``"queue": true`` that no pool can take now is put in line (``202``) unless no
@@ -37,9 +37,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ...core.admission import AdmissionRequest, Decision, decide
-from ...core.decision import gpus_text
-from ...core.queue import (
+from ...core.admission.decision import gpus_text
+from ...core.admission.queue import (
     ADMITTED,
     CANCELLED,
     EXPIRED,
@@ -56,7 +55,8 @@ from ...core.queue import (
     subject_words,
     waiting_words,
 )
-from ...core.waitestimate import Estimate
+from ...core.admission.walk import AdmissionRequest, Decision, decide
+from ...core.time.wait_estimate import Estimate
 from .. import clock
 from ..loops import Loop
 from .outcome import Desk, Outcome, committed

@@ -11,9 +11,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ...core.admission import AdmissionRequest, Decision, ReclaimPlan
-from ...core.reservations import Reservation
-from ...core.usage import ServerUsage
+from ...core.admission.walk import AdmissionRequest, Decision, ReclaimPlan
+from ...core.usage.index import ServerUsage
+from ...core.usage.reservations import Reservation
 from ..monitoring.metrics import Metrics
 from ..state import ServiceState
 

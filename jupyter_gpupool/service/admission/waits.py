@@ -1,4 +1,4 @@
-"""Wait estimates for the line's rows (rules: :mod:`jupyter_gpupool.core.waitestimate`).
+"""Wait estimates for the line's rows (rules: :mod:`jupyter_gpupool.core.time.wait_estimate`).
 
 Gathers what the service knows now: the line in its order, the servers that hold GPUs in each
 pool with their start (the pods' creation, as the ledger's sessions start), the reservations
@@ -15,12 +15,12 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from ...core.ledger import parse_time
-from ...core.notices import STOP, Notice
-from ...core.queue import pools_of
-from ...core.shapes import WHOLE
-from ...core.usagerows import ServerUsage
-from ...core.waitestimate import Ask, Estimate, Held, History, estimate
+from ...core.accounting.ledger import parse_time
+from ...core.admission.queue import pools_of
+from ...core.time.notices import STOP, Notice
+from ...core.time.wait_estimate import Ask, Estimate, Held, History, estimate
+from ...core.usage.rows import ServerUsage
+from ...core.usage.shapes import WHOLE
 from .. import clock
 
 if TYPE_CHECKING:

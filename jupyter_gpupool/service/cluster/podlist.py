@@ -2,7 +2,7 @@
 
 A 150,000-pod cluster's list is about 290 MB of JSON; decoding all of it into dicts was most of
 the service's start. msgspec decodes a page straight into the few fields the index reads
-(:func:`~jupyter_gpupool.core.usagerecords.read_pod`), skipping the rest without building it, in
+(:func:`~jupyter_gpupool.core.usage.records.read_pod`), skipping the rest without building it, in
 about a third of the time and with far less garbage. The objects answer ``get(key, default)``
 as the dicts did (a field the API server left out is ``None``, which ``get`` turns into the
 default), so the index takes them as it takes a watch event's dicts.

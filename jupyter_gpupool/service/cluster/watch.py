@@ -34,7 +34,7 @@ from typing import Any
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ...core.usage import UsageIndex
+from ...core.usage.index import UsageIndex
 from .. import clock
 from .podlist import decode_pods
 from .retry import Backoff
@@ -75,7 +75,7 @@ def _decoded(body: bytes) -> dict[str, Any]:
 
 
 class ClusterView:
-    """Keeps a :class:`~jupyter_gpupool.core.usage.UsageIndex` in step with the cluster.
+    """Keeps a :class:`~jupyter_gpupool.core.usage.index.UsageIndex` in step with the cluster.
 
     ``api_client`` is a configured ``kubernetes_asyncio.client.ApiClient`` (the caller owns and
     closes it). ``namespace`` limits pods to one namespace; the default, all namespaces, is what

@@ -1,4 +1,4 @@
-"""Budgets while servers run (rules: :mod:`...core.budgetnotices`): every ``history_interval``
+"""Budgets while servers run (rules: :mod:`...core.time.budget_notices`): every ``history_interval``
 the budgets at or past their warning share are found; the running servers with GPUs they pay
 for carry a ``budget`` notice (the share spent and when it runs out; then that it is spent);
 under ``on_exhausted: stop`` each is stopped through JupyterHub ``budget_grace`` after it was
@@ -13,12 +13,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from ...core import budgetnotices as rules_
-from ...core.budgetnotices import BudgetRules, Standing
-from ...core.budgets import BudgetSessions, hours_text
-from ...core.notices import STOP, Notice, most_urgent
-from ...core.pools import Registry
-from ...core.usage import ServerUsage, UsageIndex
+from ...core.accounting.budgets import BudgetSessions, hours_text
+from ...core.pools.model import Registry
+from ...core.time import budget_notices as rules_
+from ...core.time.budget_notices import BudgetRules, Standing
+from ...core.time.notices import STOP, Notice, most_urgent
+from ...core.usage.index import ServerUsage, UsageIndex
 from ..stopasks import StopAsks
 from .idlewatch import cannot_stop
 
@@ -39,7 +39,7 @@ class BudgetWatch:
         self.on_stop: Callable[[ServerUsage], None] | None = None
         #: The budgets at or past their warning share, as of the last round
         self.standings: list[Standing] = []
-        #: Per server, per spent budget (:func:`~...core.budgetnotices.key_of`): when it was
+        #: Per server, per spent budget (:func:`~...core.time.budget_notices.key_of`): when it was
         #: first warned that the budget is spent
         self.warned: dict[Key, dict[str, float]] = {}
         self.asked = StopAsks()

@@ -1,4 +1,4 @@
-"""The idle-GPU policy at work (rules: :mod:`..core.idle`): after each utilization poll, the
+"""The idle-GPU policy at work (rules: :mod:`..core.time.idle`): after each utilization poll, the
 idle clocks of the running servers with GPUs move on; a server due for warning is warned (a log
 line, the time in its ledger session; the API's ``idle`` field, which the status item and the
 pages show), one due for its action is stopped through JupyterHub (the ledger says "culled")
@@ -7,7 +7,7 @@ or, under ``action: report``, listed by ``GET api/v1/idle`` and the Idle GPUs pa
 A server with GPUs is one that asks for a GPU of any shape (``nvidia.com/gpu``, a MIG device
 ``nvidia.com/mig-…``, a renamed shared GPU: its ``units``) or that the utilization source
 measures (a GPU device attributed to it). A server on
-a shared GPU is judged by the GPU's figure (:mod:`..core.utilization`): it is not idle while
+a shared GPU is judged by the GPU's figure (:mod:`..core.usage.utilization`): it is not idle while
 the GPU is busy, even if it does nothing itself (its own share cannot be told apart); once the
 GPU is idle, all its servers are, and each is warned and stopped on its own clock as any other.
 """
@@ -18,12 +18,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ...core.amounts import amount_text
-from ...core.budgets import when_text
-from ...core.idle import IdleClock, IdlePolicy, IdleState, TimedRule, duration_words
-from ...core.notices import REPORT, STOP, Notice
-from ...core.pools import Registry
-from ...core.usage import ServerUsage, UsageIndex
+from ...core.accounting.budgets import when_text
+from ...core.pools.model import Registry
+from ...core.time.idle import IdleClock, IdlePolicy, IdleState, TimedRule, duration_words
+from ...core.time.notices import REPORT, STOP, Notice
+from ...core.usage.amounts import amount_text
+from ...core.usage.index import ServerUsage, UsageIndex
 from ..stopasks import StopAsks
 from .polling import Utilization
 

@@ -16,8 +16,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ...core.admission import group_subject, user_subject
-from ...core.utilization import busy_gpus, measured_gpus
+from ...core.admission.walk import group_subject, user_subject
+from ...core.usage.utilization import busy_gpus, measured_gpus
 from .. import clock
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """The notice board: every warning about a running server, from every rule that may stop it.
 
-Each rule registers a *provider*, ``(server, now) -> Notice | None`` (:mod:`...core.notices`):
+Each rule registers a *provider*, ``(server, now) -> Notice | None`` (:mod:`...core.time.notices`):
 the idle watch, the runtime limit and the budgets here; a booking's reclaim registers its own
 with :meth:`NoticeBoard.add`. ``GET api/v1/servers`` gives each server's notices, most urgent
 first (``notices``), and that first one (``notice``); My GPUs, ``%gpupool status`` and the
@@ -13,8 +13,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ...core.notices import Notice, most_urgent, ordered
-from ...core.usage import ServerUsage
+from ...core.time.notices import Notice, most_urgent, ordered
+from ...core.usage.index import ServerUsage
 
 log = logging.getLogger(__name__)
 

@@ -8,11 +8,11 @@
   ``dcgm_pod_selector``, every running exporter pod it matches (listed again at each poll, in
   ``dcgm_namespace``), read through the API server's pod proxy
   (``/api/v1/namespaces/NS/pods/NAME:PORT/proxy/metrics``).
-- ``prometheus``: ``prometheus_url``'s query API, with :data:`~..core.utilization.DEFAULT_QUERIES`
+- ``prometheus``: ``prometheus_url``'s query API, with :data:`~..core.usage.utilization.DEFAULT_QUERIES`
   (or ``prometheus_query`` for the mean utilization per pod).
 
 Which field is read for which shape (whole GPU, MIG instance, shared GPU) is
-:mod:`~..core.utilization`'s rule.
+:mod:`~..core.usage.utilization`'s rule.
 
 What was measured is kept per server pod with a short history (:class:`Utilization`); a
 measurement older than three intervals is stale and shown as none. A source that fails leaves
@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from ...core.utilization import (
+from ...core.usage.utilization import (
     DEFAULT_QUERIES,
     GPUReading,
     PodKey,

@@ -1,4 +1,4 @@
-"""The runtime limit at work (rules: :mod:`...core.runtime`): every ``history_interval`` the
+"""The runtime limit at work (rules: :mod:`...core.time.runtime`): every ``history_interval`` the
 running servers with GPUs in a pool (or of a shape) with ``max-runtime`` are looked at; one
 within ``warn`` of its limit is warned (a log line; its ``runtime`` notice in the API, which
 the status item, the pages and ``%gpupool status`` show), one past it is stopped through
@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from ...core import runtime
-from ...core.budgets import when_text
-from ...core.idle import duration_words
-from ...core.notices import Notice
-from ...core.pools import Registry
-from ...core.usage import ServerUsage, UsageIndex
+from ...core.accounting.budgets import when_text
+from ...core.pools.model import Registry
+from ...core.time import runtime
+from ...core.time.idle import duration_words
+from ...core.time.notices import Notice
+from ...core.usage.index import ServerUsage, UsageIndex
 from ..stopasks import StopAsks
 from .idlewatch import cannot_stop, exempt_from, no_groups
 

@@ -18,10 +18,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ...core.bookingdocs import booking_of_document
-from ...core.bookings import Booking
-from ...core.poolwrite import booking_to_document
-from ...core.yamldoc import DocumentError
+from ...core.documents.yaml_reader import DocumentError
+from ...core.pools.booking_requests import booking_of_document
+from ...core.pools.writing import booking_to_document
+from ...core.time.bookings import Booking
 from ...db.store import Database
 from ..errors import ApiError
 

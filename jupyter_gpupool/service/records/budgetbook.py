@@ -1,7 +1,7 @@
 """The sessions budgets count, in memory, so that admissions never wait for the database.
 
 :class:`BudgetBook` holds the ledger's sessions of the subjects that have a budget (rules:
-:mod:`..core.budgets`): the closed ones still inside the longest window, read from the database
+:mod:`..core.accounting.budgets`): the closed ones still inside the longest window, read from the database
 when the budgets change, and the open ones, which the ledger reports as they open and close. An
 admission reads it under the desk's lock without any I/O.
 
@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ...core.budgets import Budget
+from ...core.accounting.budgets import Budget
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ def _wanted(budgets: Iterable[Budget]) -> tuple[frozenset[str], frozenset[str], 
 
 
 class BudgetBook:
-    """Sessions by user and by charged subject, for :func:`~..core.budgets.refusal`."""
+    """Sessions by user and by charged subject, for :func:`~..core.accounting.budgets.refusal`."""
 
     def __init__(self, read: ReadSessions | None, now: Callable[[], float]):
         self.read = read

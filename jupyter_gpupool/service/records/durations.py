@@ -1,5 +1,5 @@
 """How long servers ran, per pool and shape, over ``history_days``: what wait estimates read
-(rules: :mod:`jupyter_gpupool.core.waitestimate`).
+(rules: :mod:`jupyter_gpupool.core.time.wait_estimate`).
 
 Loaded from the ledger's ended sessions off the event loop by its loop (``records.durations``)
 as the service starts, and again every :data:`REFRESH` seconds (sessions older
@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ...core.waitestimate import History
+from ...core.time.wait_estimate import History
 from ...db.store import Database
 from ..loops import Loop
 

@@ -1,4 +1,4 @@
-"""The service's ledger of server sessions, kept in the database (rules: :mod:`..core.ledger`).
+"""The service's ledger of server sessions, kept in the database (rules: :mod:`..core.accounting.ledger`).
 
 It follows the pods the service watches: a server pod that runs opens a session, a pod that
 finishes or goes closes it. At start it takes up the sessions the database has open: those
@@ -13,8 +13,8 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from ...core import ledger
-from ...core.usage import UsageIndex
+from ...core.accounting import ledger
+from ...core.usage.index import UsageIndex
 from ...db.store import Database
 
 log = logging.getLogger(__name__)

@@ -18,15 +18,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from ...core import ledger
-from ...core.amounts import amount_text, parse_amount
-from ...core.budgets import Budget
-from ...core.history import parse_range
-from ...core.queue import Waiting
-from ...core.reservations import Reservation
-from ...core.savedwork import SavedReport
-from ...core.usage import UsageIndex
-from ...core.utilization import PodUtilization, busy_gpus
+from ...core.accounting import ledger
+from ...core.accounting.budgets import Budget
+from ...core.admission.queue import Waiting
+from ...core.time.saved_work import SavedReport
+from ...core.usage.amounts import amount_text, parse_amount
+from ...core.usage.history import parse_range
+from ...core.usage.index import UsageIndex
+from ...core.usage.reservations import Reservation
+from ...core.usage.utilization import PodUtilization, busy_gpus
 from ...db.store import RESERVATION_FIELDS, Database, DatabaseError, SchemaTooNew
 from .. import clock
 from ..admission.line import entry_of, waiting_from_row

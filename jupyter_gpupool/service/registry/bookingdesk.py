@@ -1,8 +1,8 @@
 """Bookings created, replaced and deleted through the API and the admin page (issue 30).
 
-A new or replaced booking is checked as a pool file's would be (:mod:`core.bookingdocs`: 400
+A new or replaced booking is checked as a pool file's would be (:mod:`core.pools.booking_requests`: 400
 with the problems at their lines), must not take a name a pool file uses (409, saying where),
-and must fit its pool (:mod:`core.bookingfit`: 409 naming the first window where it does not).
+and must fit its pool (:mod:`core.admission.booking_fit`: 409 naming the first window where it does not).
 Capacity is what ``GET api/v1/pools`` says of the pool's nodes, read the way ``gpupool validate
 --nodes`` reads it (:func:`~.bookingfit.capacity_from_rows` over the same rows), with the
 pool's guaranteed quotas and every other booking. Checks and the durable write run under one
@@ -15,10 +15,10 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from ...core.bookingdocs import is_booking_document, load_bookings
-from ...core.bookingfit import booking_conflicts, capacity_from_rows, pool_guarantees
-from ...core.bookings import Booking
-from ...core.yamldoc import Document, DocumentError, load_documents
+from ...core.admission.booking_fit import booking_conflicts, capacity_from_rows, pool_guarantees
+from ...core.documents.yaml_reader import Document, DocumentError, load_documents
+from ...core.pools.booking_requests import is_booking_document, load_bookings
+from ...core.time.bookings import Booking
 from .. import clock
 from ..errors import ApiError
 from ..records.bookingbook import BookingBook

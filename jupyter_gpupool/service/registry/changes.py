@@ -26,8 +26,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...core.labels import GPU_TYPE_LABEL, is_label_value
-from ...core.yamldoc import DocumentError
+from ...core.documents.yaml_reader import DocumentError
+from ...core.usage.labels import GPU_TYPE_LABEL, is_label_value
 from .. import views
 from ..bodies import LabelPatch
 from ..cluster.kube import Kube, KubeError

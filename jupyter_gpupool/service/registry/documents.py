@@ -32,18 +32,18 @@ from typing import Any
 
 import yaml
 
-from ...core.labels import safe_label_value
-from ...core.poolfile import load_parsed
-from ...core.pools import Registry
-from ...core.poolshapes import BOOKING_KIND, POOL_KINDS, QUOTA_KIND
-from ...core.poolwrite import pool_to_document, quota_to_document
-from ...core.yamldoc import (
+from ...core.documents.yaml_reader import (
     Document,
     DocumentError,
     Problem,
     load_documents,
     load_written_document,
 )
+from ...core.pools.document_spec import BOOKING_KIND, POOL_KINDS, QUOTA_KIND
+from ...core.pools.model import Registry
+from ...core.pools.reading import load_parsed
+from ...core.pools.writing import pool_to_document, quota_to_document
+from ...core.usage.labels import safe_label_value
 from ..errors import ApiError, bad_request
 
 REQUEST = "<request>"
@@ -95,7 +95,7 @@ def parse_texts(
     """Each text's documents, parsed, or taken from ``previous`` where its text is the same;
     raises :class:`DocumentError` with every text's syntax problems. The texts named in
     ``written`` hold one document each, dumped here from checked values: parsed the quick
-    way (:func:`~jupyter_gpupool.core.yamldoc.load_written_document`)."""
+    way (:func:`~jupyter_gpupool.core.documents.yaml_reader.load_written_document`)."""
     parsed: dict[str, list[Document]] = {}
     problems: list[Problem] = []
     for name, text in texts.items():

@@ -1,7 +1,7 @@
 """Where pools and quotas are stored: files in a directory (the default), or a ConfigMap.
 
 Both hold the same thing, named YAML texts (see :mod:`.documents`), and offer the same four
-calls: :meth:`read` the current layout (raising :class:`~jupyter_gpupool.core.yamldoc.DocumentError`
+calls: :meth:`read` the current layout (raising :class:`~jupyter_gpupool.core.documents.yaml_reader.DocumentError`
 when what is stored does not load), :meth:`key_for` a new document, :meth:`write` an edit, and
 :meth:`fingerprint`, a cheap token that changes when someone else changed the store, so the
 service can reload live.
@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ...core.yamldoc import DocumentError, Problem
+from ...core.documents.yaml_reader import DocumentError, Problem
 from ...poolfiles import FILE_SUFFIXES, expand_paths, read_files
 from ..cluster.kube import Kube, KubeError
 from ..errors import ApiError

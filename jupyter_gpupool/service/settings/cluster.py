@@ -10,7 +10,7 @@ from typing import Any
 
 from traitlets import Float, HasTraits, TraitError, Unicode, validate
 
-from ...core.labels import POOL_LABEL, is_label_key
+from ...core.usage.labels import POOL_LABEL, is_label_key
 from .checks import more_than_zero
 
 

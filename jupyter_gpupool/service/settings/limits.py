@@ -12,11 +12,11 @@ from typing import Any
 import yaml
 from traitlets import Bool, Dict, Float, HasTraits, TraitError, Unicode, validate
 
-from ...core.budgetnotices import BudgetRules
-from ...core.idle import IdlePolicy, duration_seconds
-from ...core.notices import REPORT, STOP
-from ...core.poolfile import load_texts
-from ...core.yamldoc import DocumentError
+from ...core.documents.yaml_reader import DocumentError
+from ...core.pools.reading import load_texts
+from ...core.time.budget_notices import BudgetRules
+from ...core.time.idle import IdlePolicy, duration_seconds
+from ...core.time.notices import REPORT, STOP
 
 
 class LimitSettings(HasTraits):

@@ -12,10 +12,10 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from ...core.admission import AdmissionRequest, Decision
-from ...core.amounts import amount_text
-from ...core.queue import Waiting
-from ...core.shaperows import admitted_text
+from ...core.admission.queue import Waiting
+from ...core.admission.walk import AdmissionRequest, Decision
+from ...core.usage.amounts import amount_text
+from ...core.words.shape_rows import admitted_text
 from .. import views
 from ..admission.outcome import Outcome
 from ..bodies import parse_admission, parse_json

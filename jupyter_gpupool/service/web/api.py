@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ... import __version__
-from ...core.budgets import applying, budget_rows
-from ...core.poolrows import pool_exists, pool_or_bare
-from ...core.reports import quota_rows
+from ...core.accounting.budgets import applying, budget_rows
+from ...core.words.pool_rows import pool_exists, pool_or_bare
+from ...core.words.reports import quota_rows
 from .. import clock, views
 from ..bodies import parse_groups, parse_json, parse_label_patch, text_body
 from ..errors import ApiError
@@ -255,7 +255,7 @@ class QuotasHandler(APIHandler):
 
     async def get(self) -> None:
         """``?rows=1`` adds ``rows``: the quotas page's table
-        (:func:`~jupyter_gpupool.core.reports.quota_rows`). ``budgets``: what is left of the
+        (:func:`~jupyter_gpupool.core.words.reports.quota_rows`). ``budgets``: what is left of the
         GPU-hour budgets (a user's and their groups' for a user; empty when not enforced)."""
         user, groups = await self.view_of()
         state = self.ctx.state

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
 from tornado import web
 
-from ...core.amounts import json_default
+from ...core.usage.amounts import json_default
 from ..errors import ApiError
 from .auth import ADMIN_SCOPE, USE_SCOPE, Caller, access_scope_text
 

@@ -1,14 +1,14 @@
 """``api/v1/bookings``: bookings listed (admins all, a user those they are in), read, created,
 replaced and deleted (admins), issue 30. The checks and the durable write are the booking
-desk's (:mod:`..registry.bookingdesk`); the rows are :mod:`core.bookingrows`'."""
+desk's (:mod:`..registry.bookingdesk`); the rows are :mod:`core.words.booking_rows`'."""
 
 from __future__ import annotations
 
 import datetime as dt
 from typing import Any
 
-from ...core.bookingrows import booking_row, is_member, parse_week, week_words
-from ...core.bookings import Booking
+from ...core.time.bookings import Booking
+from ...core.words.booking_rows import booking_row, is_member, parse_week, week_words
 from .. import clock, views
 from ..bodies import text_body
 from ..errors import ApiError

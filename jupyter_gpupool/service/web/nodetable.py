@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...core.usage import NodeUsage, UsageIndex
+from ...core.usage.index import NodeUsage, UsageIndex
 from ..errors import bad_request
 
 

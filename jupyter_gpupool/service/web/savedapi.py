@@ -4,12 +4,12 @@ The server's jupyter-server extension sends it with the server's token once the 
 the documents (a stop's deadline within a minute): ``{"server": "", "count": 3, "paths":
 [...], "notice": {"kind": "idle", ...}}``. It is kept on the server's open session in the
 ledger, and the answer comes once the database has committed it. A user records it for their
-own servers only; an admin names the ``user``. The checks are :mod:`core.savedwork`'s.
+own servers only; an admin names the ``user``. The checks are :mod:`core.time.saved_work`'s.
 """
 
 from __future__ import annotations
 
-from ...core.savedwork import parse_report
+from ...core.time.saved_work import parse_report
 from ..bodies import parse_json
 from ..errors import ApiError
 from .auth import USE_SCOPE

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from ...core.queue import Waiting
+from ...core.admission.queue import Waiting
 from ..bodies import WaitBody, parse_json, parse_wait
 from .admissionapi import MAX_WAIT, LineAnswers
 from .auth import USE_SCOPE

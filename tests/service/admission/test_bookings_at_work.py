@@ -17,7 +17,7 @@ from service_kit import T0, start_pod
 from waiting import async_wait_for
 
 from jupyter_gpupool.client import AdmissionRejected
-from jupyter_gpupool.core.launchoptions import Catalog
+from jupyter_gpupool.core.words.launch_options import Catalog
 from jupyter_gpupool.spawner.form import form_context, render_form
 from jupyter_gpupool.spawner.options import SpawnOptions
 

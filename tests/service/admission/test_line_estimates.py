@@ -16,7 +16,7 @@ from typing import Any
 from service_kit import start_pod
 from sqlalchemy import create_engine, text
 
-from jupyter_gpupool.core.ledger import parse_time
+from jupyter_gpupool.core.accounting.ledger import parse_time
 from jupyter_gpupool.db.store import Database
 
 

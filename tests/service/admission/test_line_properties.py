@@ -38,9 +38,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from k8s_factories import node, pod
 
-from jupyter_gpupool.core.admission import AdmissionRequest
-from jupyter_gpupool.core.poolfile import load_string
-from jupyter_gpupool.core.queue import ADMITTED
+from jupyter_gpupool.core.admission.queue import ADMITTED
+from jupyter_gpupool.core.admission.walk import AdmissionRequest
+from jupyter_gpupool.core.pools.reading import load_string
 from jupyter_gpupool.service.admission.desk import AdmissionDesk
 from jupyter_gpupool.service.admission.line import Line, entry_of, waiting_from_row
 from jupyter_gpupool.service.monitoring.metrics import Metrics

@@ -7,7 +7,7 @@ import json
 import pytest
 from k8s_factories import node, pod
 
-from jupyter_gpupool.core.usage import UsageIndex
+from jupyter_gpupool.core.usage.index import UsageIndex
 from jupyter_gpupool.service.cluster.podlist import decode_pods
 
 

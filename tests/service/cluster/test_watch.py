@@ -12,7 +12,7 @@ import pytest
 import pytest_asyncio
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from jupyter_gpupool.core.usage import UsageIndex
+from jupyter_gpupool.core.usage.index import UsageIndex
 from jupyter_gpupool.service.cluster.watch import ClusterView, continue_token
 from jupyter_gpupool.sim import SimCluster
 

@@ -8,7 +8,7 @@ import logging
 
 from service_kit import start_pod
 
-from jupyter_gpupool.core.notices import REPORT, STOP, Notice
+from jupyter_gpupool.core.time.notices import REPORT, STOP, Notice
 
 
 async def test_a_provider_added_later_reaches_the_servers_list_most_urgent_first(service, caplog):

@@ -21,7 +21,7 @@ from test_pages import Browser
 from test_utilization_pages import server_cells
 from waiting import async_wait_for
 
-from jupyter_gpupool.core.labels import POD_SERVER, POD_USER
+from jupyter_gpupool.core.usage.labels import POD_SERVER, POD_USER
 from jupyter_gpupool.service import clock
 from jupyter_gpupool.service.web.auth import ADMIN_SCOPE
 from jupyter_gpupool.sim.spec import EXAMPLE_CLUSTER, ClusterSpec, parse_cluster

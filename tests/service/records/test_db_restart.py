@@ -21,7 +21,7 @@ from sqlalchemy import Engine, create_engine, select
 from waiting import async_wait_for
 
 from jupyter_gpupool.client import GPUPoolClient
-from jupyter_gpupool.core.ledger import parse_time
+from jupyter_gpupool.core.accounting.ledger import parse_time
 from jupyter_gpupool.db.models import ChangeRecord, ServerSession, UsageSample
 from jupyter_gpupool.service.web.auth import ADMIN_SCOPE
 from jupyter_gpupool.sim import SimCluster, parse_cluster

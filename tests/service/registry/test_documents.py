@@ -3,7 +3,7 @@
 import pytest
 import yaml
 
-from jupyter_gpupool.core.yamldoc import DocumentError
+from jupyter_gpupool.core.documents.yaml_reader import DocumentError
 from jupyter_gpupool.service.errors import ApiError
 from jupyter_gpupool.service.registry.documents import (
     REQUEST,

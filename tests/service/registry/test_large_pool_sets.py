@@ -12,7 +12,7 @@ import time
 import pytest
 
 from jupyter_gpupool.client import GPUPoolError
-from jupyter_gpupool.core import yamldoc
+from jupyter_gpupool.core.documents import yaml_reader
 from jupyter_gpupool.service.registry import documents
 
 
@@ -27,7 +27,7 @@ async def test_more_pools_than_max_pools_is_a_400_and_nothing_changes(start_serv
     admin = service.admin()
     files = {p.name: p.read_text() for p in pools_dir.iterdir()}
     parsed: list[int] = []
-    real = yamldoc.load_documents
+    real = yaml_reader.load_documents
 
     def counting(text, file="<string>", max_documents=None):
         docs = real(text, file, max_documents)  # raises past max_documents
@@ -68,7 +68,7 @@ async def test_a_change_parses_its_own_texts_only(start_service, pools_dir):
         "POST", "api/v1/pools", text=pools_body(300), content_type="application/yaml"
     )
     parsed: list[tuple[str, str]] = []
-    real, real_written = yamldoc.load_documents, yamldoc.load_written_document
+    real, real_written = yaml_reader.load_documents, yaml_reader.load_written_document
 
     def counting(text, file="<string>", max_documents=None):
         parsed.append(("checked", file))

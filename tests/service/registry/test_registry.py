@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from jupyter_gpupool.client import GPUPoolError
-from jupyter_gpupool.core.yamldoc import DocumentError
+from jupyter_gpupool.core.documents.yaml_reader import DocumentError
 from jupyter_gpupool.service.errors import ApiError
 from jupyter_gpupool.service.registry import documents as layout
 
@@ -163,7 +163,7 @@ async def test_changes_while_the_store_does_not_load_are_refused(service, pools_
 
 
 async def test_a_huge_file_in_the_pools_directory_is_refused_before_it_is_read(tmp_path):
-    from jupyter_gpupool.core.yamldoc import MAX_TEXT_BYTES
+    from jupyter_gpupool.core.documents.yaml_reader import MAX_TEXT_BYTES
     from jupyter_gpupool.service.registry.store import FileStore
 
     huge = tmp_path / "huge.yaml"

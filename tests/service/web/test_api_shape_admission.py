@@ -20,7 +20,7 @@ from test_api_partitioned_shapes import NODES, POOL
 
 from jupyter_gpupool.cli import main
 from jupyter_gpupool.client import AdmissionRejected, GPUPoolError
-from jupyter_gpupool.core.launchoptions import PoolChoice, pool_status, quota_text
+from jupyter_gpupool.core.words.launch_options import PoolChoice, pool_status, quota_text
 
 MIG = {"pool": POOL, "shape": "mig-3g.40gb"}
 SHARED = {"pool": POOL, "shape": "shared-4"}

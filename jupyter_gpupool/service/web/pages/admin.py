@@ -14,9 +14,9 @@ from urllib.parse import quote, urlencode
 
 from tornado import web
 
-from ....core.poolrows import pool_names
-from ....core.pools import DEFAULT_POOL
-from ....core.poolwrite import pool_to_document, quota_to_document
+from ....core.pools.model import DEFAULT_POOL
+from ....core.pools.writing import pool_to_document, quota_to_document
+from ....core.words.pool_rows import pool_names
 from ... import views
 from ...bodies import LabelPatch
 from ...cluster.kube import KubeError

@@ -13,8 +13,8 @@ from urllib.parse import quote
 
 from tornado import web
 
-from ....core.bookingrows import booking_row, parse_week, week_view, week_words
-from ....core.bookings import Booking
+from ....core.time.bookings import Booking
+from ....core.words.booking_rows import booking_row, parse_week, week_view, week_words
 from ... import clock, views
 from ...errors import ApiError
 from ...records import changelog

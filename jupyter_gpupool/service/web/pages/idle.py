@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ....core.idle import IdlePolicy
-from ....core.poolrows import pool_names
+from ....core.time.idle import IdlePolicy
+from ....core.words.pool_rows import pool_names
 from ... import clock
 from ...errors import ApiError
 from .admin import sentence

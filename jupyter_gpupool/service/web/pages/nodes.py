@@ -3,8 +3,8 @@ reasons and labels, filtered and paged) and quotas page (``{prefix}quotas``)."""
 
 from __future__ import annotations
 
-from ....core.poolrows import pool_names
-from ....core.reports import quota_rows
+from ....core.words.pool_rows import pool_names
+from ....core.words.reports import quota_rows
 from ... import views
 from ..nodetable import parse_query, select
 from .base import AdminPageHandler

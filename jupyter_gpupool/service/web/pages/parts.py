@@ -15,9 +15,9 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlencode
 
-from ....core.usagerows import ServerUsage
-from ....core.utilization import ENGINE_ACTIVE
-from ....core.utilwords import SHARED_WORDS
+from ....core.usage.rows import ServerUsage
+from ....core.usage.utilization import ENGINE_ACTIVE
+from ....core.words.gpu_use import SHARED_WORDS
 from ... import clock, views
 from ..nodetable import STATUSES, NodeQuery, Page
 from .base import PageHandler

@@ -19,13 +19,13 @@ from urllib.parse import quote, urlencode
 
 from tornado import web
 
-from ....core.decision import AdmissionRequest, gpus_text
-from ....core.history import RANGES, parse_range
-from ....core.poolrows import pool_exists, pool_or_bare
-from ....core.poolwrite import pool_to_document
-from ....core.queue import ADMITTED, CANCELLED, EXPIRED, Waiting
-from ....core.reports import quota_rows
-from ....core.utilization import busy_gpus
+from ....core.admission.decision import AdmissionRequest, gpus_text
+from ....core.admission.queue import ADMITTED, CANCELLED, EXPIRED, Waiting
+from ....core.pools.writing import pool_to_document
+from ....core.usage.history import RANGES, parse_range
+from ....core.usage.utilization import busy_gpus
+from ....core.words.pool_rows import pool_exists, pool_or_bare
+from ....core.words.reports import quota_rows
 from ... import clock, views
 from ...admission.line import Ended, Line
 from ...errors import ApiError

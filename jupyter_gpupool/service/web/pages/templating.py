@@ -21,8 +21,8 @@ from typing import Any
 
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, select_autoescape
 
-from ....core.amounts import parse_amount
-from ....core.formatting import age
+from ....core.usage.amounts import parse_amount
+from ....core.words.tables import age
 from ...views import iso
 
 HERE = Path(__file__).resolve().parent

@@ -11,8 +11,8 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from ....core.bookingrows import booking_row, is_member
-from ....core.savedwork import stop_row
+from ....core.time.saved_work import stop_row
+from ....core.words.booking_rows import booking_row, is_member
 from ... import clock, views
 from ...errors import ApiError
 from .admin import sentence

@@ -18,7 +18,7 @@ from needs import need
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "core"))
 from test_formatting import KUBECTL
 
-from jupyter_gpupool.core.formatting import age
+from jupyter_gpupool.core.words.tables import age
 from jupyter_gpupool.service.web.pages.templating import make_environment
 
 NODE = shutil.which("node")

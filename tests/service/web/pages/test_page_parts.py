@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_gpupool.core.usage import UsageIndex
+from jupyter_gpupool.core.usage.index import UsageIndex
 from jupyter_gpupool.service.errors import ApiError
 from jupyter_gpupool.service.records import changelog
 from jupyter_gpupool.service.records.samples import Sample, UsageHistory

@@ -29,8 +29,8 @@ from test_report_pages import chart_lines
 from test_utilization import exporter, page  # noqa: F401 - the fixture, and its page
 from waiting import WaitTimeout, async_wait_for
 
-from jupyter_gpupool.core.usagerows import ServerUsage
-from jupyter_gpupool.core.utilization import (
+from jupyter_gpupool.core.usage.rows import ServerUsage
+from jupyter_gpupool.core.usage.utilization import (
     PodUtilization,
     busy_gpus,
     hourly_busy,
