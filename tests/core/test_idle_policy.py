@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from jupyter_gpupool.core.documents.durations import duration_seconds
 from jupyter_gpupool.core.documents.yaml_reader import DocumentError
 from jupyter_gpupool.core.pools.reading import load_texts
 from jupyter_gpupool.core.pools.writing import registry_to_documents
-from jupyter_gpupool.core.time.idle import IdleClock, IdlePolicy, duration_seconds, duration_words
+from jupyter_gpupool.core.time.idle import IdleClock, IdlePolicy, duration_words
 
 POLICY = IdlePolicy(below_percent=5, after="2h", warn="15m")
 

@@ -34,29 +34,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..documents.whole_numbers import parse_whole
+from ..documents.durations import window_seconds
 from ..usage.labels import BOOKING_SUBJECT_PREFIX
 from .ledger import session_equivalents, session_hours
-
-#: Windows are written as a whole number of hours or days.
-WINDOW_UNITS = {"h": 3600, "d": 86400}
-#: The longest window a budget may have.
-MAX_WINDOW_DAYS = 366
-
-
-def window_seconds(text: str) -> float:
-    """``30d`` -> 2592000.0, ``12h`` -> 43200.0; ValueError says what is wrong."""
-    t = text.strip() if isinstance(text, str) else ""
-    unit = t[-1:]
-    count = parse_whole(t[:-1])
-    if unit in WINDOW_UNITS and count is not None and count > 0:
-        seconds = float(count * WINDOW_UNITS[unit])
-        if seconds > MAX_WINDOW_DAYS * 86400:
-            raise ValueError(f"a budget window may be at most {MAX_WINDOW_DAYS}d, not {text!r}")
-        return seconds
-    raise ValueError(
-        f"a window is a whole number of hours or days such as 24h or 30d, not {text!r}"
-    )
 
 
 def window_words(text: str) -> str:

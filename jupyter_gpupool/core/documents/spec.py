@@ -17,10 +17,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..accounting.budgets import window_seconds
+from ..kube.names import is_label_key, is_label_value, is_node_name
 from ..kube.quantities import parse_quantity
-from ..time.idle import duration_seconds
-from ..usage.labels import is_label_key, is_label_value, is_node_name
+from .durations import duration_seconds, window_seconds
 from .whole_numbers import parse_whole
 from .yaml_reader import Document, PathElem, Problem, unknown_key_message
 

@@ -79,3 +79,8 @@ def is_dns1123_label(name: str) -> bool:
 def is_dns1123_subdomain(name: str) -> bool:
     """True for a DNS-1123 subdomain: the syntax of node, pod and most other object names."""
     return 0 < len(name) <= SUBDOMAIN_MAX and bool(_DNS1123_SUBDOMAIN.match(name))
+
+
+def is_node_name(name: str) -> bool:
+    """True for a DNS-1123 subdomain, the syntax of node names."""
+    return is_dns1123_subdomain(name)

@@ -36,10 +36,8 @@ from ..accounting.budgets import Budget
 from ..time.bookings import Booking
 from ..time.idle import IdlePolicy
 from ..time.runtime import RuntimeLimit
+from ..usage.labels import DEFAULT_POOL as DEFAULT_POOL
 from .templates import merge_templates
-
-#: Nodes that carry no pool label form this pool, as in gpuctl and Run:ai.
-DEFAULT_POOL = "default"
 
 PLACEMENTS = ("binpack", "spread")
 

@@ -21,9 +21,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..accounting.budgets import Budget
+from ..documents.durations import duration_seconds
 from ..documents.spec import Checker
 from ..documents.yaml_reader import Document, DocumentError, PathElem, Problem, load_documents
-from ..time.idle import IdlePolicy, duration_seconds, policy_from_mapping
+from ..time.idle import IdlePolicy, policy_from_mapping
 from ..time.runtime import RuntimeLimit, limit_from_mapping
 from ..usage.shapes import is_shape_id
 from .booking_reading import Named, build_booking, check_bookings

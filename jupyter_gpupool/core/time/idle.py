@@ -31,21 +31,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..documents.whole_numbers import parse_whole
+from ..documents.durations import duration_seconds
 
-DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 ACTIONS = ("stop", "report")
-
-
-def duration_seconds(text: str) -> float:
-    """``20s``, ``15m``, ``2h``, ``1d`` in seconds; ValueError says what is wrong."""
-    t = text.strip() if isinstance(text, str) else ""
-    count = parse_whole(t[:-1])
-    if t[-1:] in DURATION_UNITS and count is not None:
-        return float(count * DURATION_UNITS[t[-1]])
-    raise ValueError(
-        f"a duration is a whole number of s, m, h or d such as 15m or 2h, not {text!r}"
-    )
 
 
 def duration_words(seconds: float) -> str:

@@ -17,14 +17,16 @@ import re
 
 # The syntax rules live with the rest of Kubernetes' semantics; these names stay importable from
 # here because the service, the CLI and pool documents check labels through this module.
-from ..kube.names import is_dns1123_subdomain
 from ..kube.names import is_label_key as is_label_key
 from ..kube.names import is_label_value as is_label_value
+from ..kube.names import is_node_name as is_node_name
 
 # --- node labels ---------------------------------------------------------------------------------
 
 #: gpuctl's pool membership label; the service makes the key configurable.
 POOL_LABEL = "runwhere.ai/pool"
+#: Nodes that carry no pool label form this pool, as in gpuctl and Run:ai.
+DEFAULT_POOL = "default"
 #: gpuctl's GPU type label, e.g. ``A100-80G`` (``""`` on CPU-only nodes).
 GPU_TYPE_LABEL = "runwhere.ai/gpu-type"
 #: NVIDIA GPU Feature Discovery labels, the fallback when gpuctl's type label is missing.
@@ -81,11 +83,6 @@ KUBESPAWNER_SERVER = "hub.jupyter.org/servername"
 
 _INVALID_CHARS = re.compile(r"[^-A-Za-z0-9_.]+")
 _HASH_LEN = 8
-
-
-def is_node_name(name: str) -> bool:
-    """True for a DNS-1123 subdomain, the syntax of node names."""
-    return is_dns1123_subdomain(name)
 
 
 def safe_label_value(value: str) -> str:

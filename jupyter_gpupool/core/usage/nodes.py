@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..pools.model import DEFAULT_POOL
 from .amounts import Amount, whole_if_whole
-from .labels import GPU_RESOURCE
+from .labels import DEFAULT_POOL, GPU_RESOURCE
 from .records import BLOCKING, GroupKey, NodeRecord, PlacementGroup, ShapeCount
 from .shapes import WHOLE, Shape
 

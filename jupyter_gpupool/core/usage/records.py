@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..kube.quantities import quantity_int
-from ..pools.model import DEFAULT_POOL
 from .amounts import Amount, parse_amount
 from .labels import (
+    DEFAULT_POOL,
     GFD_COUNT_LABEL,
     GFD_PRODUCT_LABEL,
     GPU_RESOURCE,

@@ -12,10 +12,11 @@ from typing import Any
 import yaml
 from traitlets import Bool, Dict, Float, HasTraits, TraitError, Unicode, validate
 
+from ...core.documents.durations import duration_seconds
 from ...core.documents.yaml_reader import DocumentError
 from ...core.pools.reading import load_texts
 from ...core.time.budget_notices import BudgetRules
-from ...core.time.idle import IdlePolicy, duration_seconds
+from ...core.time.idle import IdlePolicy
 from ...core.time.notices import REPORT, STOP
 
 
