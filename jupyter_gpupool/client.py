@@ -91,7 +91,7 @@ class Admission(TypedDict, total=False):
     groups: list[str]
     server: str
     gpus: int
-    # issue 29: the shape admitted ("whole", "mig-1g.10gb"...; null for a CPU-only server), in
+    # the shape admitted ("whole", "mig-1g.10gb"...; null for a CPU-only server), in
     # words ("MIG 1g.10gb of an A100-80G"), the resource the pod asks for, GPU-equivalents ("1/7")
     shape: str | None
     shape_text: str
@@ -106,7 +106,7 @@ class Admission(TypedDict, total=False):
     queued: bool
     state: str
     position: int | None
-    # issue 31: when it should be admitted (epoch seconds; None: no estimate) and on what basis
+    # when it should be admitted (epoch seconds; None: no estimate) and on what basis
     estimate: float | None
     estimate_words: str | None
     pools: list[str]
@@ -373,7 +373,7 @@ class GPUPoolClient:
         """Ask for ``gpus`` GPUs in the first of ``pools`` that can take them.
 
         Each of ``pools`` is a pool name (whole GPUs) or ``{"pool": NAME, "shape": ID}``, one of
-        the pool's shapes (issue 29): ``gpus`` then counts units of that shape, and must be 1.
+        the pool's shapes: ``gpus`` then counts units of that shape, and must be 1.
 
         ``user`` and ``groups`` default to the caller's own; only an admin caller may name
         another user or give groups. Raises :class:`AdmissionRejected` (409) when no pool can

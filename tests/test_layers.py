@@ -7,6 +7,10 @@
   ``commands/`` do not import ``notebook/``, and ``notebook/`` imports neither ``service/`` nor
   ``commands/`` (both sides talk through the shared clients and the core).
 - ``db/`` (the service's database) uses the core and SQLAlchemy, never its users.
+- The core is in rooms (``core/kube``, ``documents``, ``usage``, ``accounting``, ``time``,
+  ``pools``, ``admission``, ``words``), each importing only the rooms below it; no room imports
+  ``words/``, which never imports ``admission/``; the simulator uses only ``kube/``,
+  ``documents/`` and ``words/``.
 - No import circle anywhere in the package: each module can be read (and loaded) after the ones
   it imports, none of which needs it back.
 - No module over 600 lines: past that a file holds more than one job (``STYLE.md``).
@@ -138,7 +142,9 @@ def imported(path: Path, module: str | None = None) -> Iterator[tuple[int, str]]
             else:
                 prefix = node.module or ""
             yield node.lineno, prefix
-            for alias in node.names:  # `from . import x`, `from ..core import yamldoc`: modules
+            for alias in (
+                node.names
+            ):  # `from . import x`, `from ..core.documents import yaml_reader`: modules
                 if node.module is None or is_module(f"{prefix}.{alias.name}"):
                     yield node.lineno, f"{prefix}.{alias.name}"
 
@@ -330,6 +336,116 @@ def test_the_room_rules_see_a_break(tmp_path: Path):
     assert {room_of(n) for n in names if n.startswith(f"{SVC}.clock")} == {None}
 
 
+# --- the core's rooms (docs/architecture.md) ------------------------------------------------------
+
+CORE_PKG = "jupyter_gpupool.core"
+#: The core's rooms, each with the rooms it may import. They stand one above the other (kube/,
+#: documents/, usage/, accounting/, time/, pools/, admission/), each importing only rooms below
+#: it; words/ stands beside admission/, over pools/, and no room imports it.
+CORE_ROOMS: dict[str, frozenset[str]] = {
+    # Kubernetes semantics, shared with the simulator: nothing of the product
+    "kube": frozenset(),
+    # the spec of a document and its readers: text in, no model (pools/ builds the model)
+    "documents": frozenset({"kube"}),
+    # what runs, as Kubernetes says it: no quota, booking or pool model
+    "usage": frozenset({"kube", "documents"}),
+    "accounting": frozenset({"kube", "documents", "usage"}),
+    "time": frozenset({"kube", "documents", "usage", "accounting"}),
+    "pools": frozenset({"kube", "documents", "usage", "accounting", "time"}),
+    "admission": frozenset({"kube", "documents", "usage", "accounting", "time", "pools"}),
+    # what the front ends print: it reads the model and the usage, and never decides
+    "words": frozenset({"kube", "documents", "usage", "accounting", "time", "pools"}),
+}
+
+
+def core_room_of(name: str) -> str | None:
+    """The core's room of a module name, or None (outside the core, or the core's package)."""
+    if not name.startswith(CORE_PKG + "."):
+        return None
+    return name[len(CORE_PKG) + 1 :].split(".", 1)[0]
+
+
+def core_imports(paths: list[Path] | None = None) -> Iterator[tuple[str, int, str]]:
+    """``(importing module, line, imported module)`` for every import inside the core."""
+    for path in paths if paths is not None else files_under(CORE):
+        for line, name in imported(path):
+            yield module_name(path), line, name
+
+
+def room_breaks(imports: Iterator[tuple[str, int, str]]) -> list[str]:
+    return [
+        f"{mod}:{line}: imports {name}"
+        for mod, line, name in imports
+        if (here := core_room_of(mod)) is not None
+        and (there := core_room_of(name)) not in (None, here)
+        and there not in CORE_ROOMS.get(here, frozenset())
+    ]
+
+
+def test_the_core_is_its_rooms():
+    """Every module of the core is in a room (a folder with its rules above); a new folder gets
+    its rules here and a row in docs/architecture.md's table of the core's rooms."""
+    folders = {p.name for p in CORE.iterdir() if (p / "__init__.py").exists()}
+    assert folders == set(CORE_ROOMS)
+    loose = sorted(p.name for p in CORE.glob("*.py") if p.name != "__init__.py")
+    assert not loose, f"modules outside the core's rooms: {loose}"
+
+
+def test_each_core_room_imports_only_the_rooms_below_it():
+    bad = room_breaks(core_imports())
+    assert not bad, (
+        "a room of the core imports only the rooms below it (kube, documents, usage, accounting, "
+        "time, pools, admission; words over pools, imported by none):\n" + "\n".join(bad)
+    )
+
+
+def test_the_rooms_faces_import_nothing():
+    """A room's ``__init__.py`` says what the room holds and imports nothing, so that loading one
+    module of a room never loads the others (and no circle runs through a face)."""
+    bad = [
+        f"{path.relative_to(PACKAGE)}:{line}: imports {name}"
+        for path in sorted(CORE.glob("*/__init__.py"))
+        for line, name in imported(path)
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_simulator_uses_only_the_cores_semantics_readers_and_tables():
+    """The simulator answers as Kubernetes would: it shares the core's Kubernetes semantics, its
+    YAML reader and its tables, never the pool model, usage or admission, whose mistakes it would
+    then share instead of showing them."""
+    allowed = {"kube", "documents", "words"}
+    bad = [
+        f"{path.relative_to(PACKAGE)}:{line}: imports {name}"
+        for path in files_under(PACKAGE / "sim")
+        for line, name in imported(path)
+        if (room := core_room_of(name)) is not None and room not in allowed
+    ]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize(
+    ("room", "line", "broken"),
+    [
+        ("documents", "from ..pools import model\n", True),
+        ("documents", "from ..kube.names import is_label_key\n", False),
+        ("usage", "from ..accounting.ledger import parse_time\n", True),
+        ("words", "from ..admission.decision import Decision\n", True),
+        ("words", "from ..pools.model import Pool\n", False),
+        ("admission", "from ..words import tables\n", True),
+        ("time", "from ..pools.model import Pool\n", True),
+        ("pools", "from ..time.bookings import Booking\n", False),
+    ],
+)
+def test_the_core_room_rules_see_a_break(tmp_path: Path, room: str, line: str, broken: bool):
+    """The rule above, on probes: an import up the rooms is seen, one down them is not."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(line)
+    mod = f"{CORE_PKG}.{room}.probe"
+    found = room_breaks((mod, n, name) for n, name in imported(probe, mod))
+    assert bool(found) == broken, found
+
+
 #: Past this a module holds more than one job; split it by concern (``STYLE.md``).
 MAX_MODULE_LINES = 600
 
@@ -434,7 +550,7 @@ def test_no_import_circle():
 def test_the_circle_finder_finds_circles():
     """The checker itself: two circles (one through three modules), and a module that only
     imports into one is in none."""
-    here = (PACKAGE / "core" / "usage.py", 1)
+    here = (PACKAGE / "core" / "usage" / "index.py", 1)
     graph = {
         "a": {"b": here},
         "b": {"c": here},
@@ -445,7 +561,7 @@ def test_the_circle_finder_finds_circles():
     }
     assert circles(graph) == [["a", "b", "c"], ["d", "e"]]
     assert one_way_round(graph, ["a", "b", "c"]) == (
-        "a (core/usage.py:1) -> b (core/usage.py:1) -> c (core/usage.py:1) -> a"
+        "a (core/usage/index.py:1) -> b (core/usage/index.py:1) -> c (core/usage/index.py:1) -> a"
     )
 
 

@@ -52,7 +52,7 @@ def _limits(limits: Mapping[str, Any]) -> str:
     return "; ".join(parts) or "none"
 
 
-#: ``describe pool``'s table of what the pool's nodes offer (issue 29).
+#: ``describe pool``'s table of what the pool's nodes offer.
 SHAPE_COLUMNS = (
     Column("SHAPE", "id"),
     Column("KIND", "kind", get=lambda s: kind_words(str(s.get("kind")))),

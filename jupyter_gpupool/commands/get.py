@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # imported by connection.run when a request is made (aiohttp 
 
 def shapes_cell(row: Mapping[str, Any]) -> str:
     """A pool's shapes with free and total units: ``whole 1/1, mig-3g.40gb 2/2, shared-4 8/8``
-    (issue 29; ``gpupool describe pool`` says each in words)."""
+    (``gpupool describe pool`` says each in words)."""
     return ", ".join(
         f"{s.get('id')} {s.get('free')}/{s.get('total')}" for s in row.get("shapes") or ()
     )
@@ -64,7 +64,7 @@ def _idle(row: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def job_columns(now: float) -> tuple[Column, ...]:
-    """``get jobs``' columns; ``-o wide`` adds what the server's GPUs do (issue 17): their
+    """``get jobs``' columns; ``-o wide`` adds what the server's GPUs do: their
     utilization, memory and idle state in words, and CSV gets them as raw numbers and times."""
     from ..core.words.gpu_use import idle_cell, memory_cell, utilization_cell  # only jobs' columns
 
@@ -135,8 +135,8 @@ def waited(row: Mapping[str, Any], now: float) -> str:
 
 
 def queue_columns(now: float) -> tuple[Column, ...]:
-    """``get queue``'s columns: the line as the service orders it (issue 18), with each
-    request's wait estimate (issue 31); ``-o wide`` adds
+    """``get queue``'s columns: the line as the service orders it, with each
+    request's wait estimate; ``-o wide`` adds
     the GPU type, the subject charged, the entry's id and the service's words."""
     return (
         Column("POSITION", "position"),
@@ -148,7 +148,7 @@ def queue_columns(now: float) -> tuple[Column, ...]:
             "QUOTA", "within_quota", get=lambda r: "within" if r.get("within_quota") else "over"
         ),
         Column("WAITING", "waiting_since", get=lambda r: waited(r, now)),
-        # when it should get in, and on what basis (issue 31)
+        # when it should get in, and on what basis
         Column("EXPECTED", "estimate_words", get=lambda r: r.get("estimate_words") or "-"),
         Column("GPU TYPE", "gpu_type", wide=True),
         Column("SUBJECT", "subject", wide=True),

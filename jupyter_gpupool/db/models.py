@@ -117,7 +117,7 @@ class QueueEntry(Base):
 class ReservationRow(Base):
     """GPUs an admission holds until its pod shows up (a
     :class:`~jupyter_gpupool.core.usage.reservations.Reservation`): kept so that what was promised
-    survives a crash of the service (issue 27). Written before the admission is answered."""
+    survives a crash of the service. Written before the admission is answered."""
 
     __tablename__ = "reservations"
 
@@ -140,7 +140,7 @@ class ReservationRow(Base):
 
 
 class BookingRow(Base):
-    """A booking made through the API (issue 30): its ``kind: booking`` document as JSON text,
+    """A booking made through the API: its ``kind: booking`` document as JSON text,
     and who made it and last changed it. Written before the API answers."""
 
     __tablename__ = "bookings"

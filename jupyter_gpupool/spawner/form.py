@@ -7,7 +7,7 @@ quota words and the GPU counts offered come from :mod:`jupyter_gpupool.core.word
 that the magics and the ``LaunchPanel`` word them as the form does.
 
 The form works without JavaScript: each pool row has a priority number field
-(``priority.POOL``, empty: not used) and, when the pool's nodes offer shapes (issue 29), a radio
+(``priority.POOL``, empty: not used) and, when the pool's nodes offer shapes, a radio
 button per shape (``shape.POOL``: whole GPUs, MIG instances, shared GPUs...) with its free count
 and what it isolates; the GPU count and type are plain selects, and a checkbox
 says whether to wait in line when no pool can take the server now (``queue``). With JavaScript,

@@ -15,7 +15,7 @@ Pure: no I/O, so the spawner, the form and the tests share one set of rules.
 
 ``pools`` in priority order (empty or missing: the admin's default order for the user's groups),
 each entry a pool name (whole GPUs) or ``{"pool": NAME, "shape": ID}`` with one of the shapes the
-pool lists (issue 29; :mod:`jupyter_gpupool.core.words.shape_choice`; a shape other than whole GPUs is
+pool lists (:mod:`jupyter_gpupool.core.words.shape_choice`; a shape other than whole GPUs is
 one unit per server, so ``gpus`` must then be 1),
 ``gpus`` a whole number (0: a CPU-only server), ``gpu_type`` optional, ``queue`` true to wait in
 line when no pool can take the server now (missing: the spawner's ``queue_by_default``).

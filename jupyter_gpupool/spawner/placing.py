@@ -431,7 +431,7 @@ class PlacingSpawner(ChoosingSpawner):
             "node": state.node or admission.get("node"),
             "user_options": options.to_user_options(),
         }
-        if "shape" in admission:  # a service that knows shapes (issue 29)
+        if "shape" in admission:  # a service that knows shapes
             self._placement["shape"] = admission.get("shape")
             self._placement["shape_text"] = admission.get("shape_text")
         self._show_pool(str(admission.get("pool")))

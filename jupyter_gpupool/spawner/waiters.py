@@ -1,4 +1,4 @@
-"""The starts of one hub process waiting in line, asked about together (issue 31).
+"""The starts of one hub process waiting in line, asked about together.
 
 Each waiting start joins the process's :class:`Waiters` (one per event loop and service) with
 its admission id and reads its answers from its own box. One task holds ONE question for all of

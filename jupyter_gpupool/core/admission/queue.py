@@ -1,4 +1,4 @@
-"""The fair queue's rules (issue 18): who may wait, in what order, and what a pass may admit.
+"""The fair queue's rules: who may wait, in what order, and what a pass may admit.
 
 A request that asks to wait (``"queue": true``) and that no pool can take now waits in line.
 Pure: the service (:mod:`jupyter_gpupool.service.admission.line`) keeps the entries, runs a pass whenever

@@ -9,6 +9,8 @@ the rules from here, so they cannot disagree:
   (``Toleration.ToleratesTaint``);
 - :mod:`.labelselectors`, :mod:`.fieldselectors`: selector syntax and matching;
 - :mod:`.nodeaffinity`: ``nodeSelector`` and node affinity, as the scheduler evaluates them.
+- :mod:`.quantities`: resource quantities (``500m``, ``512Gi``), as ``resource.Quantity`` parses
+  them.
 
 Everything here is pure: no I/O, only the dictionaries it is given.
 """

@@ -29,14 +29,14 @@ ENV_NODE = "GPUPOOL_NODE"
 ENV_ADMISSION = "GPUPOOL_ADMISSION"
 #: The gpupool service's URL as the server reaches it, with the service's prefix.
 ENV_SERVICE_URL = "GPUPOOL_SERVICE_URL"
-#: The shape admitted (issue 29): ``whole``, ``mig-1g.10gb``, ``shared-4``... (empty for a
+#: The shape admitted: ``whole``, ``mig-1g.10gb``, ``shared-4``... (empty for a
 #: CPU-only server). Written only when the service's answer says it.
 ENV_SHAPE = "GPUPOOL_SHAPE"
 #: The shape in words, as the service says it: ``MIG 1g.10gb of an A100-80G``, ``2 \u00d7 A100-80G``.
 ENV_SHAPE_TEXT = "GPUPOOL_SHAPE_TEXT"
 #: What the server counts in GPU-equivalents, a fraction: ``1/7``, ``2``.
 ENV_GPU_EQUIVALENTS = "GPUPOOL_GPU_EQUIVALENTS"
-#: The shape id of whole GPUs (core/shapechoice.WHOLE; not imported, to keep this module bare).
+#: The shape id of whole GPUs (``core/words/shape_choice.WHOLE``, which pools/ may not import).
 _WHOLE = "whole"
 
 _TRUE = ("1", "true", "yes")
@@ -65,7 +65,7 @@ def placement_env(admission: Mapping[str, Any], service_url: str) -> list[dict[s
     ``GPUPOOL_NODE`` is the pod's ``spec.nodeName`` through the downward API: the admission only
     prefers a node, the scheduler picks it. ``GPUPOOL_SHAPE``, ``GPUPOOL_SHAPE_TEXT`` and
     ``GPUPOOL_GPU_EQUIVALENTS`` are written when the answer has a ``shape`` (a service that
-    knows shapes, issue 29).
+    knows shapes).
     """
     gpus = int(admission.get("gpus") or 0)
     # a CPU-only server on a GPU node has no GPU type of its own

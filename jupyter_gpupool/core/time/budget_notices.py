@@ -1,6 +1,6 @@
 """What a GPU-hour budget does while the servers it pays for run: warn, then (maybe) stop.
 
-**The rule** (*decided*, issue 30; also in ``docs/pools.md``). The running servers with GPUs a
+**The rule** (*decided*; also in ``docs/pools.md``). The running servers with GPUs a
 budget pays for (:func:`~..accounting.budgets.pays_for`: a server charged to a group is paid by the group's
 budget, not its user's) are warned when the budget's share spent reaches its ``warn_percent``
 (default: the service's ``budget_warn_percent``, 90), with the time it runs out at the rate of

@@ -15,8 +15,8 @@ stops a server. ``warn`` before ``after`` is reached the server is warned; at ``
 stopped (``action: stop``) or listed (``action: report``). Servers without GPUs, and the servers
 of exempt users and groups, are never touched.
 
-**Every shape** (*decided*, issue 29). A server on a MIG instance is judged by its instance's
-activity (``DCGM_FI_PROF_GR_ENGINE_ACTIVE``). A server on a time-sliced or MPS GPU is judged by
+**Every shape** (*decided*; also in ``docs/shapes.md``). A server on a MIG instance is judged by
+its instance's activity (``DCGM_FI_PROF_GR_ENGINE_ACTIVE``). A server on a time-sliced or MPS GPU is judged by
 its GPU's utilization, the only figure the exporter gives: while the GPU is busy none of its
 servers is idle, even one that does nothing itself; when the GPU is idle all of them are, and
 each runs on its own clock (warned and stopped as any server), so a shared GPU left idle is

@@ -1,4 +1,4 @@
-"""Work saved before a stop (issue 31): the user's open JupyterLab saves their documents when a
+"""Work saved before a stop: the user's open JupyterLab saves their documents when a
 stop's deadline is near, and says what it saved (``POST api/v1/servers/saved``, through the
 server's jupyter-server extension). The ledger keeps it on the server's session (``saved``, the
 count; ``saved_at``; ``saved_paths``), so that the stop says ``3 notebooks saved before the

@@ -1,4 +1,4 @@
-"""When a request waiting in line will be admitted (issue 31): an estimate, and its basis.
+"""When a request waiting in line will be admitted: an estimate, and its basis.
 
 Pure: the service (:mod:`jupyter_gpupool.service.admission.waits`) gathers what it knows and
 asks :func:`estimate`; ``benchmarks/bench_estimate.py`` replays a day through the same function

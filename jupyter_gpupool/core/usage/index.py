@@ -63,7 +63,7 @@ from .records import (
 )
 from .relist import Relist
 
-# The service imports the rows from here; they live in .usagerows.
+# The service imports the rows from here; they live in .rows.
 from .rows import NodeUsage, PoolUsage, ServerUsage
 from .shapes import Shape
 

@@ -7,7 +7,7 @@ The exporter writes one series per GPU in Prometheus' text format: ``DCGM_FI_DEV
 ``container``. :func:`parse_exporter` reads that text (those metrics only), :func:`from_prometheus` the answers of
 Prometheus' query API, and both give :class:`PodUtilization` per ``(namespace, pod)``.
 
-Which field is read, by shape (issue 29):
+Which field is read, by shape:
 
 - **A whole GPU**: ``DCGM_FI_DEV_GPU_UTIL``; a series without it but with
   ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (an exporter set up with profiling fields only) is read from

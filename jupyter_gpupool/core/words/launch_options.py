@@ -115,11 +115,11 @@ class PoolChoice:
     within_quota: int | None = None  # most GPUs admitted within quota now (None: no quota)
     quota_available: int | None = None  # most GPUs admitted at all, borrowing included
     #: per shape id other than whole: one unit of it fits quota "within", only "borrowing", or
-    #: "none" (issue 29: a quota with no whole GPU left may have room for a slice)
+    #: "none" (a quota with no whole GPU left may have room for a slice)
     quota_shapes: Mapping[str, str] = field(default_factory=dict)
-    #: what its nodes offer (issue 29): whole GPUs, MIG instances, shared GPUs, HAMi slices
+    #: what its nodes offer: whole GPUs, MIG instances, shared GPUs, HAMi slices
     shapes: tuple[ShapeChoice, ...] = ()
-    #: the bookings in force here that the user is a member of (issue 30)
+    #: the bookings in force here that the user is a member of
     bookings: tuple[BookedChoice, ...] = ()
 
     @property

@@ -1,4 +1,4 @@
-"""Choosing a shape (issue 29): the shapes a pool offers as its launch options list them, and a
+"""Choosing a shape: the shapes a pool offers as its launch options list them, and a
 pool entry of a request with the shape chosen in it.
 
 A request's ``pools`` (``user_options``, ``POST api/v1/admissions``, ``%gpupool launch``) list

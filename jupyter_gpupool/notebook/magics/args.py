@@ -36,12 +36,12 @@ class Command:
     server: str | None = None
     pools: tuple[str, ...] = ()
     #: ``launch --pools training-pool:mig-3g.40gb,...``: the shape asked for in each of
-    #: ``pools`` (``None``: whole GPUs); empty when no pool names one (issue 29)
+    #: ``pools`` (``None``: whole GPUs); empty when no pool names one
     shapes: tuple[str | None, ...] = ()
     gpus: int | None = None
     gpu_type: str | None = None
     wait: bool = False
-    #: ``launch --queue``: wait in line when no pool can take it now (issue 18)
+    #: ``launch --queue``: wait in line when no pool can take it now
     queue: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -166,7 +166,7 @@ def status_report(
 # --- %gpupool pools -----------------------------------------------------------------------------
 
 POOL_HEADER = ("pool", "GPU types", "free / total", "largest free block", "your quota", "status")
-#: The column added where some pool offers parts of GPUs (issue 29): each shape's words and id.
+#: The column added where some pool offers parts of GPUs: each shape's words and id.
 SHAPES_HEADER = "shapes [id for launch --pools POOL:SHAPE]"
 
 
@@ -248,7 +248,7 @@ def queue_rows(entries: Sequence[Mapping[str, Any]], now: float) -> list[tuple[s
             str(e["position"]) if e.get("position") is not None else "not placed yet",
             "within quota" if e.get("within_quota") else "over quota (borrows)",
             _waited(e.get("waiting_since"), now),
-            # when it should get in, and on what basis (issue 31)
+            # when it should get in, and on what basis
             str(e.get("estimate_words") or "—"),
         )
         for e in entries

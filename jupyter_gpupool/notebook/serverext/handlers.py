@@ -14,7 +14,7 @@ scopes the spawner chose), never with the browser's.
   be stopped), with this server's clock (``now``) so that the page can say the time left on its
   own clock. A server without GPUs answers at once; a service that cannot be asked is a 200
   with ``error`` (the status item keeps its label).
-- ``POST /gpupool/saved``: the lab saved its documents before a stop (issue 31); the paths
+- ``POST /gpupool/saved``: the lab saved its documents before a stop; the paths
   every page of this server reported for that notice are joined (two tabs of the lab save the
   same notebook once) and the service's ledger is told (``POST api/v1/servers/saved``).
 """
@@ -58,7 +58,7 @@ def status_body(placement: Placement, environ: Mapping[str, str] | None = None) 
         "platform": p.platform,
         "gpus": p.gpus,
         "gpu_type": p.gpu_type,
-        # issue 29: the shape admitted and its words ("MIG 1g.10gb of an A100-80G"), and what
+        # the shape admitted and its words ("MIG 1g.10gb of an A100-80G"), and what
         # the server counts in GPU-equivalents ("1/7"); null from a spawner without shapes
         "shape": p.shape,
         "shape_text": p.shape_text,
@@ -67,7 +67,7 @@ def status_body(placement: Placement, environ: Mapping[str, str] | None = None) 
         "node": p.node,
         "user": p.user,
         "server": p.server,
-        # the notifications' "Details" link (issue 31)
+        # the notifications' "Details" link
         "pages_url": pages_url(os.environ if environ is None else environ),
     }
 
@@ -82,7 +82,7 @@ USE_KEYS = (
     "idle",
     # the most urgent warning (idle, runtime, budget, booking): words, deadline, action
     "notice",
-    # all of them, most urgent first: the lab announces each (issue 31)
+    # all of them, most urgent first: the lab announces each
     "notices",
 )
 

@@ -9,7 +9,7 @@
 A :class:`~ipywidgets.VBox` with private child widgets; what it shows is in traits (``pools``,
 ``order``, ``shapes``, ``gpus``, ``server_name``, ``queue``, ``state``, ``progress``,
 ``message``, ``url``, ``running``) and the children follow them. A pool whose nodes offer parts
-of GPUs (MIG instances, shared GPUs: issue 29) has a menu of its shapes beside its bar, each with
+of GPUs (MIG instances, shared GPUs) has a menu of its shapes beside its bar, each with
 its free count; what the chosen one isolates is its tooltip. Nothing in it has a fixed width that a narrow
 notebook would cut: rows wrap, words are HTML (which wraps) rather than Labels (which end in
 an ellipsis), and descriptions are as wide as their words.
@@ -46,7 +46,7 @@ _BAR_STYLE = {"free": "success", "borrowing": "warning", "full": "danger", "quot
 _WRAP = {"flex_flow": "row wrap", "align_items": "center"}
 #: Descriptions as wide as their words (the default cuts them at 80px).
 _DESCRIBED = {"description_width": "initial"}
-#: The queue checkbox's words: the spawn form's (issue 18).
+#: The queue checkbox's words: the spawn form's.
 QUEUE_WORDS = "wait in line if no pool can take it now"
 
 

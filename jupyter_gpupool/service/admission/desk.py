@@ -11,7 +11,7 @@ serializes them and carries them out:
   is written durably before the answer: the desk awaits the commit outside its lock (so
   admissions share commits rather than wait in turn), for at most ``durable_timeout``
   seconds; a write that fails or is late drops the reservation (or entry) and answers 503.
-  Nothing is promised that a crash could forget (issue 27).
+  Nothing is promised that a crash could forget.
 - **Reclaim.** When a request within quota only lacks room because borrowing (over-quota)
   servers hold the GPUs, the desk holds the node for the requester, asks JupyterHub to stop the
   victims (deleting the pod directly for pods the hub does not know), waits up to

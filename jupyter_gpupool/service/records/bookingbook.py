@@ -1,4 +1,4 @@
-"""The bookings made through the API, kept in the database (issue 30) and in memory.
+"""The bookings made through the API, kept in the database and in memory.
 
 At start the book reads every stored booking (:meth:`BookingBook.load`); from then on a booking
 is created, replaced or deleted here only once the database has committed it

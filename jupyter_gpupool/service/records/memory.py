@@ -239,7 +239,7 @@ class Records:
             out.append(Reservation(**r, equivalents=parse_amount(text) if text else None))
         return out
 
-    # --- work saved before a stop (issue 31) -----------------------------------------------------
+    # --- work saved before a stop -----------------------------------------------------------------
 
     async def saved(self, user: str, report: SavedReport) -> dict[str, Any]:
         """``user``'s lab saved ``report.count`` documents of server ``report.server``: kept on

@@ -1,12 +1,13 @@
-"""Bookings created, replaced and deleted through the API and the admin page (issue 30).
+"""Bookings created, replaced and deleted through the API and the admin page.
 
-A new or replaced booking is checked as a pool file's would be (:mod:`core.pools.booking_requests`: 400
-with the problems at their lines), must not take a name a pool file uses (409, saying where),
-and must fit its pool (:mod:`core.admission.booking_fit`: 409 naming the first window where it does not).
-Capacity is what ``GET api/v1/pools`` says of the pool's nodes, read the way ``gpupool validate
---nodes`` reads it (:func:`~.bookingfit.capacity_from_rows` over the same rows), with the
-pool's guaranteed quotas and every other booking. Checks and the durable write run under one
-lock, so two bookings sent at once cannot both take the last GPUs.
+A new or replaced booking is checked as a pool file's would be
+(:mod:`~jupyter_gpupool.core.pools.booking_requests`: 400 with the problems at their lines), must
+not take a name a pool file uses (409, saying where), and must fit its pool
+(:mod:`~jupyter_gpupool.core.admission.booking_fit`: 409 naming the first window where it does
+not). Capacity is what ``GET api/v1/pools`` says of the pool's nodes, read the way ``gpupool
+validate --nodes`` reads it (:func:`~jupyter_gpupool.core.admission.booking_fit.capacity_from_rows`
+over the same rows), with the pool's guaranteed quotas and every other booking. Checks and the
+durable write run under one lock, so two bookings sent at once cannot both take the last GPUs.
 """
 
 from __future__ import annotations

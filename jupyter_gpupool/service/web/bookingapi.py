@@ -1,5 +1,5 @@
 """``api/v1/bookings``: bookings listed (admins all, a user those they are in), read, created,
-replaced and deleted (admins), issue 30. The checks and the durable write are the booking
+replaced and deleted (admins). The checks and the durable write are the booking
 desk's (:mod:`..registry.bookingdesk`); the rows are :mod:`core.words.booking_rows`'."""
 
 from __future__ import annotations

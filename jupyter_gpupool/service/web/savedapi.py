@@ -1,4 +1,4 @@
-"""``POST api/v1/servers/saved``: what a user's open JupyterLab saved before a stop (issue 31).
+"""``POST api/v1/servers/saved``: what a user's open JupyterLab saved before a stop.
 
 The server's jupyter-server extension sends it with the server's token once the lab has saved
 the documents (a stop's deadline within a minute): ``{"server": "", "count": 3, "paths":

@@ -1,4 +1,4 @@
-"""Many places in line asked at once (``POST api/v1/admissions/wait``, issue 31): one held
+"""Many places in line asked at once (``POST api/v1/admissions/wait``): one held
 question per hub process for all its waiting spawners, answered as soon as any listed entry's
 state or place differs from what the asker last heard, else after ``wait`` seconds (with every
 entry: the heartbeat). The single question (``GET api/v1/admissions/ID?wait=S``) stays for
