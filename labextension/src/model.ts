@@ -370,8 +370,6 @@ export function statusTitle(
   return lines.join('\n');
 }
 
-export { poolState, quotaWords, serverState } from './panelwords';
-
 export namespace GPUPoolModel {
   export interface IOptions {
     fetch: Fetcher;

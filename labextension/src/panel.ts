@@ -6,16 +6,8 @@
 
 import { Widget } from '@lumino/widgets';
 
-import {
-  GPUPoolModel,
-  IPool,
-  IServer,
-  idleCell,
-  percent,
-  poolState,
-  quotaWords,
-  serverState
-} from './model';
+import { GPUPoolModel, IPool, IServer, idleCell, percent } from './model';
+import { poolState, quotaWords, serverState } from './panelwords';
 
 function element<K extends keyof HTMLElementTagNameMap>(
   tag: K,

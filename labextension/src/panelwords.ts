@@ -1,7 +1,8 @@
 /**
  * The side panel's words for a pool and a server, as the spawn form says them: the user's quota
  * in a pool, the pool's state for the user, a server's state. Pure (no JupyterLab import), so
- * that they are tested in node; `model.ts` exports them too.
+ * that they are tested in node. It reads the model's answer types only (`model.ts` does not
+ * import it back).
  */
 
 import type { IPool, IServer } from './model';

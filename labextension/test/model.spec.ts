@@ -10,14 +10,12 @@ import {
   idleLine,
   idleWords,
   percent,
-  poolState,
-  quotaWords,
-  serverState,
   statusLabel,
   statusTitle,
   useLine,
   utilizationLine
 } from '../src/model';
+import { poolState, quotaWords, serverState } from '../src/panelwords';
 
 const STATUS: IStatus = {
   label: 'GPU 2\u00d7 A100-80G · training-pool',
