@@ -12,6 +12,11 @@ The package also answers a websocket handshake without the subprotocol its upstr
 each JupyterLab kernel connection first fails (JupyterLab then falls back to its old text
 protocol), and it sends binary frames from the browser on as text frames; this one does both
 right, so JupyterLab talks to kernels with the binary v1 protocol, as behind the JavaScript proxy.
+The package proxies through tornado's shared HTTP client, which runs at most 10 requests at once
+and queues the rest: ten held questions (``GET api/v1/admissions/ID?wait=30``, or the hub's
+progress streams of ten starts) then shut every other request out until one ends. This one
+proxies through a client of its own with room for :data:`MAX_UPSTREAM_REQUESTS` at once, as
+the JavaScript proxy's Node.js agent sets no limit of its own.
 Its log never holds a token from a URL: tornado's access line for each request shows the URL
 with ``?token=...`` redacted, as does every other line (:mod:`jupyter_gpupool.logredact`).
 """
@@ -35,6 +40,9 @@ from ..logredact import install, redact
 DEFAULT_REQUEST_TIMEOUT = 24 * 3600.0
 #: Headers of the upstream's response that are not passed on: the proxy frames (and tornado
 #: decompresses) the body itself.
+#: How many proxied requests may run at once (each holds one connection upstream while it runs);
+#: held questions and event streams stay open for long, so far more than tornado's default 10.
+MAX_UPSTREAM_REQUESTS = 1000
 HOP_HEADERS = frozenset({"content-length", "transfer-encoding", "content-encoding", "connection"})
 
 
@@ -57,7 +65,7 @@ class DemoProxyHandler(ProxyHandler):
         req.header_callback = self._on_upstream_header_line
         req.streaming_callback = self._on_upstream_chunk
         try:
-            await AsyncHTTPClient().fetch(req, raise_error=False)
+            await self.proxy.upstream().fetch(req, raise_error=False)
         except Exception as err:  # no answer (refused, timed out), or it broke off
             if not self._headers_sent:
                 await self.handle_proxy_error(503, err)
@@ -125,6 +133,14 @@ class DemoProxy(PythonProxy):
     def __init__(self, options: Any = ()) -> None:
         super().__init__(options)
         self.proxy_app = Application([(r"/(.*)", DemoProxyHandler, {"proxy": self})])
+        self._upstream: AsyncHTTPClient | None = None
+
+    def upstream(self) -> AsyncHTTPClient:
+        """The proxy's own HTTP client (made on first use, on the loop that serves): not
+        tornado's shared one, which other code of the process may fill."""
+        if self._upstream is None:
+            self._upstream = AsyncHTTPClient(force_instance=True, max_clients=MAX_UPSTREAM_REQUESTS)
+        return self._upstream
 
 
 def main() -> None:

@@ -1,7 +1,8 @@
 """The demo's proxy passes each chunk of a response on as it comes (the hub's spawn progress is
 an event stream), tells a websocket client the subprotocol the upstream chose and keeps binary
 frames binary (JupyterLab's kernel protocol), and otherwise answers as configurable-http-proxy
-does. Each of the first three fails with the package's own proxy."""
+does; held questions do not shut other requests out. Each of the first three fails with the
+package's own proxy; the last with tornado's shared client."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.httpserver import HTTPServer
 from tornado.web import Application, RequestHandler
 from tornado.websocket import WebSocketHandler, websocket_connect
+from waiting import async_wait_for
 
 from jupyter_gpupool.demo.proxy import DemoProxy
 
@@ -28,6 +30,18 @@ class EventStream(RequestHandler):
         await self.flush()
         await self.go_on.wait()
         self.write("data: second\n\n")
+
+
+class Held(RequestHandler):
+    """A held question: answered only when the test lets it go."""
+
+    arrived: list[str]
+    let_go: asyncio.Event
+
+    async def get(self, n: str) -> None:
+        self.arrived.append(n)
+        await self.let_go.wait()
+        self.write(f"held {n}")
 
 
 class Plain(RequestHandler):
@@ -79,10 +93,12 @@ async def proxied():
                 (r"/redirect", Redirect),
                 (r"/missing", Missing),
                 (r"/echo", Echo),
+                (r"/held/(\d+)", Held),
             ]
         )
     )
     EventStream.go_on = go_on
+    Held.arrived, Held.let_go = [], go_on
     proxy = DemoProxy({"default_target": upstream_url})
     front, url = serve(proxy.proxy_app)
     yield url, go_on
@@ -151,6 +167,24 @@ async def test_binary_websocket_frames_stay_binary(proxied):
         assert await asyncio.wait_for(conn.read_message(), timeout=10) == b"\x06\x00\xff"
     finally:
         conn.close()
+
+
+async def test_held_questions_do_not_shut_others_out(proxied):
+    """Twelve questions the upstream holds (more than tornado's shared client runs at once)
+    all reach the upstream, and an ordinary request is answered while they are held."""
+    url, let_go = proxied
+    client = AsyncHTTPClient(force_instance=True, max_clients=50)  # the test's own, not the proxy's
+    try:
+        held = [asyncio.ensure_future(client.fetch(f"{url}/held/{n}")) for n in range(12)]
+        await async_wait_for(lambda: len(Held.arrived) == 12, what="all twelve held upstream")
+        plain = await asyncio.wait_for(client.fetch(url + "/plain"), timeout=10)
+        assert plain.code == 200
+        assert not any(f.done() for f in held)  # still held while the other was answered
+        let_go.set()
+        answers = await asyncio.wait_for(asyncio.gather(*held), timeout=10)
+        assert sorted(a.body for a in answers) == sorted(f"held {n}".encode() for n in range(12))
+    finally:
+        client.close()
 
 
 async def test_no_upstream_is_a_503():
