@@ -210,3 +210,37 @@ def test_in_a_pool_without_quota_the_booked_units_are_lent_over_quota():
     assert (b.charged, b.over_quota) == ("user:bob", True)
     d = decide(w.request("carol", ["ml-ops"], gpus=2), w.state())
     assert d.reclaim is not None and [v.user for v in d.reclaim.victims] == ["bob"]
+
+
+USERS_BOOKING = POOLS.replace("groups: [ml-ops]\nwindow", "users: [carol]\nwindow")
+
+
+def test_a_user_named_in_a_booking_is_a_member_without_a_group():
+    w = World(USERS_BOOKING)
+    w.now = START
+    # carol is named, in no group: she is admitted within the booking, not as a borrower
+    carol = w.run("carol")
+    assert (carol.charged, carol.over_quota) == ("booking:ml-lab", False)
+    # someone of the group another booking would name is no member of this one: he borrows
+    # the other three GPUs, the booking's second unit among them
+    dan = w.run("dan", ["ml-ops"], gpus=3)
+    assert (dan.charged, dan.over_quota) == ("user:dan", True)
+    # and carol, asking again for the booking's second unit, reclaims it
+    d = decide(w.request("carol"), w.state())
+    assert d.reclaim is not None and [v.user for v in d.reclaim.victims] == ["dan"]
+
+
+def test_at_the_window_start_a_server_within_its_quota_is_not_stopped_though_newer():
+    w = World()
+    # a borrower from long before, then staff within its guarantee (2) just before the start:
+    # the staff servers are the newest, and must not be taken for borrowers
+    w.run("bob", gpus=2, created=START - 5000)
+    w.run("sam", ["staff"], created=START - 200)
+    w.run("sue", ["staff"], created=START - 100)
+    over = {s.user: s.over_quota for s in w.index.servers(pool="dev-pool")}
+    assert over == {"bob": True, "sam": False, "sue": False}
+    w.now = START
+    ledger = booking_ledger(Context(w.request("nobody"), w.state()), "dev-pool", None)
+    assert ledger is not None and ledger.held() == 2 and ledger.free == 0
+    stop = to_free(ledger, w.index.servers(pool="dev-pool"), START)
+    assert [s.user for s in stop] == ["bob"]

@@ -99,6 +99,27 @@ async def test_a_borrower_is_stopped_at_the_start_and_a_member_admitted_within(
     found = await async_wait_for(ledger, what="alice's session ended reclaimed")
     assert found["bob-nb"] == ("group:students", None)
 
+    # from booking_warning before the end, carol (within the booking) reads that her server
+    # borrows from then on: a report, not a stop; bob (his own quota) reads nothing
+    now[0] = END - 700
+    watch = service.ctx.booking_watch.loop
+    runs = watch.runs
+    await async_wait_for(lambda: watch.runs > runs + 1, what="a round of the bookings' watch")
+    early = {r["name"]: r.get("notice") for r in await admin.servers(pool="dev-pool")}
+    assert early == {"bob-nb": None, "carol-nb": None}
+    now[0] = END - 300
+
+    async def end_notice() -> dict[str, dict] | None:
+        rows = {r["name"]: r.get("notice") for r in await admin.servers(pool="dev-pool")}
+        return rows if rows.get("carol-nb") else None
+
+    rows = await async_wait_for(end_notice, what="carol's notice of the booking's end")
+    assert rows["bob-nb"] is None
+    notice = rows["carol-nb"]
+    assert (notice["kind"], notice["deadline"], notice["action"]) == ("booking", END, "report")
+    assert "booking ml-lab ends at 09:10 UTC" in notice["words"]
+    assert "borrows its GPUs" in notice["words"]
+
     # after the window carol's server runs on: nothing is stopped when a booking ends
     now[0] = END + 5
     await service.settled()
