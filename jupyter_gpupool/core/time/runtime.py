@@ -30,8 +30,6 @@ from ..usage.rows import ServerUsage
 from .idle import TimedRule, duration_words
 from .notices import STOP, Notice
 
-#: The warning when a limit does not say (or all of ``after`` when that is shorter).
-
 
 @dataclass(frozen=True)
 class RuntimeLimit(TimedRule):
