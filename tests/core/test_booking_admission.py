@@ -244,3 +244,47 @@ def test_at_the_window_start_a_server_within_its_quota_is_not_stopped_though_new
     assert ledger is not None and ledger.held() == 2 and ledger.free == 0
     stop = to_free(ledger, w.index.servers(pool="dev-pool"), START)
     assert [s.user for s in stop] == ["bob"]
+
+
+class SpentBook:
+    """The ledger's sessions a budget reads: carol ran 4 GPUs for 5 h in dev-pool today."""
+
+    def sessions_for(self, budget):
+        return [
+            {
+                "pod_uid": "carol-earlier",
+                "user": "carol",
+                "charged": "user:carol",
+                "pool": "dev-pool",
+                "gpus": 4,
+                "started": START - 6 * 3600,
+                "stopped": START - 3600,
+            }
+        ]
+
+
+def test_a_member_whose_own_budget_is_spent_is_admitted_within_the_booking_only():
+    text = POOLS.replace(
+        "    user-default: {limit: 4}\n",
+        "    user-default: {limit: 4}\nbudgets:\n"
+        "  - {user: carol, gpu_hours: 10, window: 24h, pools: [dev-pool]}\n",
+    )
+    w = World(text)
+    w.now = START
+
+    def state() -> AdmissionState:
+        return AdmissionState(
+            w.registry, w.index, w.reservations, now=w.now, bookings=w.calendar, budgets=SpentBook()
+        )
+
+    # the booked GPUs are hers whatever her own budget says: the booking pays, not she
+    d = decide(w.request("carol", ["ml-ops"], gpus=2), state())
+    assert d.admitted and (d.charged, d.over_quota) == ("booking:ml-lab", False), d.message
+    # once the booking's units are hers, a request beyond them is refused: her budget is spent
+    w.run("carol", ["ml-ops"], gpus=2)
+    late = decide(w.request("carol", ["ml-ops"]), state())
+    assert not late.admitted and "budget" in late.message and "spent" in late.message
+    # and outside the window the booking does not shield her
+    w.now = END
+    after = decide(w.request("carol", ["ml-ops"]), state())
+    assert not after.admitted and "spent" in after.message
