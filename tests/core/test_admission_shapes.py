@@ -278,6 +278,23 @@ def test_a_pool_file_names_its_shapes_their_order_names_and_limits():
     assert w.decide([("mig-pool", "mig-1g.10gb")]).admitted
 
 
+def test_a_shapes_cap_per_user_counts_that_shape_only():
+    w = World(NAMED, mig_node("m1", "mig-pool", {"3g.40gb": 2, "1g.10gb": 2}, whole=1))
+    # alice holds a 1g (admitted, its pod not seen yet): her 3g cap of 1 is untouched
+    small = w.admit([("mig-pool", "mig-1g.10gb")])
+    assert small.admitted
+    assert w.decide([("mig-pool", "mig-3g.40gb")]).admitted
+    # and with that 1g running and a second one held, still untouched
+    w.run(small)
+    assert w.admit([("mig-pool", "mig-1g.10gb")]).admitted
+    big = w.admit([("mig-pool", "mig-3g.40gb")])
+    assert big.admitted, big.message
+    # her one 3g, held, is what the cap counts
+    assert w.decide([("mig-pool", "mig-3g.40gb")]).reasons == [
+        "mig-pool: you run 1 Half an A100 server here, this pool's limit per user"
+    ]
+
+
 def test_a_pool_files_shapes_are_checked_with_file_and_line():
     bad = NAMED + "  - {id: mig-3g, name: broken}\n  - {id: mig-1g.10gb}\n"
     with pytest.raises(DocumentError) as e:
