@@ -17,7 +17,9 @@ from service_kit import start_pod
 from sqlalchemy import create_engine, text
 
 from jupyter_gpupool.core.accounting.ledger import parse_time
+from jupyter_gpupool.core.time.notices import REPORT, STOP, Notice
 from jupyter_gpupool.db.store import Database
+from jupyter_gpupool.service.admission.waits import sure_end_of
 
 
 async def ask(admin, user: str, gpus: int) -> Any:
@@ -78,3 +80,37 @@ async def test_queue_rows_carry_estimates_from_the_ledger(start_service, tmp_pat
     # the durations are read again by a loop of their own, which the health report lists
     health = (await admin.request("GET", "api/v1/health")).json()
     assert "records.durations" in [loop["name"] for loop in health["loops"]]
+
+
+async def test_gpus_admitted_but_not_yet_running_are_not_counted_free(start_service, tmp_path):
+    """dave's admission holds 2 of dev-pool's 4 GPUs before his pod exists; alice runs the other
+    2. Nothing is free: bob's 2 wait for alice's expected end (her pod's start + the median 20
+    minutes), not for nothing."""
+    url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    db = Database(url)
+    db.open()
+    db.close()
+    seed(url, "dev-pool", [1200.0] * 6, time.time() - 86400)
+    service = await start_service(db_url=url, queue_heartbeat=3600)
+    admin, cluster = service.admin(), service.cluster
+    alice = await admin.admit(user="alice", groups=["students"], pools=["dev-pool"], gpus=2)
+    a = await start_pod(cluster, alice, "alice-nb")
+    dave = await admin.admit(user="dave", groups=[], pools=["dev-pool"], gpus=2)
+    assert dave["id"]  # held: no pod yet
+    asked = time.time()
+    assert (await ask(admin, "bob", 2)).code == 202
+    [bob] = (await admin.request("GET", "api/v1/queue")).json()["queue"]
+    alice_ends = parse_time(a["metadata"]["creationTimestamp"]) + 1200
+    assert abs(bob["estimate"] - alice_ends) < 2
+    assert bob["estimate"] > asked + 1100  # not "now": the held GPUs are not free
+
+
+def test_only_a_notice_that_stops_is_a_sure_end():
+    """A report (the idle policy's ``action: report``, a booking's end) ends nothing: only the
+    stops the notices announce, the earliest first, count as a server's sure end."""
+    report = Notice("idle", "idle: reported at 10:00", 1000.0, REPORT)
+    stop = Notice("runtime", "stops at 10:30", 2800.0, STOP)
+    later = Notice("budget", "stops at 11:00", 4600.0, STOP)
+    assert sure_end_of([report, None]) is None
+    assert sure_end_of([later, report, stop]) == (2800.0, "a runtime limit")
+    assert sure_end_of([Notice("booking", "stopped at the start", None, STOP)]) is None
