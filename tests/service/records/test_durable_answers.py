@@ -171,3 +171,55 @@ async def test_a_202_says_the_place_it_was_given_even_if_admitted_before_its_com
     )
     after = await admin.admission(carol_id)
     assert after["state"] == "admitted" and after["pool"] == "dev-pool"
+
+
+@pytest.mark.parametrize("question", ["one place", "many places"])
+async def test_an_entry_whose_reservation_the_database_refused_is_never_answered_admitted(
+    question, db_url, start_service
+):
+    """carol waits in line; GPUs come free and the line admits her, but the database refuses
+    her reservation. Neither question (``GET admissions/ID?wait=`` nor ``POST
+    admissions/wait``) says "admitted": the answer is a 503 (try again), then her entry has
+    ended, saying why, and nothing is held for her, in the service or in the database."""
+    service = await start_service(db_url=db_url, durable_timeout=0.5, **FAST)
+    db, admin = service.ctx.records.db, service.admin()
+    alice = await admin.admit(user="alice", groups=["students"], pools=["dev-pool"], gpus=2)
+    dave = await admin.admit(user="dave", groups=[], pools=["dev-pool"], gpus=2)
+    carol = await admin.admit(
+        user="carol", groups=["students"], pools=["dev-pool"], gpus=2, queue=True
+    )
+    assert carol["queued"]
+
+    def refused(*args: Any, **kw: Any) -> Future[None]:
+        future: Future[None] = Future()
+        future.set_exception(DatabaseError("the database did not take the write: disk full"))
+        return future
+
+    db.reservation_add = refused
+    line = service.ctx.desk.line
+    await admin.release(alice["id"])
+    await admin.release(dave["id"])
+    await async_wait_for(
+        lambda: carol["id"] not in line.waiting, what="the line to admit carol", timeout=10
+    )
+
+    async def ask() -> tuple[int, Any]:
+        try:
+            if question == "one place":
+                got = await admin.request("GET", f"api/v1/admissions/{carol['id']}?wait=0")
+                return got.code, got.json()
+            body = {"ids": {carol["id"]: None}, "wait": 0}
+            got = await admin.request("POST", "api/v1/admissions/wait", json_body=body)
+            return got.code, got.json()["admissions"][carol["id"]]
+        except GPUPoolError as e:
+            return e.status, {"message": e.message}
+
+    status, first = await ask()
+    assert status == 503, first
+    assert "could not be recorded" in first["message"]
+    status, again = await ask()
+    assert (status, again["state"]) == (200, "expired"), again
+    assert "could not be recorded" in again["message"]
+    assert await admin.admissions() == []
+    # (alice's and dave's rows may still be there: deletions are batched after the answer)
+    assert (carol["id"],) not in sql(db_url, "SELECT admission_id FROM reservations")
