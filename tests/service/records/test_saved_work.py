@@ -16,9 +16,13 @@ from sqlrows import sql
 from waiting import async_wait_for
 
 from jupyter_gpupool.client import GPUPoolError
+from jupyter_gpupool.service import clock
+from jupyter_gpupool.sim import SimCluster
+from jupyter_gpupool.sim.spec import example_cluster_spec
 
 FAST = {"history_interval": 0.2}
 SAVED = "api/v1/servers/saved"
+T0 = 1_800_000_000.0  # 2027-01-15 08:00 UTC
 
 
 def saved_rows(url: str) -> list[tuple]:
@@ -123,3 +127,32 @@ async def test_bad_reports_are_refused_with_the_reason(start_service, hub, tmp_p
     assert status == 400, answer
     assert words in answer["message"]
     assert [r[3] for r in saved_rows(url)] == [None]
+
+
+async def test_a_report_lands_on_the_server_it_names_not_the_users_newest(
+    db_url, start_service, hub, monkeypatch
+):
+    """alice runs her default server, then a named one ten minutes later (the simulator's clock
+    and the service's moved, so their starts differ for sure): what her default server's lab
+    saved is kept on that server's session, and the named server's on its own."""
+    t = [T0]
+    monkeypatch.setattr(clock, "now", lambda: t[0])
+    async with SimCluster(example_cluster_spec(), clock=lambda: t[0]) as cluster:
+        service = await start_service(cluster, db_url=db_url, **FAST)
+        await running_session(service, db_url, "alice", "", "alice-nb")
+        t[0] = T0 + 600
+        await running_session(service, db_url, "alice", "big", "alice-big")
+        alice = service.user("alice")
+        notice = {"kind": "idle", "deadline": T0 + 900}
+        status, answer = await post(
+            alice, {"server": "", "count": 2, "paths": ["a.ipynb", "b.ipynb"], "notice": notice}
+        )
+        assert (status, answer["pod"]) == (200, "alice-nb"), answer
+        rows = {r[0]: r for r in saved_rows(db_url)}
+        assert (rows["alice-nb"][3], rows["alice-big"][3]) == (2, None)
+        status, answer = await post(
+            alice, {"server": "big", "count": 1, "paths": ["c.ipynb"], "notice": notice}
+        )
+        assert (status, answer["pod"]) == (200, "alice-big"), answer
+        rows = {r[0]: r for r in saved_rows(db_url)}
+        assert (rows["alice-nb"][3], rows["alice-big"][3]) == (2, 1)
