@@ -141,3 +141,16 @@ def test_a_server_within_a_booking_is_paid_by_no_budget():
     assert N.paying(found, booked) == []  # but no budget stops a server within a booking
     assert N.due(found, booked, {N.key_of(alice): T0}, at, RULES) is None
     assert N.paying(found, server("alice")) == found  # her own server still stops
+
+
+def test_the_rate_counts_the_servers_still_running_and_a_server_without_gpus_pays_nothing():
+    bob = Budget("user:bob", gpu_hours=10, window="1d", on_exhausted="stop")
+    ended = {**session("bob", 2, T0), "stopped": T0 + 4 * H}  # 8 GPU-hours, over
+    book = Book([ended, session("bob", 1, T0 + 4 * H)])  # then 1 GPU from 12:00
+    # 13:00: 8 + 1 = 9 of 10; at 1 GPU-hour an hour (the ended server spends nothing) the
+    # last hour runs out at 14:00
+    [st] = N.standings([bob], book, RULES, T0 + 5 * H)
+    assert (st.used, st.runs_out_at) == (pytest.approx(9), T0 + 6 * H)
+    # a server without GPUs is paid by no budget: it is never warned or stopped for one
+    assert N.paying([st], server("bob", gpus=0)) == []
+    assert N.paying([st], server("bob")) == [st]
