@@ -338,3 +338,60 @@ def test_a_guaranteed_instance_reclaims_the_newest_borrowed_one_of_its_shape():
     assert d.reclaim is not None and d.reclaim.node == "m1"
     assert [v.name for v in d.reclaim.victims] == [borrowed[-1]]  # the newest, and only it
     assert d.reclaim.gpus_freed == 1
+
+
+PLACED = """
+kind: pool
+version: v0.1
+pool: {name: mig-pool}
+placement: PLACEMENT
+"""
+
+
+@pytest.mark.parametrize(("placement", "expected"), [("binpack", "m-full"), ("spread", "m-empty")])
+def test_a_slice_goes_to_the_fullest_node_that_fits_or_the_emptiest_under_spread(
+    placement, expected
+):
+    w = World(
+        PLACED.replace("PLACEMENT", placement),
+        mig_node("m-full", "mig-pool", {"1g.10gb": 2}),
+        mig_node("m-empty", "mig-pool", {"1g.10gb": 7}),
+    )
+    d = w.decide([("mig-pool", "mig-1g.10gb")])
+    assert d.admitted and d.node == expected
+
+
+def test_a_slice_is_not_placed_on_a_node_whose_taints_the_pool_does_not_tolerate():
+    taint = [{"key": "dedicated", "value": "ops", "effect": "NoSchedule"}]
+    w = World(
+        PLACED.replace("PLACEMENT", "spread"),
+        mig_node("m-tainted", "mig-pool", {"1g.10gb": 7}, taints=taint),
+        mig_node("m-open", "mig-pool", {"1g.10gb": 1}),
+    )
+    first = w.admit([("mig-pool", "mig-1g.10gb")])
+    assert first.admitted and first.node == "m-open"
+    # the open node's one instance is held now; the tainted node's seven are not for this pool
+    second = w.decide([("mig-pool", "mig-1g.10gb")])
+    assert not second.admitted
+
+
+def test_a_reclaim_for_a_slice_counts_held_instances_and_skips_servers_already_stopping():
+    w = World(RECLAIMING, mig_node("m1", "mig-pool", {"1g.10gb": 3}))
+    pods = []
+    for i in range(2):
+        d = w.admit([("mig-pool", "mig-1g.10gb")], user=f"bob{i}")
+        assert d.admitted and d.over_quota, d.message
+        pod = w.run(d)
+        pod["metadata"]["creationTimestamp"] = f"2025-01-01T00:0{i}:00Z"
+        w.index.apply_pod("MODIFIED", pod)
+        pods.append(pod)
+    # the third instance is held by an admission whose pod is not seen yet: nothing is free
+    held = w.admit([("mig-pool", "mig-1g.10gb")], user="erin")
+    assert held.admitted and held.over_quota
+    # the newest borrower is already stopping: the older one is the victim
+    stopping = pods[1]
+    stopping["metadata"]["deletionTimestamp"] = "2025-01-01T01:00:00Z"
+    w.index.apply_pod("MODIFIED", stopping)
+    d = w.decide([("mig-pool", "mig-1g.10gb")], groups=["team"])
+    assert not d.admitted and d.reclaim is not None
+    assert [v.name for v in d.reclaim.victims] == [pods[0]["metadata"]["name"]]
