@@ -18,6 +18,8 @@ from waiting import async_wait_for
 
 from jupyter_gpupool.client import AdmissionRejected
 from jupyter_gpupool.core.words.launch_options import Catalog
+from jupyter_gpupool.sim import SimCluster
+from jupyter_gpupool.sim.spec import example_cluster_spec
 from jupyter_gpupool.spawner.form import form_context, render_form
 from jupyter_gpupool.spawner.options import SpawnOptions
 
@@ -43,7 +45,14 @@ async def test_a_borrower_is_stopped_at_the_start_and_a_member_admitted_within(
 ):
     (pools_dir / "bookings.yaml").write_text(BOOKING)
     db = tmp_path / "bookings.sqlite"
-    service = await start_service(db_url=f"sqlite:///{db}")
+    # the simulator's clock is the service's: each pod's creationTimestamp is the moved clock,
+    # so the two servers differ in age by a minute (no tie for a name to break)
+    async with SimCluster(example_cluster_spec(), clock=lambda: now[0]) as cluster:
+        service = await start_service(cluster, db_url=f"sqlite:///{db}")
+        await _borrower_stopped_member_within(service, db, now)
+
+
+async def _borrower_stopped_member_within(service, db: Path, now: list[float]) -> None:
     cluster, admin, hub = service.cluster, service.admin(), service.hub
 
     async def stop(user: str, server: str) -> int:
@@ -52,15 +61,21 @@ async def test_a_borrower_is_stopped_at_the_start_and_a_member_admitted_within(
         return 202
 
     hub.on_stop = stop
-    # before the window: bob (students) within the guarantee, alice borrows the other two
-    bob = await admin.admit(user="bob", groups=["students"], pools=["dev-pool"], gpus=2)
-    assert not bob["over_quota"]
-    await start_pod(cluster, bob, "bob-nb")
-    now[0] = T0 + 60
+    # before the window: alice borrows two GPUs, then bob (students) takes two within the
+    # guarantee a minute later: bob's is the newest server, and must not be taken for a borrower
     alice = await admin.admit(user="alice", groups=[], pools=["dev-pool"], gpus=2)
     assert alice["over_quota"]
     await start_pod(cluster, alice, "alice-nb")
+    now[0] = T0 + 60
+    bob = await admin.admit(user="bob", groups=["students"], pools=["dev-pool"], gpus=2)
+    assert not bob["over_quota"]
+    await start_pod(cluster, bob, "bob-nb")
     await service.settled()
+    created = {
+        p["metadata"]["name"]: p["metadata"]["creationTimestamp"]
+        for p in (cluster.pod("default", "alice-nb"), cluster.pod("default", "bob-nb"))
+    }
+    assert created == {"alice-nb": "2027-01-15T08:00:00Z", "bob-nb": "2027-01-15T08:01:00Z"}
 
     # a member before the window is an ordinary request: the pool is full
     with pytest.raises(AdmissionRejected, match="no node has 1 free GPU"):
