@@ -288,3 +288,24 @@ def test_a_member_whose_own_budget_is_spent_is_admitted_within_the_booking_only(
     w.now = END
     after = decide(w.request("carol", ["ml-ops"]), state())
     assert not after.admitted and "spent" in after.message
+
+
+def test_a_request_that_leaves_exactly_the_booked_units_free_does_not_borrow():
+    w = World()
+    w.now = START
+    w.run("carol", ["ml-ops"])  # one of the booking's two used: it keeps one more
+    # three free, one kept: staff's two (its guarantee) leave exactly that one
+    sam = w.run("sam", ["staff"], gpus=2)
+    assert (sam.charged, sam.over_quota) == ("group:staff", False)
+
+
+def test_gpus_admitted_but_not_yet_running_are_not_free_for_the_bookings():
+    w = World()
+    w.now = START
+    # alice's two are held by her admission; her pod is not seen yet
+    alice = decide(w.request("alice", gpus=2), w.state())
+    assert alice.admitted and alice.over_quota
+    w.reservations.add(alice.reservation(expires_at=START + 600))
+    # two left, both kept by the booking: staff's first GPU is lent, though within its guarantee
+    sam = decide(w.request("sam", ["staff"]), w.state())
+    assert (sam.charged, sam.over_quota) == ("group:staff", True)
