@@ -326,13 +326,18 @@ class Database(Writer):
 
         self._put("reservation", write)
 
-    def booking_put(self, fields: Mapping[str, Any]) -> Future[None] | None:
-        """A booking is created or replaced (``fields``: the columns of :class:`BookingRow`):
-        a durable write, the future of its commit."""
-        row = BookingRow(**dict(fields))
+    def bookings_put(self, rows: Sequence[Mapping[str, Any]]) -> Future[None] | None:
+        """Bookings are created or replaced together (``rows``: the columns of
+        :class:`BookingRow` each): one durable write, so one commit takes all of them or none."""
+        made = [BookingRow(**dict(fields)) for fields in rows]
+        names = [row.name for row in made]
 
         def write(s: Session) -> None:
-            s.merge(row)
+            # the rows they replace go first (in chunks the drivers' parameter limits allow):
+            # one statement per 500 rather than a merge's SELECT per booking
+            for i in range(0, len(names), 500):
+                s.execute(delete(BookingRow).where(BookingRow.name.in_(names[i : i + 500])))
+            s.add_all(made)
 
         return self._put("booking", write, durable=True)
 

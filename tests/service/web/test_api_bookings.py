@@ -204,12 +204,12 @@ async def test_a_booking_the_database_does_not_take_is_not_kept(db_url, start_se
     service = await start_service(db_url=db_url)
     db = service.ctx.records.db
 
-    def failing(fields):
+    def failing(rows):
         future = Future()
         future.set_exception(DatabaseError("the disk is full"))
         return future
 
-    db.booking_put = failing
+    db.bookings_put = failing
     with pytest.raises(GPUPoolError) as refused:
         await service.admin().create_bookings(CS231)
     assert refused.value.status == 503 and "the disk is full" in refused.value.message
