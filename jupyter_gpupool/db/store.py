@@ -243,6 +243,21 @@ class Database(Writer):
 
         self._put("session", write)
 
+    def session_stopping(self, pod_uid: str, ended: str) -> Future[None] | None:
+        """The service is about to stop the server of the open session of ``pod_uid``, and
+        its session is to end so (``reclaimed``): a durable write before the stop is asked,
+        so that a crash between the two still knows why it stopped. Its ``stopped`` stays
+        empty until the pod is gone."""
+
+        def write(s: Session) -> None:
+            s.execute(
+                update(ServerSession)
+                .where(ServerSession.pod_uid == pod_uid, ServerSession.stopped.is_(None))
+                .values(ended=ended)
+            )
+
+        return self._put("session", write, durable=True)
+
     def idle_warned(self, pod_uid: str, at: float) -> None:
         """The idle policy warned the open session of ``pod_uid`` at ``at`` (the latest
         warning is kept)."""
@@ -471,7 +486,11 @@ class Database(Writer):
             .order_by(ServerSession.idle_warned.desc(), ServerSession.id.desc())
             .limit(n)
         )
-        return self._session_rows(query, SESSION_FIELDS)
+        rows = self._session_rows(query, SESSION_FIELDS)
+        for row in rows:
+            if row["stopped"] is None:
+                row["ended"] = None  # how it is to end (session_stopping), not how it ended
+        return rows
 
     def _session_rows(self, query: Select[Any], fields: Sequence[str]) -> list[dict[str, Any]]:
         """The rows of a :func:`_select_sessions` query, as dicts of ``fields``."""
