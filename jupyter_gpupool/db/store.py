@@ -243,6 +243,21 @@ class Database(Writer):
 
         self._put("session", write)
 
+    def session_stopping(self, pod_uid: str, ended: str) -> Future[None] | None:
+        """The service is about to stop the server of the open session of ``pod_uid``, and
+        its session is to end so (``reclaimed``): a durable write before the stop is asked,
+        so that a crash between the two still knows why it stopped. Its ``stopped`` stays
+        empty until the pod is gone."""
+
+        def write(s: Session) -> None:
+            s.execute(
+                update(ServerSession)
+                .where(ServerSession.pod_uid == pod_uid, ServerSession.stopped.is_(None))
+                .values(ended=ended)
+            )
+
+        return self._put("session", write, durable=True)
+
     def idle_warned(self, pod_uid: str, at: float) -> None:
         """The idle policy warned the open session of ``pod_uid`` at ``at`` (the latest
         warning is kept)."""
@@ -326,13 +341,18 @@ class Database(Writer):
 
         self._put("reservation", write)
 
-    def booking_put(self, fields: Mapping[str, Any]) -> Future[None] | None:
-        """A booking is created or replaced (``fields``: the columns of :class:`BookingRow`):
-        a durable write, the future of its commit."""
-        row = BookingRow(**dict(fields))
+    def bookings_put(self, rows: Sequence[Mapping[str, Any]]) -> Future[None] | None:
+        """Bookings are created or replaced together (``rows``: the columns of
+        :class:`BookingRow` each): one durable write, so one commit takes all of them or none."""
+        made = [BookingRow(**dict(fields)) for fields in rows]
+        names = [row.name for row in made]
 
         def write(s: Session) -> None:
-            s.merge(row)
+            # the rows they replace go first (in chunks the drivers' parameter limits allow):
+            # one statement per 500 rather than a merge's SELECT per booking
+            for i in range(0, len(names), 500):
+                s.execute(delete(BookingRow).where(BookingRow.name.in_(names[i : i + 500])))
+            s.add_all(made)
 
         return self._put("booking", write, durable=True)
 
@@ -466,7 +486,11 @@ class Database(Writer):
             .order_by(ServerSession.idle_warned.desc(), ServerSession.id.desc())
             .limit(n)
         )
-        return self._session_rows(query, SESSION_FIELDS)
+        rows = self._session_rows(query, SESSION_FIELDS)
+        for row in rows:
+            if row["stopped"] is None:
+                row["ended"] = None  # how it is to end (session_stopping), not how it ended
+        return rows
 
     def _session_rows(self, query: Select[Any], fields: Sequence[str]) -> list[dict[str, Any]]:
         """The rows of a :func:`_select_sessions` query, as dicts of ``fields``."""

@@ -359,7 +359,7 @@ class GPUPoolService(Application, GPUPoolSettings):
         ctx.view.on_pods_reset = records.ledger.tick
         ctx.desk.on_reclaim = records.ledger.reclaiming
         if ctx.booking_watch is not None:
-            ctx.booking_watch.on_stop = records.ledger.reclaiming
+            ctx.booking_watch.on_stop = records.ledger.reclaiming_durably
         ctx.idle.on_cull = records.ledger.culled
         ctx.idle.on_warn = records.ledger.idle_warned
         ctx.runtime.on_stop = records.ledger.over_runtime

@@ -28,9 +28,13 @@ def health_report(
     utilization: Mapping[str, Any],
     now: float,
     iso: Callable[[float], str],
+    bookings_left_out: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
+    """``bookings_left_out``: the stored bookings that do not load (name: why), out of force."""
     rows = [loop.row(now, iso) for loop in loops]
     problems: list[str] = []
+    for name, why in sorted((bookings_left_out or {}).items()):
+        problems.append(f"stored booking {name} cannot be used and is out of force: {why}")
     for row in rows:
         name = row["name"]
         if not row["running"]:
@@ -64,4 +68,5 @@ def health_report(
         "watch": dict(watch),
         "database": dict(database),
         "utilization": dict(utilization),
+        "bookings_left_out": dict(bookings_left_out or {}),
     }

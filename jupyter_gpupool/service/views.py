@@ -24,7 +24,6 @@ from ..core.admission.walk import (
 )
 from ..core.pools.model import Pool, QuotaEntry, Registry
 from ..core.pools.writing import pool_quota_to_dict, pool_to_document, quota_to_document
-from ..core.time.bookings import clock_text
 from ..core.time.bookings_in_force import InForce
 from ..core.usage.amounts import Amount, amount_text
 from ..core.usage.index import NodeUsage, ServerUsage, UsageIndex
@@ -358,7 +357,7 @@ def booked_row(w: InForce, used: int) -> JSON:
         "free": max(0, b.gpus - used),
         "start": o.start,
         "end": o.end,
-        "until_text": clock_text(o.local_end),
+        "until_text": o.until_text(),
         "timezone": o.timezone,
     }
 

@@ -3,8 +3,8 @@ and ``delete booking`` (issue 30), against a real service in this process. What 
 is held to the service's own answer read with the client (``GET api/v1/bookings``), and to the
 database read with SQL.
 
-training-pool: 16 whole A100s and 1 GPU-equivalent of MIG (17), 14 guaranteed by quotas: 3
-GPUs left to book at any moment.
+training-pool: 16 whole A100s and 1 GPU-equivalent of MIG (17), 14 guaranteed by quotas (which
+whole-GPU requests may claim): 2 whole GPUs left to book at any moment.
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ async def test_bookings_through_the_cli(service, gpupool, tmp_path):
     assert status == 1
     assert (
         "ml-ops (Tue 2027-01-19 11:00\u201313:00 Europe/Berlin) overlaps cs231 "
-        "(Tue 2027-01-19 10:00\u201312:00 Europe/Berlin): 18 of 17 GPU-equivalents booked"
+        "(Tue 2027-01-19 10:00\u201312:00 Europe/Berlin): 18 of 16 whole GPUs booked"
     ) in err
     assert [n for (n,) in sql(db_url, "SELECT name FROM bookings")] == ["cs231"]
 
@@ -151,3 +151,30 @@ async def test_bookings_through_the_cli(service, gpupool, tmp_path):
     assert (await admin.bookings())["bookings"] == []
     status, out, err = await gpupool("delete", "booking", "cs231")
     assert status == 1 and "no booking named 'cs231'" in err
+
+
+YEAR_10000 = """\
+kind: booking
+version: v0.1
+booking: {name: y10k}
+pool: training-pool
+gpus: 1
+users: [carol]
+window:
+  once: {start: "9999-12-31T20:00", end: "9999-12-31T23:00"}
+  timezone: America/Los_Angeles
+"""
+
+
+async def test_a_booking_past_the_calendar_is_refused_by_create_and_get_bookings_answers(
+    service, gpupool, tmp_path
+):
+    _, _, db_url = service
+    bad = tmp_path / "y10k.yaml"
+    bad.write_text(YEAR_10000)
+    status, out, err = await gpupool("create", "-f", str(bad))
+    assert status == 1 and "created" not in out
+    assert "window.once.start" in err and "outside the dates a window may be on" in err
+    assert sql(db_url, "SELECT name FROM bookings") == []
+    status, out, _ = await gpupool("get", "bookings")
+    assert status == 0 and table(out) == []

@@ -4,7 +4,9 @@ Each prints one JSON line; the checks are on its shape and its counts: exactly t
 expected, as many measurements as requests asked for, every request answered as it should be (a
 benchmark of 401s or 500s measures nothing), percentiles in order, and each ratio to the baseline
 measured in the same run (named ``A_x_B``: A over B) above 1, except bench_database's ``on_x_off``
-and bench_admission's ``bookings_x_none_p99`` (a cost, about 1: noise puts it on either side), and bench_estimate's
+and bench_admission's ``bookings_x_none_p99`` (a cost, about 1: noise puts it on either side), bench_bookings'
+``p99_x_baseline`` (a cost too: an unrelated request's p99 while bookings are checked over its
+p99 while nothing else happens), and bench_estimate's
 ``naive_per_gpu_x_ours_*`` (a fairer naive estimate, about as close as ours: either side). bench_density replays a simulated
 day and measures no time: its checks are its ledger's (every session ends one way, once; idle
 GPU-hours within held ones; no node over-committed). bench_spawn's smoke test is in
@@ -489,6 +491,34 @@ def test_registry_benchmark():
     # than the service's, measured in the same run
     assert result["baseline_accept_admissions"]["n"] > 0
     assert result["on_loop_x_off_loop_wait"] > 1
+
+
+def test_bookings_benchmark():
+    result = run(
+        "bench_bookings.py",
+        *("--nodes", 8, "--years", 0.2, "--daily-years", 0.2, "--body", 40, "--baseline-s", 1),
+    )
+    cases = ("weekdays", "daily_beside_weekly", "one_body")
+    assert set(result) == {
+        "nodes",
+        "gpus_per_node",
+        "pools",
+        "years",
+        "daily_years",
+        "body",
+        "baseline",
+        "unrelated_failed",
+        *cases,
+    }
+    assert result["baseline"]["requests"] > 0 and result["unrelated_failed"] == 0
+    # every booking asked for fits a pool of 4 nodes x 8 GPUs (20 guaranteed) and is kept
+    assert [len(result[c]["statuses"]) for c in cases] == [5, 2, 1]
+    for case in cases:
+        figures = result[case]
+        assert set(figures["statuses"]) == {201}, (case, figures)
+        assert figures["requests"] > 0, case
+        assert 0 < figures["p50_ms"] <= figures["p99_ms"] <= figures["max_ms"], (case, figures)
+        assert figures["p99_x_baseline"] > 0
 
 
 def test_density_benchmark():

@@ -4,6 +4,7 @@ guaranteed quotas, and the words that name the conflicting window."""
 from __future__ import annotations
 
 import datetime as dt
+import random
 from fractions import Fraction
 
 from jupyter_gpupool.core.admission.booking_fit import (
@@ -84,7 +85,9 @@ def test_other_shapes_and_other_pools_do_not_count_against_a_shape():
     elsewhere = one_off(
         "dev", 40, dt.datetime(2027, 1, 19, 10), dt.datetime(2027, 1, 19, 12), pool="dev-pool"
     )
-    assert booking_conflicts([cs231(), other, elsewhere], MIG_40, {}) == []
+    # the pool offers both MIG shapes (a shape no node offers is refused: below)
+    both = Capacity(units={**MIG_40.units, ("training-pool", "mig-3g.40gb"): 40})
+    assert booking_conflicts([cs231(), other, elsewhere], both, {}) == []
 
 
 def test_guaranteed_quotas_count_against_the_pools_gpus():
@@ -169,3 +172,71 @@ def test_capacity_from_the_services_pool_rows():
     assert cap.gpus == {"training-pool": 7, "cpu-pool": 0}
     assert cap.equivalent("mig-1g.10gb") == Fraction(1, 7)
     assert cap.equivalent("mig-1g.6gb") == Fraction(1, 4)  # the id alone would say 1/7
+
+
+def _naive_peak(windows, a, b):
+    """The most held at once in [a, b), by looking at every moment a window starts: the
+    rule as the documents state it, without the step function."""
+    moments = {a} | {s for s, e, _ in windows if a <= s < b}
+    return max(sum(n for s, e, n in windows if s <= t < e) for t in moments)
+
+
+def test_the_fit_check_agrees_with_counting_every_moment():
+    """Random once bookings in one pool, checked in order: each is refused exactly when
+    counting every moment of its window says the pool would be over its capacity."""
+    rng = random.Random(36)
+    capacity = 12
+    for _ in range(30):
+        bookings, held = [], []
+        expected = []
+        for i in range(40):
+            start = dt.datetime(2027, 1, 19, 0) + dt.timedelta(minutes=15 * rng.randrange(96))
+            end = start + dt.timedelta(minutes=15 * rng.randrange(1, 16))
+            gpus = rng.randrange(1, 6)
+            b = one_off(f"b{i}", gpus, start, end, shape="whole")
+            bookings.append(b)
+            a, z = (
+                t.replace(tzinfo=dt.timezone(dt.timedelta(hours=1))).timestamp()
+                for t in (start, end)
+            )
+            if _naive_peak(held, a, z) + gpus > capacity:
+                expected.append(b.name)
+            else:
+                held.append((a, z, gpus))
+        found = booking_conflicts(
+            bookings, Capacity(units={("training-pool", "whole"): capacity}), {}
+        )
+        assert [c.booking.name for c in found] == expected
+
+
+def test_a_shape_no_node_offers_is_refused_with_the_reason():
+    capacity = Capacity(
+        gpus={"training-pool": 17},
+        units={("training-pool", "whole"): 16, ("training-pool", "mig-1g.10gb"): 7},
+    )
+    big = one_off(
+        "big", 1, dt.datetime(2027, 1, 19, 10), dt.datetime(2027, 1, 19, 12), shape="mig-7g.80gb"
+    )
+    [c] = booking_conflicts([big], capacity, {})
+    assert c.words() == (
+        "big: no node of pool training-pool offers mig-7g.80gb (its nodes offer mig-1g.10gb, "
+        "whole): nothing could hold it"
+    )
+    # a pool whose nodes are not known is not checked
+    assert booking_conflicts([big], Capacity(), {}) == []
+
+
+def test_whole_gpus_booked_count_with_the_guarantees_against_the_whole_gpus():
+    capacity = Capacity(
+        gpus={"training-pool": 17},
+        units={("training-pool", "whole"): 16, ("training-pool", "mig-1g.10gb"): 7},
+    )
+    nine = one_off(
+        "nine", 9, dt.datetime(2027, 1, 19, 10), dt.datetime(2027, 1, 19, 12), shape="whole"
+    )
+    [c] = booking_conflicts([nine], capacity, {"training-pool": 8})
+    assert c.words().endswith("17 of 16 whole GPUs booked (with 8 guaranteed by quotas)")
+    assert booking_conflicts([nine], capacity, {"training-pool": 7}) == []
+    # MIG instances are not held by the guarantees (whole GPUs can serve them)
+    seven = one_off("seven", 7, dt.datetime(2027, 1, 19, 10), dt.datetime(2027, 1, 19, 12))
+    assert booking_conflicts([seven], capacity, {"training-pool": 8}) == []

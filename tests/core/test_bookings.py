@@ -17,6 +17,8 @@ from jupyter_gpupool.core.time.bookings import (
     Weekly,
     Window,
     all_occurrences,
+    in_gap,
+    is_time_zone,
     next_start,
     occurrences,
     shape_id_equivalent,
@@ -180,3 +182,32 @@ def test_shape_id_equivalent(shape, expected):
 def test_shape_id_equivalent_refuses_what_is_no_shape():
     with pytest.raises(ValueError):
         shape_id_equivalent("mig-1g")
+
+
+def test_a_window_over_several_days_says_its_end_date():
+    b = Booking(
+        name="winter",
+        pool="p",
+        gpus=1,
+        users=("carol",),
+        window=Window("UTC", once=Once(dt.datetime(2026, 12, 1), dt.datetime(2027, 1, 31))),
+    )
+    [o] = all_occurrences(b)
+    assert o.words() == "Tue 2026-12-01 00:00 \u2013 Sun 2027-01-31 00:00 UTC"
+    assert o.until_text() == "2027-01-31 00:00"
+
+
+@pytest.mark.parametrize("name", ["localtime", "posixrules", "Factory", "right/UTC", "posix/UTC"])
+def test_names_in_the_zone_database_that_are_no_zones_are_refused(name):
+    assert not is_time_zone(name)
+
+
+@pytest.mark.parametrize("name", ["UTC", "Europe/Berlin", "America/Los_Angeles", "Etc/GMT+5"])
+def test_iana_zones_are_zones(name):
+    assert is_time_zone(name)
+
+
+def test_a_time_the_spring_change_skips_is_in_the_gap():
+    assert in_gap(dt.datetime(2027, 3, 28, 2, 30), "Europe/Berlin")
+    assert not in_gap(dt.datetime(2027, 3, 28, 3, 0), "Europe/Berlin")
+    assert not in_gap(dt.datetime(2027, 10, 31, 2, 30), "Europe/Berlin")  # a fold, not a gap

@@ -8,7 +8,12 @@ more than it has (*decided*; also in ``docs/pools.md``):
   (every group's and user's ``guaranteed``; the ``user-default`` is per user, so it does not
   count) above the pool's GPU-equivalents;
 - **units of a shape**: the bookings of that shape in force then above the pool's units of it
-  (40 x ``mig-1g.10gb`` needs 40 such instances, whatever else is free).
+  (40 x ``mig-1g.10gb`` needs 40 such instances, whatever else is free); for whole GPUs with
+  the guaranteed quotas, since a guarantee may be claimed with whole GPUs (9 whole GPUs booked
+  beside 8 guaranteed do not fit 16 whole A100s, though a 17th A100 is cut into MIG
+  instances);
+- **a shape no node offers**: a pool whose nodes are known but offer none of the booked shape
+  (``mig-7g.80gb`` where the A100s are cut 7 x 1g) cannot hold it at all.
 
 Bookings are taken in the order given (the files' order): the first that does not fit is the
 one named, and it is left out when the later ones are checked, as the service would refuse it.
@@ -18,6 +23,8 @@ it from the service's pool rows (:func:`capacity_from_rows`).
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -26,6 +33,8 @@ from typing import Any
 from ..pools.model import PoolQuota
 from ..time.bookings import Booking, Occurrence, all_occurrences, shape_id_equivalent
 from ..usage.amounts import Amount, amount_words
+
+WHOLE = "whole"
 
 
 @dataclass(frozen=True)
@@ -54,10 +63,14 @@ class Conflict:
     unit: str  # a shape id, or "GPU-equivalents"
     guaranteed: Amount = 0
     more_windows: int = 0
+    #: why it cannot fit at all (a shape no node of its pool offers), instead of the count
+    reason: str = ""
 
     def words(self) -> str:
         """``cs231 (Tue 2027-01-19 10:00-12:00 Europe/Berlin) overlaps ml-ops (…): 46 of 40
         mig-1g.10gb booked``."""
+        if self.reason:
+            return f"{self.booking.name}: {self.reason}"
         head = f"{self.booking.name} ({self.window.words()})"
         if self.others:
             head += " overlaps " + ", ".join(f"{b.name} ({o.words()})" for b, o in self.others)
@@ -86,24 +99,50 @@ class _Held:
     amount: Amount
 
 
-def _peak(held: Sequence[_Held], start: float, end: float) -> tuple[Amount, list[_Held]]:
-    """The most ``held`` amounts in force at once inside ``[start, end)``, and which."""
-    inside = [h for h in held if h.window.start < end and h.window.end > start]
-    best: Amount = 0
-    best_set: list[_Held] = []
-    # the load only rises where a window starts: the peak is at one of those starts
-    for t in sorted({max(start, h.window.start) for h in inside}):
-        now = [h for h in inside if h.window.start <= t < h.window.end]
-        total: Amount = sum((h.amount for h in now), 0)
-        if total > best:
-            best, best_set = total, now
-    return best, best_set
+class _Load:
+    """What the windows added so far hold over time, as a step function: ``loads[i]`` is held
+    from ``times[i]`` to ``times[i + 1]``. Adding a window and asking the most held inside one
+    cost what the step function has inside that window (bisect to it, then those steps), so a
+    booking's check grows with the windows it meets, not with every window of the pool."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = [-math.inf]
+        self.loads: list[Amount] = [0]
+        self.held: list[_Held] = []
+
+    def _step_at(self, t: float) -> int:
+        i = bisect.bisect_right(self.times, t) - 1
+        if self.times[i] == t:
+            return i
+        self.times.insert(i + 1, t)
+        self.loads.insert(i + 1, self.loads[i])
+        return i + 1
+
+    def add(self, held: _Held) -> None:
+        i = self._step_at(held.window.start)
+        j = self._step_at(held.window.end)
+        loads = self.loads
+        for k in range(i, j):
+            loads[k] += held.amount
+        self.held.append(held)
+
+    def peak(self, start: float, end: float) -> tuple[Amount, float]:
+        """The most held at once inside ``[start, end)``, and the first moment it is held."""
+        i = bisect.bisect_right(self.times, start) - 1
+        j = bisect.bisect_left(self.times, end)
+        steps = self.loads[i:j]
+        best = max(steps)
+        return best, max(start, self.times[i + steps.index(best)])
+
+    def at(self, t: float) -> list[_Held]:
+        """The windows held at ``t`` (for the words of a conflict only)."""
+        return [h for h in self.held if h.window.start <= t < h.window.end]
 
 
 def _check(
     booking: Booking,
     windows: Sequence[Occurrence],
-    held: Sequence[_Held],
+    load: _Load | None,
     amount: Amount,
     base: Amount,
     capacity: Amount,
@@ -112,11 +151,12 @@ def _check(
     found: Conflict | None = None
     bad = 0
     for w in windows:
-        peak, others = _peak(held, w.start, w.end)
+        peak, at = load.peak(w.start, w.end) if load is not None else (0, w.start)
         if base + peak + amount <= capacity:
             continue
         bad += 1
         if found is None:
+            others = load.at(at) if load is not None and peak else []
             found = Conflict(
                 booking,
                 w,
@@ -131,35 +171,59 @@ def _check(
     return Conflict(**{**found.__dict__, "more_windows": bad - 1})
 
 
+def _not_offered(booking: Booking, windows: Sequence[Occurrence], capacity: Capacity) -> Conflict:
+    offered = sorted(s for p, s in capacity.units if p == booking.pool)
+    return Conflict(
+        booking,
+        windows[0],
+        (),
+        booking.gpus,
+        0,
+        booking.shape,
+        reason=(
+            f"no node of pool {booking.pool} offers {booking.shape} (its nodes offer "
+            f"{', '.join(offered) or 'no GPUs'}): nothing could hold it"
+        ),
+    )
+
+
 def booking_conflicts(
     bookings: Iterable[Booking],
     capacity: Capacity,
     guarantees: Mapping[str, Amount],
 ) -> list[Conflict]:
-    """The bookings that do not fit (see the module's words), each with its first bad window."""
-    equivalents: dict[str, list[_Held]] = {}  # per pool
-    units: dict[tuple[str, str], list[_Held]] = {}  # per pool and shape
+    """The bookings that do not fit (see the module's words), each with its first bad window.
+    Each booking costs its windows times the steps they meet (:class:`_Load`)."""
+    equivalents: dict[str, _Load] = {}  # per pool
+    units: dict[tuple[str, str], _Load] = {}  # per pool and shape
     out: list[Conflict] = []
     for booking in bookings:
         windows = all_occurrences(booking)
+        if not windows:
+            continue  # it never holds: nothing to fit
         eq = capacity.equivalent(booking.shape) * booking.gpus
         key = (booking.pool, booking.shape)
         conflict = None
+        shaped = any(p == booking.pool for p, _ in capacity.units)
+        if shaped and key not in capacity.units:
+            out.append(_not_offered(booking, windows, capacity))
+            continue
         if key in capacity.units:
             conflict = _check(
                 booking,
                 windows,
-                units.get(key, []),
+                units.get(key),
                 booking.gpus,
-                0,
+                # a guarantee may be claimed with whole GPUs: it holds them against bookings
+                guarantees.get(booking.pool, 0) if booking.shape == WHOLE else 0,
                 capacity.units[key],
-                booking.shape,
+                "whole GPUs" if booking.shape == WHOLE else booking.shape,
             )
         if conflict is None and booking.pool in capacity.gpus:
             conflict = _check(
                 booking,
                 windows,
-                equivalents.get(booking.pool, []),
+                equivalents.get(booking.pool),
                 eq,
                 guarantees.get(booking.pool, 0),
                 capacity.gpus[booking.pool],
@@ -168,9 +232,11 @@ def booking_conflicts(
         if conflict is not None:
             out.append(conflict)
             continue
+        by_shape = units.setdefault(key, _Load())
+        by_pool = equivalents.setdefault(booking.pool, _Load())
         for w in windows:
-            units.setdefault(key, []).append(_Held(booking, w, booking.gpus))
-            equivalents.setdefault(booking.pool, []).append(_Held(booking, w, eq))
+            by_shape.add(_Held(booking, w, booking.gpus))
+            by_pool.add(_Held(booking, w, eq))
     return out
 
 

@@ -3,20 +3,31 @@
 
 Inside a document: a window is ``once`` or ``weekly`` (one of them); it ends after it starts; a
 weekly window has ``from`` and ``until`` (so it has a last day), ``from`` no later than
-``until``, and at least one day; a once window has neither; the shape is a shape id; a booking
+``until``, at least one day, and at most :data:`~..time.bookings.MAX_SPAN_DAYS` from ``from``
+to ``until``; a once window has neither, lasts at most as long, and holds at all (not both ends
+in one daylight-saving gap); the shape is a shape id; a booking
 is for someone (``groups`` or ``users``). Between documents (:func:`check_bookings`): a booking
 names a pool that exists and a shape the pool offers, and no two bookings share a name.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..documents.spec import Checker
 from ..documents.yaml_reader import Document, PathElem, Problem
-from ..time.bookings import Booking, Once, Weekly, Window
+from ..time.bookings import (
+    MAX_SPAN_DAYS,
+    Booking,
+    Once,
+    Weekly,
+    Window,
+    in_gap,
+    once_occurrence,
+)
 from ..usage.shapes import is_shape_id
 from .model import Pool, Source
 
@@ -25,7 +36,7 @@ _SHAPE_WORDS = (
 )
 
 
-def _window(c: Checker, data: Mapping[str, Any]) -> Window | None:
+def _window(c: Checker, data: Mapping[str, Any], bounded: bool = True) -> Window | None:
     path: tuple[PathElem, ...] = ("window",)
     written = c.doc.data.get("window") if isinstance(c.doc.data, Mapping) else None
     written = written if isinstance(written, Mapping) else {}
@@ -52,7 +63,24 @@ def _window(c: Checker, data: Mapping[str, Any]) -> Window | None:
                 f"at {once['end']:%Y-%m-%dT%H:%M}",
             )
             return None
-        return Window(data["timezone"], once=Once(once["start"], once["end"]))
+        if bounded and once["end"] - once["start"] > dt.timedelta(days=MAX_SPAN_DAYS):
+            c.add(
+                (*path, "once", "end"),
+                f"a window lasts at most {MAX_SPAN_DAYS} days: this one runs from "
+                f"{once['start']:%Y-%m-%dT%H:%M} to {once['end']:%Y-%m-%dT%H:%M}",
+            )
+            return None
+        window = Window(data["timezone"], once=Once(once["start"], once["end"]))
+        gap = in_gap(once["start"], data["timezone"]) and in_gap(once["end"], data["timezone"])
+        if gap or once_occurrence(window) is None:
+            c.add(
+                (*path, "once"),
+                f"{once['start']:%Y-%m-%dT%H:%M} to {once['end']:%Y-%m-%dT%H:%M} is skipped by "
+                f"a daylight-saving change in {data['timezone']}: those clock times never "
+                "happen, so the window would never hold",
+            )
+            return None
+        return window
     weekly = data.get("weekly") or {}
     ok = True
     for key in ("from", "until"):
@@ -63,6 +91,18 @@ def _window(c: Checker, data: Mapping[str, Any]) -> Window | None:
         c.add(
             (*path, "until"),
             f"until ({data['until']}) is before from ({data['from']})",
+        )
+        ok = False
+    elif (
+        bounded
+        and "from" in data
+        and "until" in data
+        and data["until"] - data["from"] > dt.timedelta(days=MAX_SPAN_DAYS)
+    ):
+        c.add(
+            (*path, "until"),
+            f"a weekly window spans at most {MAX_SPAN_DAYS} days from 'from' to 'until' "
+            f"(here {data['from']} to {data['until']}): make a booking per year",
         )
         ok = False
     if "days" in weekly and not weekly["days"]:
@@ -102,18 +142,19 @@ class Named:
     booking: Booking | None  # None when the document has a problem
 
 
-def build_booking(c: Checker, data: Mapping[str, Any]) -> Named | None:
+def build_booking(c: Checker, data: Mapping[str, Any], bounded: bool = True) -> Named | None:
     """What a checked ``kind: booking`` document names, and its booking when it has no
-    problem; None without a valid name."""
+    problem; None without a valid name. ``bounded=False`` (a booking stored before windows
+    were bounded) lets a window last longer than :data:`~..time.bookings.MAX_SPAN_DAYS`."""
     meta = data.get("booking") or {}
     if "name" not in meta:
         return None
-    booking = _booking(c, data)
+    booking = _booking(c, data, bounded)
     shape = data.get("shape", "whole")
     return Named(meta["name"], data.get("pool"), shape if is_shape_id(shape) else None, booking)
 
 
-def _booking(c: Checker, data: Mapping[str, Any]) -> Booking | None:
+def _booking(c: Checker, data: Mapping[str, Any], bounded: bool = True) -> Booking | None:
     ok = True
     shape = data.get("shape", "whole")
     if "shape" in data and not is_shape_id(shape):
@@ -123,7 +164,7 @@ def _booking(c: Checker, data: Mapping[str, Any]) -> Booking | None:
     if not groups and not users and isinstance(c.doc.data, Mapping):
         c.add((), "a booking is for someone: give 'groups' or 'users' (or both)")
         ok = False
-    window = _window(c, data.get("window") or {}) if "window" in data else None
+    window = _window(c, data.get("window") or {}, bounded) if "window" in data else None
     meta = data.get("booking") or {}
     if not ok or window is None or "name" not in meta or "pool" not in data:
         return None

@@ -60,10 +60,12 @@ def load_booking_text(text: str, registry: Registry, file: str = "<request>") ->
 def booking_of_document(document: Mapping[str, Any]) -> Booking:
     """A stored booking document (JSON, as :func:`~.writing.booking_to_document` wrote it)
     read back, with the rules inside a document only: a booking stays in force when its pool
-    goes away (``gpupool validate`` and the pages say so). DocumentError when it does not load."""
+    goes away (``gpupool validate`` and the pages say so), and one kept before windows were
+    bounded keeps a longer window (its dates are still checked). DocumentError when it does
+    not load."""
     (doc,) = load_documents(json.dumps(document), "<stored>")
     c = Checker(doc)
-    named = build_booking(c, BOOKING_DOCUMENT.check(c, doc.data, ()))
+    named = build_booking(c, BOOKING_DOCUMENT.check(c, doc.data, ()), bounded=False)
     if c.problems or named is None or named.booking is None:
         raise DocumentError(c.problems or [doc.problem((), "not a booking document")])
     return named.booking

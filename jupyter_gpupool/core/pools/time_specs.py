@@ -13,9 +13,28 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..documents.spec import INVALID, JSON, Checker, Path, Spec
-from ..time.bookings import WEEKDAYS, is_time_zone, parse_clock, parse_local
+from ..time.bookings import (
+    FIRST_DAY,
+    LAST_DAY,
+    WEEKDAYS,
+    in_range,
+    is_time_zone,
+    parse_clock,
+    parse_local,
+)
 
 _DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+
+
+def _in_range(c: Checker, day: dt.date, value: Any, path: Path) -> bool:
+    if in_range(day):
+        return True
+    c.add(
+        path,
+        f"{value!r} is outside the dates a window may be on ({FIRST_DAY.isoformat()} to "
+        f"{LAST_DAY.isoformat()})",
+    )
+    return False
 
 
 @dataclass
@@ -25,16 +44,19 @@ class Date(Spec):
     description: str = ""
 
     def check(self, c: Checker, value: Any, path: Path) -> Any:
+        day: dt.date | None = None
         if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
-            return value
-        if isinstance(value, str):
+            day = value
+        elif isinstance(value, str):
             try:
                 if len(value) == 10:
-                    return dt.date.fromisoformat(value)
+                    day = dt.date.fromisoformat(value)
             except ValueError:
                 pass
-        c.add(path, f"{value!r} is not a date written YYYY-MM-DD (such as 2027-01-12)")
-        return INVALID
+        if day is None:
+            c.add(path, f"{value!r} is not a date written YYYY-MM-DD (such as 2027-01-12)")
+            return INVALID
+        return day if _in_range(c, day, value, path) else INVALID
 
     def schema(self) -> JSON:
         return self._with_description({"type": "string", "pattern": _DATE_PATTERN})
@@ -79,8 +101,9 @@ class LocalDateTime(Spec):
 
     def check(self, c: Checker, value: Any, path: Path) -> Any:
         if isinstance(value, dt.datetime) and value.tzinfo is None and not value.microsecond:
-            return value
-        local = parse_local(value) if isinstance(value, str) else None
+            local: dt.datetime | None = value
+        else:
+            local = parse_local(value) if isinstance(value, str) else None
         if local is None:
             c.add(
                 path,
@@ -88,7 +111,7 @@ class LocalDateTime(Spec):
                 '"2027-01-12T10:00", without an offset: the zone is window.timezone)',
             )
             return INVALID
-        return local
+        return local if _in_range(c, local.date(), value, path) else INVALID
 
     def schema(self) -> JSON:
         return self._with_description(

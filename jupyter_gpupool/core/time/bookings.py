@@ -17,7 +17,8 @@ iCalendar reads it (RFC 5545, 3.3.5), which is also Python's ``fold=0``:
 - in a **fold** (02:30 on the last Sunday of October happens twice) the first of the two: 02:30
   CEST, 00:30 UTC.
 
-A window whose start and end both fall in one gap is empty that day and holds nothing.
+A weekly window whose start and end both fall in one gap moves with them that day; a once
+window that does is refused where it is read (its clock times never happen: :func:`in_gap`).
 ``from`` and ``until`` are local dates and both inclusive: a weekly window holds on every listed
 weekday ``d`` with ``from <= d <= until`` (the day its start is on).
 
@@ -46,13 +47,41 @@ _LOCAL = re.compile(r"^([0-9]{4}-[0-9]{2}-[0-9]{2})[T ]([0-9]{2}:[0-9]{2})(?::([
 _UTC = dt.timezone.utc
 
 
+#: Dates a window may be on: years 1970 to 9998 (*decided*; also in ``docs/pools.md``), so
+#: that every instant of a window, a day either side and its ISO week are dates Python has.
+FIRST_DAY = dt.date(1970, 1, 1)
+LAST_DAY = dt.date(9998, 12, 31)
+
+#: The longest a window may last, and a weekly window's ``from`` to ``until`` (*decided*; also
+#: in ``docs/pools.md``): a year, leap or not. It bounds a booking's windows (at most 367 of a
+#: weekly one), so checking whether bookings fit costs what their windows are, and no more.
+MAX_SPAN_DAYS = 366
+
+#: Names the time-zone database holds that are not zones a place keeps: the machine's own
+#: (``localtime``), tzcode's (``posixrules``, ``Factory``) and the leap-second variants.
+_NOT_ZONES = frozenset({"localtime", "posixrules", "Factory"})
+
+
+@lru_cache(maxsize=1)
+def _iana_names() -> frozenset[str]:
+    return frozenset(zoneinfo.available_timezones())
+
+
 @lru_cache(maxsize=256)
 def zone(key: str) -> dt.tzinfo:
-    """The IANA time zone ``key`` (``Europe/Berlin``); ValueError when there is none so named."""
+    """The IANA time zone ``key`` (``Europe/Berlin``); ValueError when there is none so named
+    (``localtime``, ``posixrules``, ``Factory``, ``right/...`` and ``posix/...`` are not zones)."""
+    if key in _NOT_ZONES or key.startswith(("right/", "posix/")) or key not in _iana_names():
+        raise ValueError(f"unknown time zone {key!r}")
     try:
         return zoneinfo.ZoneInfo(key)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
         raise ValueError(f"unknown time zone {key!r}") from None
+
+
+def in_range(day: dt.date) -> bool:
+    """Whether ``day`` is one a window may be on (:data:`FIRST_DAY` to :data:`LAST_DAY`)."""
+    return FIRST_DAY <= day <= LAST_DAY
 
 
 def is_time_zone(key: str) -> bool:
@@ -140,14 +169,26 @@ class Occurrence:
     local_start: dt.time
     local_end: dt.time
     timezone: str
+    #: the local day it ends on, when not ``day`` (a once window over several days)
+    end_day: dt.date | None = None
+
+    def until_text(self) -> str:
+        """Its end on its own clock: ``12:00``, or ``2027-01-31 00:00`` when it ends on
+        another day than it starts."""
+        end = clock_text(self.local_end)
+        return f"{self.end_day.isoformat()} {end}" if self.end_day is not None else end
 
     def words(self) -> str:
         """``Tue 2027-01-19 10:00\u201312:00 Europe/Berlin`` (an en dash; seconds when a
-        time has them)."""
-        return (
-            f"{WEEKDAY_WORDS[self.day.weekday()]} {self.day.isoformat()} "
-            f"{clock_text(self.local_start)}\u2013{clock_text(self.local_end)} {self.timezone}"
-        )
+        time has them), or ``Tue 2026-12-01 00:00 \u2013 Sun 2027-01-31 00:00 UTC`` over
+        several days."""
+        start = f"{WEEKDAY_WORDS[self.day.weekday()]} {self.day.isoformat()} "
+        start += clock_text(self.local_start)
+        if self.end_day is not None:
+            end = f"{WEEKDAY_WORDS[self.end_day.weekday()]} {self.end_day.isoformat()} "
+            end += clock_text(self.local_end)
+            return f"{start} \u2013 {end} {self.timezone}"
+        return f"{start}\u2013{clock_text(self.local_end)} {self.timezone}"
 
 
 def clock_text(t: dt.time) -> str:
@@ -165,8 +206,25 @@ def _occurrence(window: Window, start: dt.datetime, end: dt.datetime) -> Occurre
     tz = zone(window.timezone)
     a, b = instant(start, tz), instant(end, tz)
     if b <= a:
-        return None  # both ends in one daylight-saving gap: nothing that day
-    return Occurrence(a, b, start.date(), start.time(), end.time(), window.timezone)
+        return None  # the zone's offsets leave nothing between its ends: nothing that day
+    end_day = end.date() if end.date() != start.date() else None
+    return Occurrence(a, b, start.date(), start.time(), end.time(), window.timezone, end_day)
+
+
+def in_gap(local: dt.datetime, timezone: str) -> bool:
+    """Whether the clocks of ``timezone`` skip ``local`` (a daylight-saving gap: 02:30 on
+    2027-03-28 in Berlin)."""
+    tz = zone(timezone)
+    back = dt.datetime.fromtimestamp(instant(local, tz), tz).replace(tzinfo=None)
+    return back != local
+
+
+def once_occurrence(window: Window) -> Occurrence | None:
+    """The one window of a once ``window``; None when the zone's offsets leave it empty or it
+    is not a once window."""
+    if window.once is None:
+        return None
+    return _occurrence(window, window.once.start, window.once.end)
 
 
 def _local_date(t: float, tz: dt.tzinfo) -> dt.date:

@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
 from ..time.bookings import (
+    FIRST_DAY,
+    LAST_DAY,
     WEEKDAY_WORDS,
     Booking,
     Occurrence,
     Window,
+    in_range,
     next_start,
     occurrences,
     shape_id_equivalent,
@@ -51,9 +54,11 @@ def parse_week(text: str | None, now: float) -> dt.date:
         day = dt.datetime.fromtimestamp(now, dt.timezone.utc).date()
     elif m := _WEEK.match(text):
         try:
-            return dt.date.fromisocalendar(int(m[1]), int(m[2]), 1)
+            day = dt.date.fromisocalendar(int(m[1]), int(m[2]), 1)
         except ValueError:
-            raise ValueError(f"{text!r} is no ISO week (its year has no week {m[2]})") from None
+            raise ValueError(
+                f"week {text!r} is no ISO week (its year has no week {m[2]})"
+            ) from None
     else:
         try:
             day = dt.date.fromisoformat(text)
@@ -61,7 +66,13 @@ def parse_week(text: str | None, now: float) -> dt.date:
             raise ValueError(
                 f"week {text!r} is neither an ISO week (2027-W03) nor a date (2027-01-19)"
             ) from None
-    return day - dt.timedelta(days=day.weekday())
+    monday = day - dt.timedelta(days=day.weekday())
+    if not (in_range(monday) and in_range(monday + dt.timedelta(days=6))):
+        raise ValueError(
+            f"week {text!r} is outside the weeks bookings may be in ({FIRST_DAY.isoformat()} "
+            f"to {LAST_DAY.isoformat()})"
+        )
+    return monday
 
 
 def week_words(monday: dt.date) -> str:
@@ -133,6 +144,25 @@ def booking_row(
     return row
 
 
+#: What showing a booking can raise when its windows are past what Python's dates hold (a
+#: stored booking written before the dates were bounded): that booking is left out, not the list.
+UNSHOWN = (ValueError, OverflowError, ArithmeticError)
+
+
+def rows_shown(
+    bookings: Iterable[Booking], make: Callable[[Booking], dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """``make(b)`` for each booking, and ``(name, why)`` of those it could not be made for."""
+    rows: list[dict[str, Any]] = []
+    unshown: list[tuple[str, str]] = []
+    for b in bookings:
+        try:
+            rows.append(make(b))
+        except UNSHOWN as e:
+            unshown.append((b.name, f"{type(e).__name__}: {e}"))
+    return rows, unshown
+
+
 def week_view(
     bookings: Iterable[Booking], monday: dt.date, totals: Mapping[tuple[str, str], int]
 ) -> dict[str, list[dict[str, Any]]]:
@@ -152,13 +182,18 @@ def week_view(
                 for i in range(7)
             ],
         )
-        for o in week_occurrences(b, monday):
+        try:
+            found = week_occurrences(b, monday)
+        except UNSHOWN:
+            continue  # the list says it cannot be shown (rows_shown)
+        for o in found:
             days[o.day.weekday()]["windows"].append(
                 {
                     "name": b.name,
                     "start": o.start,
                     "from": f"{o.local_start:%H:%M}",
-                    "to": f"{o.local_end:%H:%M}",
+                    "to": (f"{o.end_day.isoformat()} " if o.end_day else "")
+                    + f"{o.local_end:%H:%M}",
                     "timezone": o.timezone,
                     "shape": b.shape,
                     "gpus": b.gpus,

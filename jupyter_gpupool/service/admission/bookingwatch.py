@@ -52,8 +52,9 @@ class BookingWatch:
         self.stop = stop
         self.warning = warning
         self.kick = kick
-        #: Told of each server stopped at a window's start (the ledger notes how it ended)
-        self.on_stop: Callable[[ServerUsage], None] | None = None
+        #: Told of each server stopped at a window's start, and awaited before the stop is
+        #: asked of the hub (the ledger records durably that it is reclaimed)
+        self.on_stop: Callable[[ServerUsage], Awaitable[None]] | None = None
         self.notices: dict[Key, Notice] = {}
         self._asked = StopAsks()
         self._last: float | None = None
@@ -146,7 +147,7 @@ class BookingWatch:
                 s.name,
             )
             if self.on_stop is not None:
-                self.on_stop(s)
+                await self.on_stop(s)
         for s, _ in victims:
             await self.stop(s)
         self.notices = self._warnings(now)

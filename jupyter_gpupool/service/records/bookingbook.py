@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Any
@@ -22,7 +22,9 @@ from ...core.documents.yaml_reader import DocumentError
 from ...core.pools.booking_requests import booking_of_document
 from ...core.pools.writing import booking_to_document
 from ...core.time.bookings import Booking
+from ...core.words.booking_rows import UNSHOWN, booking_row
 from ...db.store import Database
+from .. import clock
 from ..errors import ApiError
 
 log = logging.getLogger(__name__)
@@ -47,6 +49,18 @@ class Stored:
         }
 
 
+def _rows(stored: Sequence[Stored]) -> list[dict[str, Any]]:
+    """The database rows of ``stored`` bookings (:class:`~jupyter_gpupool.db.models.BookingRow`)."""
+    return [
+        {
+            "name": s.booking.name,
+            "document": json.dumps(booking_to_document(s.booking)),
+            **s.meta(),
+        }
+        for s in stored
+    ]
+
+
 class BookingBook:
     """The stored bookings by name; ``on_change`` is told the new tuple after every change."""
 
@@ -58,6 +72,8 @@ class BookingBook:
         self.ready = False
         self.problem = "no database is configured (c.GPUPoolService.db_url)"
         self.on_change: Callable[[tuple[Booking, ...]], None] | None = None
+        #: Stored bookings that do not load (name: why), left out of force; health names them
+        self.left_out: dict[str, str] = {}
 
     def bookings(self) -> tuple[Booking, ...]:
         return tuple(s.booking for s in self.stored.values())
@@ -71,11 +87,15 @@ class BookingBook:
         logged and left out of force (its row stays)."""
         assert self.db is not None
         rows = await asyncio.to_thread(self.db.bookings)
+        now = clock.now()
         for row in rows:
             try:
                 booking = booking_of_document(json.loads(row["document"]))
-            except (DocumentError, ValueError) as e:
+                # one whose windows cannot be worked out would break every list it is in
+                booking_row(booking, now, str)
+            except (DocumentError, *UNSHOWN) as e:
                 log.error("stored booking %s does not load, left out: %s", row["name"], e)
+                self.left_out[row["name"]] = str(e).strip()
                 continue
             self.stored[row["name"]] = Stored(
                 replace(booking, source=None),
@@ -93,12 +113,38 @@ class BookingBook:
     def unavailable(self, why: str) -> None:
         self.problem = why
 
-    async def _durable(self, future: Future[None] | None, what: str) -> None:
+    async def _durable(
+        self, future: Future[None] | None, what: str, late: Callable[[], None] | None = None
+    ) -> None:
+        """Wait for ``future``'s commit; 503 when it fails or is late. A write that is late but
+        already being committed cannot be taken back: the 503 says it may still be recorded,
+        and ``late`` is called (on the loop) if it then is, so memory follows the database."""
         if future is None:  # pragma: no cover - a book that is ready has a database
             raise ApiError(503, f"cannot keep {what}: {self.problem}")
         try:
             await asyncio.wait_for(asyncio.wrap_future(future), self.durable_timeout)
         except Exception as e:  # DatabaseError, or late (TimeoutError)
+            if isinstance(e, TimeoutError) and not future.cancelled():
+                if future.done() and future.exception() is None:
+                    return  # committed as the wait ran out
+                loop = asyncio.get_running_loop()
+                if late is not None:
+                    future.add_done_callback(
+                        lambda f: (
+                            loop.call_soon_threadsafe(late)
+                            if not f.cancelled() and f.exception() is None
+                            else None
+                        )
+                    )
+                log.error(
+                    "%s: no commit within %g s (still being written)", what, self.durable_timeout
+                )
+                raise ApiError(
+                    503,
+                    f"{what} was not recorded within {self.durable_timeout:g} s and is still "
+                    "being written to the service's database: it may yet be kept; "
+                    "GET api/v1/bookings in a moment says whether it was",
+                ) from None
             why = str(e) or f"no commit within {self.durable_timeout:g} s"
             log.error("%s could not be recorded: %s", what, why)
             raise ApiError(
@@ -114,28 +160,46 @@ class BookingBook:
 
     async def put(self, booking: Booking, who: str, now: float) -> bool:
         """Create or replace ``booking`` once it is committed; whether it replaced one."""
+        (replaced,) = await self.put_all([booking], who, now)
+        return replaced
+
+    async def put_all(self, bookings: Sequence[Booking], who: str, now: float) -> list[bool]:
+        """Create or replace ``bookings`` together once they are committed, in one
+        transaction: all of them are kept or none. Whether each replaced one."""
         db = self._check_ready()
-        old = self.stored.get(booking.name)
-        stored = Stored(
-            replace(booking, source=None),
-            old.created_by if old is not None else who,
-            old.created if old is not None else now,
-            who,
-            now,
-        )
-        fields = {
-            "name": booking.name,
-            "document": json.dumps(booking_to_document(booking)),
-            **stored.meta(),
-        }
-        await self._durable(db.booking_put(fields), f"booking {booking.name}")
-        self.stored[booking.name] = stored
-        self._changed()
-        return old is not None
+        stored = []
+        for booking in bookings:
+            old = self.stored.get(booking.name)
+            stored.append(
+                Stored(
+                    replace(booking, source=None),
+                    old.created_by if old is not None else who,
+                    old.created if old is not None else now,
+                    who,
+                    now,
+                )
+            )
+        # thousands of documents take a while to write out: not on the loop
+        rows = await asyncio.to_thread(_rows, stored)
+        replaced = [b.name in self.stored for b in bookings]
+
+        def keep() -> None:
+            for s in stored:
+                self.stored[s.booking.name] = s
+            self._changed()
+
+        what = f"booking {bookings[0].name}" if len(bookings) == 1 else f"{len(bookings)} bookings"
+        await self._durable(db.bookings_put(rows), what, late=keep)
+        keep()
+        return replaced
 
     async def drop(self, name: str) -> None:
         """Delete booking ``name`` once the deletion is committed."""
         db = self._check_ready()
-        await self._durable(db.booking_drop(name), f"the deletion of booking {name}")
-        self.stored.pop(name, None)
-        self._changed()
+
+        def gone() -> None:
+            self.stored.pop(name, None)
+            self._changed()
+
+        await self._durable(db.booking_drop(name), f"the deletion of booking {name}", late=gone)
+        gone()

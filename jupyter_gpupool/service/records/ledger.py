@@ -9,6 +9,7 @@ them running (``last_seen``, written every ``history_interval``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -28,6 +29,8 @@ class Ledger:
         self.db = db
         self.index = index
         self.now = now  # the service's clock
+        #: How long a stop waits for the database to have why it is stopped
+        self.durable_timeout = 5.0
         self.open: dict[str, dict[str, Any]] = {}  # pod uid -> session
         #: (namespace, name) of pods the service stopped, and how their sessions end
         self.stopping: dict[tuple[str, str], str] = {}
@@ -38,6 +41,28 @@ class Ledger:
     def reclaiming(self, server: Any) -> None:
         """The service is stopping this server to reclaim its GPUs: its session ends so."""
         self.stopping[(server.namespace, server.name)] = ledger.RECLAIMED
+
+    async def reclaiming_durably(self, server: Any) -> None:
+        """As :meth:`reclaiming`, and once the database has it (at most ``durable_timeout``
+        seconds): a service killed right after asking the hub to stop the server still
+        closes its session as ``reclaimed`` when it starts again."""
+        self.reclaiming(server)
+        session = self.open.get(server.uid)
+        if session is None:
+            return
+        session["ended"] = ledger.RECLAIMED
+        future = self.db.session_stopping(server.uid, ledger.RECLAIMED)
+        if future is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.wrap_future(future), self.durable_timeout)
+        except Exception as e:  # the stop goes ahead: the booking's members come first
+            log.error(
+                "why %s/%s is stopped (reclaimed) could not be recorded first: %s",
+                server.namespace,
+                server.name,
+                str(e) or f"no commit within {self.durable_timeout:g} s",
+            )
 
     def culled(self, server: Any) -> None:
         """The service is stopping this server because its GPUs stayed idle."""
@@ -79,7 +104,8 @@ class Ledger:
                 pod = None  # another pod of the same name
             finished = ledger.finished_at(pod) if pod is not None else None
             stopped = finished if finished is not None else float(session["last_seen"])
-            self.db.close_session(uid, stopped, ledger.how_it_ended(pod, None))
+            # how the service said it would stop it (session_stopping), if it did
+            self.db.close_session(uid, stopped, ledger.how_it_ended(pod, session.get("ended")))
             if self.on_close is not None:
                 self.on_close(session, stopped)
             closed += 1
@@ -136,7 +162,7 @@ class Ledger:
     def _close(self, uid: str, key: tuple[str, str], pod: Mapping[str, Any] | None) -> None:
         session = self.open.pop(uid)
         stopped = ledger.close_time(session, pod, self.now())
-        how = ledger.how_it_ended(pod, self.stopping.pop(key, None))
+        how = ledger.how_it_ended(pod, self.stopping.pop(key, None) or session.get("ended"))
         self.db.close_session(uid, stopped, how)
         if self.on_close is not None:
             self.on_close(session, stopped)

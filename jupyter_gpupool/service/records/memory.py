@@ -99,6 +99,7 @@ class Records:
             log.info("Database %s: schema %s", db.description, after)
         self.ledger = Ledger(db, index, lambda: clock.now())  # patched in tests: read late
         self.budgets = BudgetBook(self._budget_sessions, lambda: clock.now())
+        self.ledger.durable_timeout = self.durable_timeout
         self.ledger.on_open = self.budgets.opened
         self.ledger.on_close = self._closed
         await self.ledger.take_up(await asyncio.to_thread(db.sessions, open_only=True), read_pod)

@@ -13,13 +13,14 @@ durable write run under one lock, so two bookings sent at once cannot both take 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...core.admission.booking_fit import booking_conflicts, capacity_from_rows, pool_guarantees
 from ...core.documents.yaml_reader import Document, DocumentError, load_documents
 from ...core.pools.booking_requests import is_booking_document, load_bookings
-from ...core.time.bookings import Booking
+from ...core.pools.model import Registry
+from ...core.time.bookings import Booking, all_occurrences, occurrences
 from .. import clock
 from ..errors import ApiError
 from ..records.bookingbook import BookingBook
@@ -70,33 +71,50 @@ class BookingDesk:
     async def apply(
         self, docs: Sequence[Document], who: str, replacing: str | None = None
     ) -> dict[str, list[str]]:
-        """Create or replace the bookings of ``docs``; with ``replacing`` (``PUT .../NAME``)
-        there is one, and it must be named so. ``{"created": [...], "replaced": [...]}``."""
+        """Create or replace the bookings of ``docs``, all of them or none; with ``replacing``
+        (``PUT .../NAME``) there is one, and it must be named so. ``{"created": [...],
+        "replaced": [...]}``. The checks run in a thread, on what the service holds when they
+        begin (the lock keeps it so), so that admissions go on meanwhile."""
         if not docs:
             raise ApiError(400, "the request holds no booking document")
         async with self.lock:
-            try:
-                bookings = load_bookings(docs, self.state.registry)
-            except DocumentError as e:
-                raise problems_error(400, "the booking documents have problems", e) from e
-            if replacing is not None:
-                if len(bookings) != 1 or bookings[0].name != replacing:
-                    names = ", ".join(b.name for b in bookings)
-                    raise ApiError(
-                        400,
-                        f"PUT api/v1/bookings/{replacing} takes one booking named "
-                        f"{replacing}, not {names or 'none'}",
-                    )
-                if replacing not in self.book.stored:
-                    self.find(replacing)  # 404 when there is none
-            self._check_names(bookings)
-            self._check_fit(bookings)
-            created: list[str] = []
-            replaced: list[str] = []
-            for b in bookings:
-                was = await self.book.put(b, who, clock.now())
-                (replaced if was else created).append(b.name)
-        return {"created": created, "replaced": replaced}
+            registry = self.state.registry
+            held = self.state.bookings
+            rows = self.state.pool_summaries()
+            bookings = await asyncio.to_thread(self._checked, docs, registry, held, rows, replacing)
+            replaced = await self.book.put_all(bookings, who, clock.now())
+        return {
+            "created": [b.name for b, was in zip(bookings, replaced, strict=True) if not was],
+            "replaced": [b.name for b, was in zip(bookings, replaced, strict=True) if was],
+        }
+
+    def _checked(
+        self,
+        docs: Sequence[Document],
+        registry: Registry,
+        held: Sequence[Booking],
+        rows: Sequence[Mapping[str, Any]],
+        replacing: str | None,
+    ) -> list[Booking]:
+        """The bookings of ``docs`` once every check passed (ApiError for the first that
+        fails). Pure but for reading what it is given: run in a thread."""
+        try:
+            bookings = load_bookings(docs, registry)
+        except DocumentError as e:
+            raise problems_error(400, "the booking documents have problems", e) from e
+        if replacing is not None:
+            if len(bookings) != 1 or bookings[0].name != replacing:
+                names = ", ".join(b.name for b in bookings)
+                raise ApiError(
+                    400,
+                    f"PUT api/v1/bookings/{replacing} takes one booking named "
+                    f"{replacing}, not {names or 'none'}",
+                )
+            if replacing not in self.book.stored and all(b.name != replacing for b in held):
+                raise ApiError(404, f"no booking named {replacing!r}")
+        _check_names(bookings, registry)
+        _check_fit(bookings, held, registry, rows)
+        return bookings
 
     async def delete(self, name: str) -> Booking:
         async with self.lock:
@@ -110,26 +128,53 @@ class BookingDesk:
             await self.book.drop(name)
         return booking
 
-    def _check_names(self, bookings: Sequence[Booking]) -> None:
-        files = {b.name: b for b in self.state.registry.bookings}
-        for b in bookings:
-            if b.name in files:
-                raise ApiError(
-                    409,
-                    f"booking name {b.name!r} is taken: a pool file has it "
-                    f"({files[b.name].source}); change it there, or choose another name",
-                )
 
-    def _check_fit(self, bookings: Sequence[Booking]) -> None:
-        """409 for the first of ``bookings`` that does not fit with every other booking."""
-        new = {b.name for b in bookings}
-        others = [b for b in self.state.bookings if b.name not in new]
-        registry = self.state.registry
-        conflicts = booking_conflicts(
-            [*others, *bookings],
-            capacity_from_rows(self.state.pool_summaries()),
-            pool_guarantees(registry.pool_quotas),
-        )
-        for c in conflicts:
-            if c.booking.name in new:
-                raise ApiError(409, f"booking does not fit: {c.words()}", window=c.window.words())
+def _check_names(bookings: Sequence[Booking], registry: Registry) -> None:
+    files = {b.name: b for b in registry.bookings}
+    for b in bookings:
+        if b.name in files:
+            raise ApiError(
+                409,
+                f"booking name {b.name!r} is taken: a pool file has it "
+                f"({files[b.name].source}); change it there, or choose another name",
+            )
+
+
+def _span(bookings: Sequence[Booking]) -> dict[str, tuple[float, float]]:
+    """Per pool, from the first start to the last end of ``bookings``' windows."""
+    out: dict[str, tuple[float, float]] = {}
+    for b in bookings:
+        windows = all_occurrences(b)
+        if not windows:
+            continue
+        a, z = out.get(b.pool, (windows[0].start, windows[-1].end))
+        out[b.pool] = (min(a, windows[0].start), max(z, windows[-1].end))
+    return out
+
+
+def _check_fit(
+    bookings: Sequence[Booking],
+    held: Sequence[Booking],
+    registry: Registry,
+    rows: Sequence[Mapping[str, Any]],
+) -> None:
+    """409 for the first of ``bookings`` that does not fit with every other booking. Only the
+    others in the same pools whose windows come within the new ones' span are read: the rest
+    cannot be in force with them."""
+    new = {b.name for b in bookings}
+    span = _span(bookings)
+    others = []
+    for b in held:
+        if b.name in new or b.pool not in span:
+            continue
+        a, z = span[b.pool]
+        if occurrences(b, a, z):
+            others.append(b)
+    conflicts = booking_conflicts(
+        [*others, *bookings],
+        capacity_from_rows(rows),
+        pool_guarantees(registry.pool_quotas),
+    )
+    for c in conflicts:
+        if c.booking.name in new:
+            raise ApiError(409, f"booking does not fit: {c.words()}", window=c.window.words())

@@ -71,7 +71,13 @@ class HealthHandler(APIHandler):
         }
         self.write_json(
             health_report(
-                ctx.loops, ctx.view.health(now), ctx.records.health(), utilization, now, views.iso
+                ctx.loops,
+                ctx.view.health(now),
+                ctx.records.health(),
+                utilization,
+                now,
+                views.iso,
+                bookings_left_out=ctx.bookings.book.left_out,
             )
         )
 

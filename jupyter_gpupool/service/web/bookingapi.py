@@ -4,11 +4,19 @@ desk's (:mod:`..registry.bookingdesk`); the rows are :mod:`core.words.booking_ro
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import logging
 from typing import Any
 
 from ...core.time.bookings import Booking
-from ...core.words.booking_rows import booking_row, is_member, parse_week, week_words
+from ...core.words.booking_rows import (
+    booking_row,
+    is_member,
+    parse_week,
+    rows_shown,
+    week_words,
+)
 from .. import clock, views
 from ..bodies import text_body
 from ..errors import ApiError
@@ -16,6 +24,8 @@ from ..records import changelog
 from ..registry.bookingdesk import booking_documents
 from .auth import ADMIN_SCOPE, USE_SCOPE
 from .base import APIHandler
+
+log = logging.getLogger(__name__)
 
 
 class BookingsBase(APIHandler):
@@ -36,7 +46,7 @@ class BookingsBase(APIHandler):
         try:
             return parse_week(self.get_argument("week", None), clock.now())
         except ValueError as e:
-            raise ApiError(400, str(e)) from None
+            raise ApiError(400, str(e), field="week") from None
 
 
 class BookingsHandler(BookingsBase):
@@ -45,9 +55,12 @@ class BookingsHandler(BookingsBase):
     async def get(self) -> None:
         now, week = clock.now(), self.week()
         pool = self.get_argument("pool", None)
-        rows = [
-            self.row(b, now, week) for b in await self.visible() if pool is None or b.pool == pool
-        ]
+        rows, unshown = rows_shown(
+            (b for b in await self.visible() if pool is None or b.pool == pool),
+            lambda b: self.row(b, now, week),
+        )
+        for name, why in unshown:
+            log.error("booking %s cannot be shown, left out of the list: %s", name, why)
         sunday = week + dt.timedelta(days=6)
         self.write_json(
             {
@@ -55,11 +68,13 @@ class BookingsHandler(BookingsBase):
                 "week_from": week.isoformat(),
                 "week_until": sunday.isoformat(),
                 "bookings": rows,
+                "unshown": [{"name": n, "problem": why} for n, why in unshown],
             }
         )
 
     async def post(self) -> None:
-        docs, others = booking_documents(text_body(self.body))
+        # a body of thousands of documents takes a while to read: not on the loop
+        docs, others = await asyncio.to_thread(booking_documents, text_body(self.body))
         if others:
             raise ApiError(
                 400,
@@ -69,8 +84,11 @@ class BookingsHandler(BookingsBase):
         self.record(changelog.applied_bookings(result))
         now = clock.now()
         names = [*result["created"], *result["replaced"]]
+        by_name = {b.name: b for b in self.ctx.state.bookings}
+        # a row per booking of the body: for thousands, not on the loop
+        rows = await asyncio.to_thread(lambda: [self.row(by_name[n], now) for n in names])
         self.write_json(
-            {**result, "bookings": [self.row(self.ctx.bookings.find(n), now) for n in names]},
+            {**result, "bookings": rows},
             status=201 if result["created"] else 200,
         )
 
@@ -86,7 +104,7 @@ class BookingHandler(BookingsBase):
         raise ApiError(404, f"no booking named {name!r}")
 
     async def put(self, name: str) -> None:
-        docs, others = booking_documents(text_body(self.body))
+        docs, others = await asyncio.to_thread(booking_documents, text_body(self.body))
         if others:
             raise ApiError(400, "only a kind: booking document belongs here")
         result = await self.ctx.bookings.apply(docs, self.caller.who, replacing=name)

@@ -205,3 +205,47 @@ async def test_the_spawn_form_says_what_is_left_of_a_booking_to_its_members(
     text = render_form(form_context(catalog, SpawnOptions()))
     assert "booked for ml-lab until 09:10: 1 of 2 free" in text
     assert (await dev_row("erin", []))["bookings"] == []  # not a member: nothing said
+
+
+async def test_a_borrower_stopped_at_the_start_is_reclaimed_in_the_database_before_the_hub_is_asked(
+    start_service, pools_dir, tmp_path, now
+):
+    """The ledger's ``reclaimed`` is committed before the hub is asked to stop the borrower:
+    a service gone right after asking (its memory with it) still closes the session as
+    ``reclaimed`` when it starts again and finds the pod gone."""
+    (pools_dir / "bookings.yaml").write_text(BOOKING)
+    db = tmp_path / "bookings.sqlite"
+    service = await start_service(db_url=f"sqlite:///{db}")
+    cluster, admin, hub = service.cluster, service.admin(), service.hub
+    when_asked: list[tuple[str, str | None] | None] = []
+
+    async def stop(user: str, server: str) -> int:
+        when_asked.append(sessions(db).get(f"{user}-nb"))
+        return 202  # the hub takes it; the pod is not gone yet
+
+    hub.on_stop = stop
+    bob = await admin.admit(user="bob", groups=["students"], pools=["dev-pool"], gpus=2)
+    await start_pod(cluster, bob, "bob-nb")
+    now[0] = T0 + 60
+    alice = await admin.admit(user="alice", groups=[], pools=["dev-pool"], gpus=2)
+    await start_pod(cluster, alice, "alice-nb")
+    await service.settled()
+    await async_wait_for(lambda: "alice-nb" in sessions(db), what="alice's session opened")
+
+    now[0] = START
+    await async_wait_for(lambda: when_asked, what="the hub asked to stop alice's server")
+    assert when_asked[0] is not None and when_asked[0][1] == "reclaimed"
+    await service.stop()  # gone before the pod went: what it kept in memory is lost
+    cluster.store.delete("pods", "default", "alice-nb")
+
+    await start_service(db_url=f"sqlite:///{db}")
+
+    def closed() -> tuple[float, str] | None:
+        with sqlite3.connect(db) as conn:
+            [(stopped, ended)] = conn.execute(
+                "SELECT stopped, ended FROM server_sessions WHERE pod = 'alice-nb'"
+            ).fetchall()
+        return (stopped, ended) if stopped is not None else None
+
+    _, ended = await async_wait_for(closed, what="alice's session closed")
+    assert ended == "reclaimed"

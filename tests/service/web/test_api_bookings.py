@@ -4,7 +4,8 @@ every change in the change log. Truth is read apart from the code under test: th
 with SQL, a fresh service's list.
 
 training-pool has 16 whole A100s and 1 GPU-equivalent of MIG instances (17); its quotas
-guarantee 14 (ml-research 12, alice 2), so 3 are left to book at any moment. The service's clock stands at T0, Friday 2027-01-15 08:00 UTC.
+guarantee 14 (ml-research 12, alice 2), which whole-GPU requests may claim, so 2 whole GPUs are
+left to book at any moment. The service's clock stands at T0, Friday 2027-01-15 08:00 UTC.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ async def test_a_booking_is_created_listed_by_week_and_refused_when_it_does_not_
     assert refused.value.status == 409
     assert refused.value.message == (
         "booking does not fit: ml-ops (Tue 2027-01-19 11:00\u201313:00 Europe/Berlin) overlaps "
-        "cs231 (Tue 2027-01-19 10:00\u201312:00 Europe/Berlin): 18 of 17 GPU-equivalents booked "
+        "cs231 (Tue 2027-01-19 10:00\u201312:00 Europe/Berlin): 18 of 16 whole GPUs booked "
         "(with 14 guaranteed by quotas); and 2 more windows"
     )
     assert [b["name"] for b in (await admin.bookings())["bookings"]] == ["cs231"]
@@ -203,12 +204,12 @@ async def test_a_booking_the_database_does_not_take_is_not_kept(db_url, start_se
     service = await start_service(db_url=db_url)
     db = service.ctx.records.db
 
-    def failing(fields):
+    def failing(rows):
         future = Future()
         future.set_exception(DatabaseError("the disk is full"))
         return future
 
-    db.booking_put = failing
+    db.bookings_put = failing
     with pytest.raises(GPUPoolError) as refused:
         await service.admin().create_bookings(CS231)
     assert refused.value.status == 503 and "the disk is full" in refused.value.message

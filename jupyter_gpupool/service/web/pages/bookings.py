@@ -14,7 +14,13 @@ from urllib.parse import quote
 from tornado import web
 
 from ....core.time.bookings import Booking
-from ....core.words.booking_rows import booking_row, parse_week, week_view, week_words
+from ....core.words.booking_rows import (
+    booking_row,
+    parse_week,
+    rows_shown,
+    week_view,
+    week_words,
+)
 from ... import clock, views
 from ...errors import ApiError
 from ...records import changelog
@@ -33,7 +39,11 @@ def shape_totals(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], int
 
 
 def booking_rows(ctx: Any, bookings: Iterable[Booking], now: float) -> list[dict[str, Any]]:
-    return [booking_row(b, now, views.iso, ctx.bookings.stored_meta(b.name)) for b in bookings]
+    """The rows of the bookings that can be shown (those that cannot: ``api/v1/health``)."""
+    rows, _ = rows_shown(
+        bookings, lambda b: booking_row(b, now, views.iso, ctx.bookings.stored_meta(b.name))
+    )
+    return rows
 
 
 class BookingsPage(AdminPageHandler):

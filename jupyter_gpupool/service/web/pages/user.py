@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ....core.time.saved_work import stop_row
-from ....core.words.booking_rows import booking_row, is_member
+from ....core.words.booking_rows import booking_row, is_member, rows_shown
 from ... import clock, views
 from ...errors import ApiError
 from .admin import sentence
@@ -83,9 +83,10 @@ class UserPage(PageHandler):
             stops=stops,
             stops_problem=stops_problem,
             stops_days=RECENT_STOP_DAYS,
-            bookings=[
-                booking_row(b, now, views.iso) for b in state.bookings if is_member(b, name, groups)
-            ],
+            bookings=rows_shown(
+                (b for b in state.bookings if is_member(b, name, groups)),
+                lambda b: booking_row(b, now, views.iso),
+            )[0],
         )
 
 

@@ -74,7 +74,7 @@ async def test_a_booking_that_does_not_fit_is_refused_on_the_admin_page(booked, 
     assert status == 409
     assert (
         "Booking does not fit: ml-ops (Tue 2027-01-12 10:00\u201312:00 Europe/Berlin) overlaps "
-        "cs231 (Tue 2027-01-12 10:00\u201312:00 Europe/Berlin): 18 of 17 GPU-equivalents booked"
+        "cs231 (Tue 2027-01-12 10:00\u201312:00 Europe/Berlin): 18 of 16 whole GPUs booked"
     ) in text(html)
     assert "name: ml-ops" in html  # kept for fixing
     assert sql(db_url, "SELECT name FROM bookings") == [("cs231",)]
