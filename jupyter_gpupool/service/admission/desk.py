@@ -94,6 +94,10 @@ class AdmissionDesk:
         self.on_reclaim: Callable[[ServerUsage], None] | None = None
         #: The requests waiting in line (:mod:`.queue`); None: no queue
         self.line: Line | None = None
+        #: Why nothing is admitted now (a 503 says it), empty when admissions are open: the
+        #: database did not answer, and what was promised before is not read back
+        #: (:mod:`..readback`)
+        self.shut = ""
 
     # --- checks before deciding ------------------------------------------------------------------
 
@@ -164,6 +168,8 @@ class AdmissionDesk:
         if not request.admission_id:
             request = replace(request, admission_id=new_admission_id())
         self.check_pools(request)
+        if self.shut:
+            raise ApiError(503, self.shut)
         async with self.lock:
             decision, written = self._decide_and_reserve(request)
             if decision.admitted:

@@ -79,6 +79,7 @@ class BookingDesk:
                 bookings = load_bookings(docs, self.state.registry)
             except DocumentError as e:
                 raise problems_error(400, "the booking documents have problems", e) from e
+            self.book.check_ready()  # 503 before a 404 or 409 from what is not read back
             if replacing is not None:
                 if len(bookings) != 1 or bookings[0].name != replacing:
                     names = ", ".join(b.name for b in bookings)
@@ -100,6 +101,7 @@ class BookingDesk:
 
     async def delete(self, name: str) -> Booking:
         async with self.lock:
+            self.book.check_ready()  # 503 before a 404 from what is not read back
             if name not in self.book.stored:
                 booking = self.find(name)  # 404 when there is none
                 raise ApiError(
