@@ -14,6 +14,7 @@ limit of 4.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +23,8 @@ from sqlrows import sql
 from waiting import async_wait_for
 
 from jupyter_gpupool.client import AdmissionRejected, GPUPoolError
+
+TEST_POOLS = Path(__file__).resolve().parents[1] / "pools"
 
 POOL, POOL_GPUS = "dev-pool", 4
 #: The database is asked again every half second at most (the setting's default is 10 s)
@@ -95,9 +98,18 @@ async def test_a_restart_without_the_database_promises_nothing_until_it_has_read
         lambda: health_with(admin, "degraded"), what="the health to say degraded"
     )
     assert any("database" in p and "not answering" in p for p in answer["problems"]), answer
-    loop = {r["name"]: r for r in answer["loops"]}["records.database"]
-    assert loop["running"], loop
     assert answer["database"]["read_back"] is False, answer["database"]
+
+    async def tried_again() -> dict[str, Any] | None:
+        loop = {r["name"]: r for r in (await admin.health())["loops"]}["records.database"]
+        return loop if loop["running"] and loop["runs"] >= 3 else None
+
+    await async_wait_for(tried_again, what="the service to try the database 3 times")
+    await refused_503(ask("sue"))  # still nothing admitted
+    # an admin's change meanwhile (the quotas as they are, put again) is kept in memory...
+    await admin.put_quotas((TEST_POOLS / "quotas.yaml").read_text())
+    said_changes = [c.what for c in service.ctx.changes.latest(1)]
+    assert said_changes == ["replaced the quota documents (test-quotas)"], said_changes
 
     outage.up()
     # no restart: the service reads back what it promised before
@@ -106,6 +118,11 @@ async def test_a_restart_without_the_database_promises_nothing_until_it_has_read
     )
     assert await held(admin) == before
     assert await in_line(admin) == [quinn["id"]]
+    # ...and written to the database once it answers
+    await async_wait_for(
+        lambda: [w for (w,) in sql(outage.url, "SELECT what FROM changes")] == said_changes,
+        what="the change made while the database was down, in the database",
+    )
     with pytest.raises(AdmissionRejected, match="no node has 2 free GPUs"):
         await ask("sue")
     print(f"GPUs promised on the {POOL_GPUS}-GPU pool: {sum(promised.values())}")
