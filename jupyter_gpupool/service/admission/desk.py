@@ -122,6 +122,15 @@ class AdmissionDesk:
                 skipped=[{"pool": n, "reason": NO_ACCESS} for n in names],
             )
 
+    def check_known(self, admission_id: str) -> None:
+        """503 while the desk is shut: whether ``admission_id`` is held or in line is not known
+        until what was promised before is read back (a 404 or "unknown" would tell its spawner
+        that a place it was promised is lost)."""
+        if self.shut:
+            raise ApiError(
+                503, f"where admission {admission_id} stands is not known yet: {self.shut}"
+            )
+
     # --- deciding --------------------------------------------------------------------------------
 
     async def _sweep_round(self) -> None:

@@ -94,6 +94,11 @@ async def test_a_restart_without_the_database_promises_nothing_until_it_has_read
     assert "database" in said and "admit" in said, said
     assert "nothing" in said.lower() or "no admission" in said.lower(), said
     await refused_503(ask("sue", queue=True))
+    # quinn's place is not known yet: his spawner is told so (503), not that it is lost
+    said = await refused_503(admin.admission(quinn["id"]))
+    assert f"where admission {quinn['id']} stands is not known yet" in said, said
+    await refused_503(admin.admissions_wait({quinn["id"]: None}))
+    await refused_503(admin.release(quinn["id"]))
     answer = await async_wait_for(
         lambda: health_with(admin, "degraded"), what="the health to say degraded"
     )
