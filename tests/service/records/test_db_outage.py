@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from service_kit import T0, start_pod
+from service_kit import T0, ServiceProcess, start_pod
 from sqlrows import sql
 from waiting import async_wait_for
 
-from jupyter_gpupool.client import AdmissionRejected, GPUPoolError
+from jupyter_gpupool.client import AdmissionRejected, GPUPoolClient, GPUPoolError
 
 TEST_POOLS = Path(__file__).resolve().parents[1] / "pools"
 
@@ -260,3 +260,54 @@ async def test_the_health_report_says_the_database_is_not_answering_while_it_is_
     assert answer["database"]["answering"] is True and answer["problems"] == []
     sam = await admin.admit(user="sam", groups=["students"], pools=[POOL], gpus=1)
     assert reserved_rows(outage.url) == {sam["id"]: 1}
+
+
+async def test_sigkills_around_an_outage_promise_no_gpu_twice(
+    outage, sim_cluster, hub, pools_dir, tmp_path
+):
+    """The service as a process (``python -m jupyter_gpupool.service``), killed with SIGKILL:
+    after 4 GPUs of dev-pool were promised; again while its database is down (started without
+    it, it admitted nothing); and once more after the database came back. Each time the GPUs
+    held (the API) and the reservations (the database's rows) are those 4, and no one else is
+    admitted."""
+    svc = ServiceProcess(
+        sim_cluster,
+        hub,
+        pools_dir,
+        tmp_path / "service.log",
+        db_url=outage.url,
+        extra_args=[
+            "--GPUPoolService.db_check_interval=0.5",
+            "--GPUPoolService.reservation_ttl=3600",
+        ],
+    )
+    admin = GPUPoolClient(svc.url, hub.admin("ops"), request_timeout=10)
+    try:
+        await svc.start()
+        before = {}
+        for user in ("sam", "sal"):
+            answer = await admin.admit(user=user, groups=["students"], pools=[POOL], gpus=2)
+            before[answer["id"]] = 2
+        svc.kill()
+
+        outage.down()
+        await svc.start()
+        await refused_503(admin.admit(user="sue", groups=[], pools=[POOL], gpus=2))
+        svc.kill()
+        await svc.start()  # killed and started again, still without its database
+        await refused_503(admin.admit(user="sue", groups=[], pools=[POOL], gpus=2))
+
+        outage.up()
+        await async_wait_for(lambda: health_with(admin, "ok"), what="the database read back")
+        assert await held(admin) == before == reserved_rows(outage.url)
+        with pytest.raises(AdmissionRejected, match="no node has 2 free GPUs"):
+            await admin.admit(user="sue", groups=[], pools=[POOL], gpus=2)
+        svc.kill()
+
+        await svc.start()
+        assert await held(admin) == before == reserved_rows(outage.url)
+        with pytest.raises(AdmissionRejected, match="no node has 2 free GPUs"):
+            await admin.admit(user="sid", groups=[], pools=[POOL], gpus=2)
+    finally:
+        await admin.close()
+        svc.stop()
