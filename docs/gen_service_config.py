@@ -103,6 +103,7 @@ ORDER = (
     "history_interval",
     "history_hours",
     "db_url",
+    "db_check_interval",
     "durable_timeout",
     "history_raw_days",
     "history_days",

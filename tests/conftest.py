@@ -83,6 +83,16 @@ def db_url(request: pytest.FixtureRequest, tmp_path) -> str:
     return str(request.getfixturevalue("fresh_postgresql_url"))
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def outage(request: pytest.FixtureRequest, tmp_path):
+    """The service's database, which the test takes down and brings back (tests/outage.py):
+    an SQLite file whose directory goes away, or a PostgreSQL server of its own that stops."""
+    import outage
+
+    with outage.outage(str(request.param), tmp_path) as o:
+        yield o
+
+
 # --- parallel runs (pytest-xdist; scripts/test.sh runs -n N --dist loadgroup) -------------------
 
 

@@ -24,7 +24,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
-from sqlalchemy import Engine, Select, create_engine, delete, event, select, update
+from sqlalchemy import Engine, Select, create_engine, delete, event, select, text, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -176,19 +176,46 @@ class Database(Writer):
         """Connect and upgrade the schema; start the writer. ``(revision before, after)``.
 
         Raises :class:`SchemaTooNew`, or :class:`DatabaseError` when the database cannot be
-        reached or written (the service then runs without it and says so)."""
+        reached or written (the service says so and tries again later: :meth:`open` may be
+        called again after a failure)."""
         try:
             self.engine = make_engine(self.url)
             revisions = upgrade(self.engine)
         except SchemaTooNew:
+            self._drop_engine()
             raise
         except (SQLAlchemyError, OSError, CommandError, ValueError) as e:
+            self._drop_engine()
             self.last_error = short_error(e)
             raise DatabaseError(
                 f"cannot use the database {self.description}: {short_error(e)}"
             ) from e
         self.start_writer()
         return revisions
+
+    def _drop_engine(self) -> None:
+        """Forget the engine of a database that could not be opened (it is tried anew)."""
+        if self.engine is not None:
+            self.engine.dispose()
+            self.engine = None
+
+    def shut(self) -> None:
+        """Stop the writer and forget the engine without writing what is queued: an open whose
+        read-back failed (:meth:`read_back`), to be tried again from :meth:`open`."""
+        self.stop_writer(2.0)  # nothing is queued: the thread ends at once
+        self._drop_engine()
+        self.healthy = False
+
+    def ping(self) -> None:
+        """One round trip to the database (``SELECT 1``); raises :class:`DatabaseError` when it
+        does not answer."""
+        if self.engine is None:
+            raise DatabaseError("the database is not open")
+        try:
+            with self.engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+        except SQLAlchemyError as e:
+            raise DatabaseError(short_error(e)) from e
 
     def close(self, timeout: float = 10.0) -> None:
         """Write what is queued (for at most ``timeout`` seconds), then stop."""
@@ -536,6 +563,24 @@ class Database(Writer):
         )
         with self._read() as s:
             return [dict(zip(RESERVATION_FIELDS, r, strict=True)) for r in s.execute(query)]
+
+    def read_back(self, now: float, admitted_since: float) -> dict[str, list[dict[str, Any]]]:
+        """What the service promised and kept before it (re)started, read in one go: the open
+        ``sessions``, the latest ``changes``, the ``reservations`` not expired at ``now``, the
+        ``queue`` (entries in line, and those admitted since ``admitted_since``) and the
+        ``bookings``. Raises :class:`DatabaseError` when any of them cannot be read."""
+        try:
+            return {
+                "sessions": self.sessions(open_only=True),
+                "changes": self.changes(200),
+                "reservations": self.reservations(now),
+                "queue": self.queue(admitted_since),
+                "bookings": self.bookings(),
+            }
+        except SQLAlchemyError as e:
+            raise DatabaseError(
+                f"cannot read the database {self.description}: {short_error(e)}"
+            ) from e
 
     def bookings(self) -> list[dict[str, Any]]:
         """Every booking made through the API, by name: the columns of :class:`BookingRow`."""

@@ -67,6 +67,7 @@ class Writer:
 
     def start_writer(self) -> None:
         self.healthy = True
+        self._stopping = False  # started again after a stop (a database opened anew)
         self._thread = threading.Thread(target=self._write_loop, name="gpupool-db", daemon=True)
         self._thread.start()
 

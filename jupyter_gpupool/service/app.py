@@ -51,6 +51,7 @@ from .monitoring.idlewatch import IdleWatch, no_groups
 from .monitoring.metrics import Metrics
 from .monitoring.polling import DCGMSource, PrometheusSource, Utilization
 from .monitoring.runtimewatch import RuntimeWatch
+from .readback import ReadBack
 from .records.memory import Records, StartupRefused
 from .records.samples import UsageHistory
 from .registry.bookingdesk import BookingDesk
@@ -113,6 +114,7 @@ class GPUPoolService(Application, GPUPoolSettings):
             self.load_config_file(self.config_file)
             self.update_config(self.cli_config)  # the command line wins
         self._ctx: ServiceContext | None = None
+        self._readback: ReadBack | None = None
         self._server: tornado.httpserver.HTTPServer | None = None
         self._stopping = asyncio.Event()
 
@@ -303,7 +305,8 @@ class GPUPoolService(Application, GPUPoolSettings):
             waits = WaitEstimates(ctx.desk.line, ctx.records.durations.history)
             waits.sure_end = ctx.sure_end
             ctx.desk.line.estimates = waits.of
-        if ctx.records.available:
+        if self._readback is not None and ctx.records.db is not None:
+            ctx.loops.append(self._readback.loop)  # read back late, then checked
             ctx.loops.append(ctx.records.durations.loop)  # the durations read again
         utilization = ctx.utilization
         if utilization.source is not None:
@@ -341,68 +344,18 @@ class GPUPoolService(Application, GPUPoolSettings):
         )
 
     async def _remember(self, ctx: ServiceContext) -> None:
-        """Open the database: the ledger takes up the sessions that were open, the change log
-        what it had, the desk the reservations that had not expired (what the service promised
-        before a crash), and all follow the cluster and the admins from now on."""
-        records = ctx.records
+        """Read back what the database kept: the ledger takes up the sessions that were open,
+        the change log what it had, the desk the reservations that had not expired (what the
+        service promised before a crash), the line its entries, the bookings come into force.
+        A database that does not answer shuts the desk (nothing is admitted) until the
+        ``records.database`` loop has read it back (:mod:`.readback`)."""
+        readback = self._readback = ReadBack(ctx, self.db_check_interval)
         try:
-            await records.open(ctx.state.index, ctx.kube.get_pod)
+            done = await readback.once()
         except StartupRefused as e:
             raise StartupError(str(e)) from None
-        if records.ledger is None or records.db is None:
-            records.follow_budgets(ctx.state.registry.budgets)  # says they are not enforced
-            return
-        ctx.changes.load(await asyncio.to_thread(records.db.changes, 200))
-        await self._reserved(ctx)
-        ctx.changes.sink = records.change
-        ctx.view.on_pod = records.on_pod
-        ctx.view.on_pods_reset = records.ledger.tick
-        ctx.desk.on_reclaim = records.ledger.reclaiming
-        if ctx.booking_watch is not None:
-            ctx.booking_watch.on_stop = records.ledger.reclaiming_durably
-        ctx.idle.on_cull = records.ledger.culled
-        ctx.idle.on_warn = records.ledger.idle_warned
-        ctx.runtime.on_stop = records.ledger.over_runtime
-        ctx.budget_watch.on_stop = records.ledger.over_budget
-        ctx.state.budgets = records.budgets
-        ctx.state.on_registry = lambda registry: records.follow_budgets(registry.budgets)
-        records.follow_budgets(ctx.state.registry.budgets)
-        line = ctx.desk.line
-        if line is not None:  # the line as it was: entries wait for their spawners to ask
-            line.take_up(await records.queued(clock.now() - ctx.desk.ttl))
-            line.on_enqueue = records.queue_enqueued
-            line.on_end = records.queue_ended
-
-    async def _reserved(self, ctx: ServiceContext) -> None:
-        """The reservations kept before a restart hold their GPUs again, but those whose pods
-        the first list showed (the index counts the pods); from now on every reservation is
-        written before its answer and deleted when dropped."""
-        records, reservations, index = ctx.records, ctx.state.reservations, ctx.state.index
-        try:
-            kept = await records.reserved(clock.now())
-        except Exception as e:
-            raise StartupError(
-                f"cannot read the reservations kept in the database: {e}; the service cannot "
-                "know what it promised before it stopped"
-            ) from None
-        seen = 0
-        for r in kept:
-            reservations.add(r)
-            pod = index.admission_state(r.admission_id)
-            if pod is not None:
-                reservations.observe(r.admission_id, pod)
-                seen += 1
-        if kept:
-            self.log.info(
-                "%d reservations taken up from the database (%d whose pods are seen)",
-                len(kept),
-                seen,
-            )
-        reservations.on_release = records.unreserve
-        ctx.desk.record = records.reserve
-        for r in kept:
-            if r.admission_id not in reservations:
-                records.unreserve(r)  # its pod was bound: the row goes
+        if not done:
+            self.log.warning("Starting without the database: %s", ctx.desk.shut)
 
     def _listen(self, ctx: ServiceContext) -> None:
         # A spawn storm opens hundreds of connections at once; tornado's default backlog (128)

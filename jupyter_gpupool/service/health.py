@@ -55,7 +55,12 @@ def health_report(
                 f"nothing heard from the API server about {kind} for {w['age_seconds']:.0f} s"
             )
     if database["configured"]:
-        if not database["writing"] and database["problem"]:
+        if not database["read_back"]:
+            problems.append(
+                "the database is not answering, and nothing is admitted until what it kept is "
+                f"read back: {database['problem']}"
+            )
+        elif database["problem"]:
             problems.append(f"the database: {database['problem']}")
         if database["backlog"] > DATABASE_BACKLOG:
             problems.append(f"{database['backlog']} writes wait for the database")

@@ -45,6 +45,9 @@ class Loop:
         self.work = work
         self.wake = wake
         self.first = interval if first is None else first
+        #: The wait before the next round when it varies (a loop that backs off), asked after
+        #: each round; None: ``interval``
+        self.pace: Callable[[], float] | None = None
         self.log = logging.getLogger(f"gpupool.loops.{name}")
         self.runs = 0
         self.failures = 0
@@ -80,8 +83,8 @@ class Loop:
         wait = self.first
         while True:
             await self._wait(wait)
-            wait = self.interval
             await self.run_once()
+            wait = self.pace() if self.pace is not None else self.interval
 
     async def _wait(self, seconds: float) -> None:
         if self.wake is None:

@@ -191,6 +191,47 @@ def test_writes_wait_while_postgresql_is_down_and_land_when_it_is_back():
         assert rows(server.url, "SELECT count(*) FROM usage_samples") == [(1,)]
 
 
+def test_a_database_that_could_not_be_opened_or_read_back_opens_later_and_writes(outage):
+    """The service calls ``open`` again until it works (issue 36): a failed open leaves
+    nothing behind, and an open whose read-back failed is shut and opened again, its writer
+    writing again."""
+    db = Database(outage.url, batch_seconds=0)
+    outage.down()
+    with pytest.raises(DatabaseError, match="cannot use the database"):
+        db.open()
+    assert db.engine is None and not db.healthy
+    with pytest.raises(DatabaseError, match="not open"):
+        db.ping()
+    outage.up()
+    db.open()
+    try:
+        db.ping()
+        assert db.read_back(0.0, 0.0) == {
+            "sessions": [],
+            "changes": [],
+            "reservations": [],
+            "queue": [],
+            "bookings": [],
+        }
+        db.add_change(1.0, "user admin", "first", "API")
+        assert db.flush(timeout=10)
+        db.shut()  # as after a read-back that failed
+        assert db.engine is None
+        db.open()
+        db.add_change(2.0, "user admin", "after the second open", "API")
+        assert db.flush(timeout=10)
+        assert [c["what"] for c in db.read_back(0.0, 0.0)["changes"]] == [
+            "after the second open",
+            "first",
+        ]
+    finally:
+        db.close()
+    assert rows(outage.url, "SELECT what FROM changes ORDER BY time") == [
+        ("first",),
+        ("after the second open",),
+    ]
+
+
 def test_seen_open_marks_every_open_session_and_no_closed_one(db, db_url):
     now = time.time()
     db.open_session(session("u1", "alice", now - 100))

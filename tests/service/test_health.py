@@ -40,6 +40,7 @@ async def test_health_lists_every_loop_the_watch_and_the_database(start_service)
             "registry.reload",
             "bookings.windows",
             "records.durations",
+            "records.database",
         ]
     )
     assert loops["admission.sweep"]["interval_seconds"] == 1.0

@@ -94,6 +94,10 @@ class AdmissionDesk:
         self.on_reclaim: Callable[[ServerUsage], None] | None = None
         #: The requests waiting in line (:mod:`.queue`); None: no queue
         self.line: Line | None = None
+        #: Why nothing is admitted now (a 503 says it), empty when admissions are open: the
+        #: database did not answer, and what was promised before is not read back
+        #: (:mod:`..readback`)
+        self.shut = ""
 
     # --- checks before deciding ------------------------------------------------------------------
 
@@ -116,6 +120,15 @@ class AdmissionDesk:
                 403,
                 f"{request.user} may not use any of the pools asked for ({', '.join(names)})",
                 skipped=[{"pool": n, "reason": NO_ACCESS} for n in names],
+            )
+
+    def check_known(self, admission_id: str) -> None:
+        """503 while the desk is shut: whether ``admission_id`` is held or in line is not known
+        until what was promised before is read back (a 404 or "unknown" would tell its spawner
+        that a place it was promised is lost)."""
+        if self.shut:
+            raise ApiError(
+                503, f"where admission {admission_id} stands is not known yet: {self.shut}"
             )
 
     # --- deciding --------------------------------------------------------------------------------
@@ -164,6 +177,8 @@ class AdmissionDesk:
         if not request.admission_id:
             request = replace(request, admission_id=new_admission_id())
         self.check_pools(request)
+        if self.shut:
+            raise ApiError(503, self.shut)
         async with self.lock:
             decision, written = self._decide_and_reserve(request)
             if decision.admitted:

@@ -1,6 +1,7 @@
 """The bookings made through the API, kept in the database and in memory.
 
-At start the book reads every stored booking (:meth:`BookingBook.load`); from then on a booking
+At start (or once a database that did not answer then does) the book takes up every stored
+booking (:meth:`BookingBook.take_up`); from then on a booking
 is created, replaced or deleted here only once the database has committed it
 (:meth:`BookingBook.put`, :meth:`BookingBook.drop` await the write's future for at most
 ``durable_timeout`` seconds), so nothing the API answered exists in memory alone. Without a
@@ -82,11 +83,10 @@ class BookingBook:
         if self.on_change is not None:
             self.on_change(self.bookings())
 
-    async def load(self) -> None:
-        """Read every stored booking (the database is open). One that no longer loads is
-        logged and left out of force (its row stays)."""
-        assert self.db is not None
-        rows = await asyncio.to_thread(self.db.bookings)
+    def take_up(self, rows: list[dict[str, Any]]) -> None:
+        """The stored bookings, as the database's rows
+        (:meth:`~jupyter_gpupool.db.store.Database.bookings`), come into force. One that no
+        longer loads is logged and left out of force (its row stays)."""
         now = clock.now()
         for row in rows:
             try:
@@ -153,7 +153,9 @@ class BookingBook:
                 "changed: try again in a moment",
             ) from None
 
-    def _check_ready(self) -> Database:
+    def check_ready(self) -> Database:
+        """The database, once the stored bookings were read back; else 503 saying why (a
+        booking the service does not know of may exist)."""
         if not self.ready or self.db is None:
             raise ApiError(503, f"bookings are kept in the service's database, and {self.problem}")
         return self.db
@@ -166,7 +168,7 @@ class BookingBook:
     async def put_all(self, bookings: Sequence[Booking], who: str, now: float) -> list[bool]:
         """Create or replace ``bookings`` together once they are committed, in one
         transaction: all of them are kept or none. Whether each replaced one."""
-        db = self._check_ready()
+        db = self.check_ready()
         stored = []
         for booking in bookings:
             old = self.stored.get(booking.name)
@@ -195,7 +197,7 @@ class BookingBook:
 
     async def drop(self, name: str) -> None:
         """Delete booking ``name`` once the deletion is committed."""
-        db = self._check_ready()
+        db = self.check_ready()
 
         def gone() -> None:
             self.stored.pop(name, None)

@@ -37,6 +37,20 @@ class ChangeLog:
         for c in reversed(list(changes)):
             self._changes.append(Change(c["time"], c["who"], c["what"], c["via"]))
 
+    def take_up(
+        self, kept: Iterable[Mapping[str, Any]], sink: Callable[[float, str, str, str], None]
+    ) -> None:
+        """The database's changes (newest first) come before those made meanwhile, in memory
+        only (while the database did not answer), which ``sink`` is now told of; from now on
+        it is told of every change."""
+        meanwhile = list(self._changes)
+        self._changes.clear()
+        self.load(kept)
+        for change in meanwhile:
+            self._changes.append(change)
+            sink(change.time, change.who, change.what, change.via)
+        self.sink = sink
+
     def record(self, kind: str, name: str, what: str, via: str = "API") -> Change:
         change = Change(clock.now(), f"{kind} {name}", what, via)
         self._changes.append(change)

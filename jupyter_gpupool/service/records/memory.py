@@ -4,9 +4,13 @@ in its database (``c.GPUPoolService.db_url``; :mod:`jupyter_gpupool.db`).
 Writes are queued to the database's own thread. Two are durable, because an answer promises
 them: a reservation (the 201) and a queue entry (the 202). Their futures (:meth:`reserve`,
 :meth:`queue_enqueued`) are awaited by the admission desk, outside its lock, before it answers;
-every other write is batched after the answer. A database that never came up leaves admissions
-as they are (answered at once, not durable); the pages and the history API say what is missing
-and why (:attr:`Records.problem`).
+every other write is batched after the answer.
+
+What the database kept from before (open sessions, changes, reservations, the line, bookings) is
+read back in one go (:meth:`Records.read_back`). A database that does not answer then is tried
+again (:mod:`..readback` runs the loop, and the desk admits nothing meanwhile); once read back it
+is checked every so often (:meth:`Records.check`), and the pages, the health report and the
+history API say what is missing and why (:meth:`Records.status`).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any
 
 from ...core.accounting import ledger
@@ -49,6 +54,20 @@ class StartupRefused(Exception):
     """The database must not be used by this code (its schema is newer)."""
 
 
+class NotAnswering(Exception):
+    """The database did not answer: what it kept is not read back (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What the database kept from before, for the service to take up (:meth:`Records.read_back`):
+    the latest changes (newest first), the reservations not expired, the line's entries."""
+
+    changes: list[dict[str, Any]]
+    reservations: list[Reservation]
+    queue: list[Waiting]
+
+
 class Records:
     def __init__(self, db: Database | None, raw_days: float = 7, keep_days: float = 90):
         self.db = db
@@ -64,6 +83,12 @@ class Records:
         self.durations = DurationBook(db, keep_days, lambda: clock.now())
         #: Seconds a durable write (a lab's saved work) may take before the answer is a 503
         self.durable_timeout = 5.0
+        #: Whether what the database kept was read back (:meth:`read_back`): until then the
+        #: service does not know what it promised before
+        self.read = False
+        #: Why the database's last check failed (:meth:`check`); empty while it answers
+        self.not_answering = ""
+        self._ping: asyncio.Future[None] | None = None
         self._last_prune = float("-inf")
 
     @classmethod
@@ -76,23 +101,32 @@ class Records:
     def available(self) -> bool:
         return self.db is not None and self.db.engine is not None and not self.problem
 
-    async def open(self, index: UsageIndex, read_pod: ReadPod) -> None:
-        """Open the database (upgrading its schema) and take up the open sessions.
+    async def read_back(
+        self, index: UsageIndex, read_pod: ReadPod, now: float, admitted_since: float
+    ) -> Kept:
+        """Open the database (upgrading its schema), read back what it kept, and take up the
+        open sessions and the stored bookings; what the service takes up itself is returned:
+        the changes, the reservations not expired at ``now``, the line's entries (and those
+        admitted since ``admitted_since``: their spawner may not have heard it before the
+        restart).
 
-        A database that cannot be reached is logged and left out (``problem`` says why);
-        one newer than this code stops the service (:class:`StartupRefused`)."""
+        A database that cannot be opened or read raises :class:`NotAnswering` (``problem``
+        says why; nothing is taken up, and this may be called again); one newer than this code
+        raises :class:`StartupRefused`."""
         db = self.db
-        if db is None:
-            return
+        assert db is not None
         try:
             before, after = await asyncio.to_thread(db.open)
         except SchemaTooNew as e:
+            self._unread(str(e))
             raise StartupRefused(str(e)) from e
         except DatabaseError as e:
-            self.problem = str(e)
-            self.bookings.unavailable(str(e))
-            log.error("%s; usage history, GPU-hours and the change log are not kept", e)
-            return
+            raise self._unread(str(e)) from None
+        try:
+            rows = await asyncio.to_thread(db.read_back, now, admitted_since)
+        except DatabaseError as e:
+            await asyncio.to_thread(db.shut)
+            raise self._unread(str(e)) from None
         if before != after:
             log.info("Database %s: schema upgraded from %s to %s", db.description, before, after)
         else:
@@ -102,8 +136,48 @@ class Records:
         self.ledger.durable_timeout = self.durable_timeout
         self.ledger.on_open = self.budgets.opened
         self.ledger.on_close = self._closed
-        await self.ledger.take_up(await asyncio.to_thread(db.sessions, open_only=True), read_pod)
-        await self.bookings.load()
+        await self.ledger.take_up(rows["sessions"], read_pod)
+        self.bookings.take_up(rows["bookings"])
+        self.problem, self.not_answering, self.read = "", "", True
+        reservations = []
+        for r in rows["reservations"]:
+            text = r.pop("equivalents", None)
+            reservations.append(Reservation(**r, equivalents=parse_amount(text) if text else None))
+        return Kept(rows["changes"], reservations, [waiting_from_row(r) for r in rows["queue"]])
+
+    def _unread(self, why: str) -> NotAnswering:
+        """The database could not be read back: said everywhere it matters."""
+        if why != self.problem:
+            log.error(
+                "%s; until it answers, nothing is admitted, and usage history, GPU-hours and "
+                "the change log are not kept",
+                why,
+            )
+        self.problem = why
+        self.bookings.unavailable(why)
+        return NotAnswering(why)
+
+    async def check(self, timeout: float) -> bool:
+        """Whether the database (read back) answers a round trip within ``timeout`` seconds;
+        ``not_answering`` says why not. A round trip still out from an earlier check is waited
+        for rather than doubled."""
+        db = self.db
+        if db is None or not self.read:
+            return False
+        if self._ping is None or self._ping.done():
+            self._ping = asyncio.ensure_future(asyncio.to_thread(db.ping))
+        try:
+            await asyncio.wait_for(asyncio.shield(self._ping), timeout)
+        except Exception as e:  # DatabaseError, or late (TimeoutError)
+            why = str(e) or f"no answer within {timeout:g} s"
+            if not self.not_answering:
+                log.error("the database %s is not answering: %s", db.description, why)
+            self.not_answering = why
+            return False
+        if self.not_answering:
+            log.info("the database %s answers again", db.description)
+        self.not_answering = ""
+        return True
 
     def _closed(self, session: Mapping[str, Any], stopped: float) -> None:
         if self.budgets is not None:
@@ -195,21 +269,6 @@ class Records:
         if self.db is not None and self.ledger is not None:
             self.db.queue_end(admission_id, how, clock.now())
 
-    async def queued(self, admitted_since: float) -> list[Waiting]:
-        """At start: the entries that were in line, and those admitted since
-        ``admitted_since`` (their spawner may not have heard it before the restart, and their
-        GPUs were held in memory only), in order of arrival. A database that cannot answer
-        gives none (logged): the line starts empty, as it would without a database."""
-        if not self.available:
-            return []
-        assert self.db is not None
-        try:
-            rows = await asyncio.to_thread(self.db.queue, admitted_since)
-        except Exception as e:
-            log.error("cannot read the queue's entries; the line starts empty: %s", e)
-            return []
-        return [waiting_from_row(r) for r in rows]
-
     # --- the admissions' reservations ------------------------------------------------------------
 
     def reserve(self, r: Reservation) -> Future[None] | None:
@@ -226,19 +285,6 @@ class Records:
         """A reservation was dropped (released, expired, its pod seen): its row goes, batched."""
         if self.db is not None and self.ledger is not None:
             self.db.reservation_drop(r.admission_id)
-
-    async def reserved(self, now: float) -> list[Reservation]:
-        """At start: the reservations that had not expired at ``now``. A database that cannot
-        answer stops the start: the service cannot know what it promised."""
-        if not self.available:
-            return []
-        assert self.db is not None
-        rows = await asyncio.to_thread(self.db.reservations, now)
-        out = []
-        for r in rows:
-            text = r.pop("equivalents", None)
-            out.append(Reservation(**r, equivalents=parse_amount(text) if text else None))
-        return out
 
     # --- work saved before a stop -----------------------------------------------------------------
 
@@ -296,16 +342,21 @@ class Records:
         """Why history is missing or stale, for the pages; empty when all is well."""
         if self.problem:
             return self.problem
+        if self.db is not None and self.not_answering:
+            return f"the database {self.db.description} is not answering: {self.not_answering}"
         if self.db is not None and not self.db.healthy:
             return f"the database {self.db.description} is not answering: {self.db.last_error}"
         return ""
 
     def health(self) -> dict[str, Any]:
-        """The database writer, for ``GET api/v1/health``: whether it writes, and its backlog."""
+        """The database, for ``GET api/v1/health``: whether what it kept was read back, whether
+        it answers, whether the writer writes, and its backlog."""
         db = self.db
         return {
             "configured": db is not None,
             "url": db.description if db is not None else None,
+            "read_back": self.read,
+            "answering": db is not None and self.read and not self.not_answering,
             "writing": db is not None and db.healthy and not self.problem,
             "backlog": db.backlog if db is not None else 0,
             "written": db.written if db is not None else 0,

@@ -78,6 +78,7 @@ class BookingDesk:
         if not docs:
             raise ApiError(400, "the request holds no booking document")
         async with self.lock:
+            self.book.check_ready()  # 503 before a 404 or 409 from what is not read back
             registry = self.state.registry
             held = self.state.bookings
             rows = self.state.pool_summaries()
@@ -118,6 +119,7 @@ class BookingDesk:
 
     async def delete(self, name: str) -> Booking:
         async with self.lock:
+            self.book.check_ready()  # 503 before a 404 from what is not read back
             if name not in self.book.stored:
                 booking = self.find(name)  # 404 when there is none
                 raise ApiError(

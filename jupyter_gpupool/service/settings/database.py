@@ -55,9 +55,11 @@ class DatabaseSettings(HasTraits):
         PostgreSQL (``pip install jupyter_gpupool[postgresql]``), e.g.
         ``postgresql+psycopg://gpupool:PASSWORD@postgres:5432/gpupool``. The schema is
         upgraded when the service starts (and logged); a database written by a newer gpupool
-        is refused. A database that cannot be reached at start is logged and left out:
-        admissions go on (not durable), the pages say what is missing. An empty value keeps
-        nothing, and admissions are then answered at once but forgotten by a crash.
+        is refused. A database that cannot be reached at start is logged and tried again
+        (``db_check_interval``): the service starts, but admits nothing (503) until it has
+        read back what it promised before (reservations, places in line, bookings), then
+        admits again with no restart. An empty value keeps nothing, and admissions are then
+        answered at once but forgotten by a crash.
 
         With a database, an admission's reservation (201) and a queued request's place (202)
         are committed before the answer (``durable_timeout``), so a crash of the service
@@ -66,6 +68,23 @@ class DatabaseSettings(HasTraits):
         Example::
 
             c.GPUPoolService.db_url = "postgresql+psycopg://gpupool@db:5432/gpupool"
+        """,
+    ).tag(config=True)
+
+    db_check_interval = Float(
+        10.0,
+        help="""How often, in seconds, the service checks that its database (``db_url``)
+        answers, and the longest it waits before trying again one that does not.
+
+        A database that does not answer when the service starts (or stops answering later)
+        is tried again after 0.5 s, then twice as long each time (with jitter) up to this;
+        the ``records.database`` loop in ``GET api/v1/health`` shows the tries, and the
+        health report says the database is not answering until it does. Until a database
+        that did not answer at start has been read back, nothing is admitted (503).
+
+        Example::
+
+            c.GPUPoolService.db_check_interval = 30
         """,
     ).tag(config=True)
 
@@ -110,7 +129,12 @@ class DatabaseSettings(HasTraits):
     ).tag(config=True)
 
     @validate(
-        "history_interval", "history_hours", "history_raw_days", "history_days", "durable_timeout"
+        "history_interval",
+        "history_hours",
+        "history_raw_days",
+        "history_days",
+        "durable_timeout",
+        "db_check_interval",
     )
     def _positive_history(self, proposal: Any) -> float:
         return more_than_zero(proposal)

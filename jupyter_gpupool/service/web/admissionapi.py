@@ -257,6 +257,7 @@ class AdmissionHandler(LineAnswers):
 
     async def get(self, admission_id: str) -> None:
         wait = self._wait()
+        self.ctx.desk.check_known(admission_id)
         if wait > 0 and not await self.held(self._hold(admission_id, wait)):
             return
         desk = self.ctx.desk
@@ -272,6 +273,7 @@ class AdmissionHandler(LineAnswers):
         self.write_json(views.reservation_row(self._own(admission_id)))
 
     async def delete(self, admission_id: str) -> None:
+        self.ctx.desk.check_known(admission_id)
         line = self.ctx.desk.line
         found = line.lookup(admission_id) if line is not None else None
         if line is not None and isinstance(found, Waiting):

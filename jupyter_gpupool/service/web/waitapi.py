@@ -35,6 +35,8 @@ class AdmissionsWaitHandler(LineAnswers):
         body = parse_wait(parse_json(self.body))
         wait = min(body.wait, MAX_WAIT)
         desk = self.ctx.desk
+        for admission_id in body.heard:
+            desk.check_known(admission_id)
         async with desk.lock:
             self._check_all(body)
             changed = self._changed(body)

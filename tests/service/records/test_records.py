@@ -183,13 +183,19 @@ async def test_the_change_log_survives_a_restart(db_url, start_service):
     assert sql(db_url, "SELECT what FROM changes") == [(said,)]
 
 
-async def test_without_its_database_the_service_admits_and_says_what_is_missing(start_service):
-    # a PostgreSQL URL where nothing listens: the service starts, admits, and says why
+async def test_without_its_database_the_service_admits_nothing_and_says_what_is_missing(
+    start_service,
+):
+    # a PostgreSQL URL where nothing listens: the service starts, but it cannot know what it
+    # promised before (tests/service/records/test_db_outage.py has the database come back)
     service = await start_service(db_url="postgresql+psycopg://gpupool@127.0.0.1:9/gpupool")
-    a = await service.admin().admit(
-        user="alice", groups=["ml-research"], pools=["dev-pool"], gpus=1
-    )
-    assert a["pool"] == "dev-pool"
+    with pytest.raises(GPUPoolError) as refused:
+        await service.admin().admit(
+            user="alice", groups=["ml-research"], pools=["dev-pool"], gpus=1
+        )
+    assert refused.value.status == 503
+    assert "127.0.0.1:9" in str(refused.value) and "it admits nothing" in str(refused.value)
+    assert await service.admin().admissions() == []
     with pytest.raises(GPUPoolError) as missing:
         await service.admin().usage_history()
     assert missing.value.status == 503

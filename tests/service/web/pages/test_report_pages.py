@@ -457,11 +457,12 @@ async def test_the_pools_chart_goes_on_across_restarts_and_shows_the_range_chose
 async def test_without_their_database_the_pages_say_why_and_show_what_they_can(
     start_service, browsers, db, reason
 ):
+    # alice's server, admitted before (a service whose database is down admits nothing)
+    before = await start_service(db_url="")
+    a = await before.admin().admit(user="alice", groups=["ml-research"], pools=["dev-pool"], gpus=1)
+    await start_pod(before.cluster, a, "alice-nb")
+    await before.stop()
     service = await start_service(db_url=db)
-    a = await service.admin().admit(
-        user="alice", groups=["ml-research"], pools=["dev-pool"], gpus=1
-    )
-    await start_pod(service.cluster, a, "alice-nb")
     await service.settled()
     admin = browsers(service, "admin", [], [ADMIN_SCOPE])
     # the pools page: the chart kept in memory, and why
