@@ -42,7 +42,8 @@ from jupyter_gpupool.core.admission.queue import ADMITTED
 from jupyter_gpupool.core.admission.walk import AdmissionRequest
 from jupyter_gpupool.core.pools.reading import load_string
 from jupyter_gpupool.service.admission.desk import AdmissionDesk
-from jupyter_gpupool.service.admission.line import Line, entry_of, waiting_from_row
+from jupyter_gpupool.service.admission.entries import entry_of, waiting_from_row
+from jupyter_gpupool.service.admission.line import Line
 from jupyter_gpupool.service.monitoring.metrics import Metrics
 from jupyter_gpupool.service.state import ServiceState
 
