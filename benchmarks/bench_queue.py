@@ -70,7 +70,7 @@ class Bench:
     def new_desk(self, line: bool) -> AdmissionDesk:
         desk = AdmissionDesk(self.state, metrics=Metrics(lambda: self.state), ttl=3600)
         if line:
-            desk.line = Line(desk, heartbeat=10**9)
+            desk.line = Line(desk, heartbeat=10**9, max_per_user=0)  # random users: no cap
         return desk
 
     def fill(self, node: str, gpus: int | None = None, admitted: Decision | None = None) -> None:
