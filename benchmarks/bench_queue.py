@@ -17,10 +17,17 @@ line so that it stays 1,000 long. Prints one JSON line:
   line besides deciding what fits);
 - ``queued``: the line's length during the releases; ``admitted``: releases that let a request in.
 
-The event loop's wake-up (the pass runs as a task in the service) is not in the figures. Run::
+The event loop's wake-up (the pass runs as a task in the service) is not in the figures.
+
+With ``--held N`` it measures instead what N places held in line cost the service as the hub
+runs it (``held_places.py``: the service's CPU seconds and a bystander's ``GET api/v1/pools``
+p50 / p99, with the places held by ``--askers`` batch questions while the line moves every
+``--every`` seconds, against none held in the same run). Run::
 
     python benchmarks/bench_queue.py            # full size
     python benchmarks/bench_queue.py --nodes 50 --pools 5 --queued 40 --releases 20
+    python benchmarks/bench_queue.py --held 1000                # 1,000 places held, 15 s a way
+    python benchmarks/bench_queue.py --held 40 --seconds 2      # quick
 """
 
 from __future__ import annotations
@@ -70,7 +77,7 @@ class Bench:
     def new_desk(self, line: bool) -> AdmissionDesk:
         desk = AdmissionDesk(self.state, metrics=Metrics(lambda: self.state), ttl=3600)
         if line:
-            desk.line = Line(desk, heartbeat=10**9)
+            desk.line = Line(desk, heartbeat=10**9, max_per_user=0)  # random users: no cap
         return desk
 
     def fill(self, node: str, gpus: int | None = None, admitted: Decision | None = None) -> None:
@@ -143,7 +150,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queued", type=int, default=1000)
     parser.add_argument("--releases", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
+    held = parser.add_argument_group("places held in line (--held: held_places.py)")
+    held.add_argument("--held", type=int, default=0, help="places held in line (0: not run)")
+    held.add_argument("--per-user", type=int, default=4, help="places each user holds")
+    held.add_argument("--askers", type=int, default=5, help="batch questions holding them")
+    held.add_argument("--every", type=float, default=0.2, help="seconds between moves")
+    held.add_argument("--seconds", type=float, default=15.0, help="seconds each way is measured")
     args = parser.parse_args(argv)
+    if args.held:
+        import held_places
+
+        print(json.dumps(asyncio.run(held_places.run(args))))
+        return 0
 
     started = time.perf_counter()
     b = Bench(args)

@@ -108,6 +108,7 @@ ORDER = (
     "history_raw_days",
     "history_days",
     "queue_heartbeat",
+    "max_queued_per_user",
     "booking_warning",
     "utilization_source",
     "utilization_interval",

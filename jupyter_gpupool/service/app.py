@@ -226,7 +226,9 @@ class GPUPoolService(Application, GPUPoolSettings):
             reclaim_wait=self.reclaim_wait,
             durable_timeout=self.durable_timeout,
         )
-        desk.line = Line(desk, heartbeat=self.queue_heartbeat)
+        desk.line = Line(
+            desk, heartbeat=self.queue_heartbeat, max_per_user=self.max_queued_per_user
+        )
         records = Records.at(
             self.db_url, raw_days=self.history_raw_days, keep_days=self.history_days
         )

@@ -214,6 +214,24 @@ def no_pool_message(message: str, skipped: Sequence[Mapping[str, Any]]) -> str:
     return f"No pool can take your server now. {reasons or message}"
 
 
+def line_full_message(message: str, body: Mapping[str, Any]) -> str:
+    """The service would not put the start in line: the user already waits with as many
+    requests as one user may (its 429 names the cap and those requests' servers)."""
+    cap = body.get("max_queued_per_user")
+    places = [p for p in body.get("places") or () if isinstance(p, Mapping)]
+    if not isinstance(cap, int) or not places:
+        return f"No pool can take your server now, and it cannot wait in line: {message}"
+    names = ", ".join(
+        f"{p.get('server')}" if p.get("server") else "your default server" for p in places
+    )
+    return (
+        f"No pool can take your server now, and it cannot wait in line: you already wait "
+        f"for GPUs with {len(places)} server{'s' if len(places) != 1 else ''} ({names}), the "
+        f"most one user may ({cap}). Start it again once one of them has started, or stop "
+        "one of them."
+    )
+
+
 def unschedulable_message(seconds: float, refusals: Sequence[str]) -> str:
     """The start gave up: the scheduler refused the pod in every pool it was admitted to."""
     tried = "; ".join(refusals) or "the scheduler never placed it"

@@ -18,7 +18,7 @@ from typing import Any
 from ..client import AdmissionForbidden, AdmissionRejected, GPUPoolClient, GPUPoolError
 from ..core.words.shape_choice import entry_json
 from .errors import OptionsError, SpawnRefused
-from .messages import no_pool_message
+from .messages import line_full_message, no_pool_message
 from .options import Catalog, SpawnOptions
 
 __all__ = [
@@ -127,6 +127,8 @@ async def admit(
     except GPUPoolError as e:
         if e.status == 400:
             raise OptionsError(e.message) from e
+        if e.status == 429:  # the user holds as many places in line as one may
+            raise SpawnRefused(429, line_full_message(e.message, e.body)) from e
         raise ServiceUnavailable(e.message) from e
 
 

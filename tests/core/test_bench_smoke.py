@@ -4,9 +4,10 @@ Each prints one JSON line; the checks are on its shape and its counts: exactly t
 expected, as many measurements as requests asked for, every request answered as it should be (a
 benchmark of 401s or 500s measures nothing), percentiles in order, and each ratio to the baseline
 measured in the same run (named ``A_x_B``: A over B) above 1, except bench_database's ``on_x_off``
-and bench_admission's ``bookings_x_none_p99`` (a cost, about 1: noise puts it on either side), bench_bookings'
-``p99_x_baseline`` (a cost too: an unrelated request's p99 while bookings are checked over its
-p99 while nothing else happens), and bench_estimate's
+and bench_admission's ``bookings_x_none_p99`` (a cost, about 1: noise puts it on either side),
+bench_bookings' ``p99_x_baseline`` (a cost too: an unrelated request's p99 while bookings are
+checked over its p99 while nothing else happens), bench_queue's ``--held`` ratios (what places
+held cost: about 1 where none can move), and bench_estimate's
 ``naive_per_gpu_x_ours_*`` (a fairer naive estimate, about as close as ours: either side). bench_density replays a simulated
 day and measures no time: its checks are its ledger's (every session ends one way, once; idle
 GPU-hours within held ones; no node over-committed). bench_spawn's smoke test is in
@@ -387,6 +388,34 @@ def test_utilization_benchmark():
     assert abs(result["service_rss_x_without"] - rss_ratio) < 0.002
     # polling holds its measurements (and the code that takes them): more memory than without
     assert result["service_rss_x_without"] > 1
+
+
+def test_queue_benchmark_with_places_held():
+    result = run("bench_queue.py", "--held", 40, "--seconds", 2)
+    ways = ("elsewhere", "head")
+    assert set(result) == {
+        "held",
+        "askers",
+        "every_s",
+        "fill_s",
+        "places",
+        "admitted_from_line",
+        "refused",
+        "refusal",
+        *(f"{way}_{held}" for way in ways for held in ("none", "held")),
+        *(f"{way}_{ratio}_held_x_none" for way in ways for ratio in ("cpu", "p99")),
+    }
+    # every request was put in line (4 per user, within the cap), none refused
+    assert (result["held"], result["places"], result["refused"]) == (40, 40, {})
+    for way in ways:
+        for held in ("none", "held"):
+            figures = result[f"{way}_{held}"]
+            assert figures["moves"] > 0 and figures["cpu_s"] > 0
+            assert 0 < figures["bob_p50_ms"] <= figures["bob_p99_ms"]
+        cpu = result[f"{way}_held"]["cpu_s"] / result[f"{way}_none"]["cpu_s"]
+        assert abs(result[f"{way}_cpu_held_x_none"] - cpu) < 0.05 * cpu + 0.1
+    # the head of the line moved: requests were admitted from it (their pods made)
+    assert result["admitted_from_line"] > 0
 
 
 def test_queue_benchmark():

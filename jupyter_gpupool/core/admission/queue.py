@@ -51,6 +51,7 @@ __all__ = [
     "Pass",
     "Standing",
     "Waiting",
+    "kind_of",
     "never_reason",
     "order",
     "positions",
@@ -140,26 +141,54 @@ def standing(w: Waiting, state: AdmissionState) -> Standing:
     return replace(best, within_pools=frozenset(within))
 
 
+#: What a request waits for, apart from who sent it and when: requests of one kind stand
+#: alike and are decided alike (:func:`kind_of`)
+Kind = tuple[object, ...]
+
+
+def kind_of(request: AdmissionRequest) -> Kind:
+    """Its user, groups, pools and shapes, GPUs, GPU type and reclaim: what :func:`standing`
+    and a decision read of a request (not its id, server or arrival)."""
+    r = request
+    return (r.user, r.groups, r.pools, r.shapes, r.gpus, r.gpu_type, r.reclaim)
+
+
 def order(entries: Iterable[Waiting], state: AdmissionState) -> list[tuple[Waiting, Standing]]:
-    """The line as it stands now, first in line first."""
-    ranked = [(w, standing(w, state)) for w in entries]
+    """The line as it stands now, first in line first (each kind of request stood once)."""
+    stood: dict[Kind, Standing] = {}
+    ranked = []
+    for w in entries:
+        kind = kind_of(w.request)
+        s = stood.get(kind)
+        if s is None:
+            s = stood[kind] = standing(w, state)
+        ranked.append((w, s))
     ranked.sort(key=lambda pair: pair[1].key(pair[0].seq))
     return ranked
 
 
 def positions(ranked: Sequence[tuple[Waiting, Standing]], state: AdmissionState) -> dict[str, int]:
-    """Each request's place in line (1 = next) among the requests that share a pool with it."""
+    """Each request's place in line (1 = next) among the requests that share a pool with it.
+
+    Counted per set of pools listed so far (a line lists few), so that a request of several
+    pools costs those sets, not the requests ahead of it."""
     out: dict[str, int] = {}
-    ahead: dict[str, list[int]] = {}  # pool -> the ranks of the requests so far that list it
-    for rank, (w, _) in enumerate(ranked):
-        mine = pools_of(w.request, state)
-        if len(mine) == 1:
-            before = len(ahead.get(mine[0], ()))
-        else:
-            before = len({r for p in mine for r in ahead.get(p, ())})
-        out[w.id] = 1 + before
-        for p in mine:
-            ahead.setdefault(p, []).append(rank)
+    ahead: dict[frozenset[str], int] = {}  # a set of pools -> the requests so far that list it
+    meets: dict[frozenset[str], list[frozenset[str]]] = {}  # a set -> those sharing a pool
+    sets: dict[tuple[tuple[str, ...], tuple[str, ...]], frozenset[str]] = {}
+    for w, _ in ranked:
+        listed = (w.request.pools, w.request.groups)  # what pools_of reads of a request
+        mine = sets.get(listed)
+        if mine is None:
+            mine = sets[listed] = frozenset(pools_of(w.request, state))
+        if mine not in ahead:  # a new set: it meets those that share a pool, and they it
+            ahead[mine] = 0
+            meets[mine] = [other for other in ahead if other & mine]
+            for other in meets[mine]:
+                if other != mine:
+                    meets[other].append(mine)
+        out[w.id] = 1 + sum(ahead[other] for other in meets[mine])
+        ahead[mine] += 1
     return out
 
 

@@ -68,6 +68,11 @@ class NodeBook:
         self._selectors: tuple[tuple[str, Mapping[str, str]], ...] = tuple(selectors)
         self._nodes: dict[str, NodeRecord] = {}
         self._pools: dict[str, PoolState] = {}
+        #: Per pool, how many times its nodes or servers changed (never reset): whatever
+        #: was worked out from a pool's usage still holds while its count is the same
+        self.pool_changes: dict[str, int] = {}
+        #: How many changes of any pool (never reset)
+        self.changes = 0
 
     def _pool_of(self, labels: Mapping[str, str]) -> str:
         pool = labels.get(self.pool_label)
@@ -84,7 +89,13 @@ class NodeBook:
             ps = self._pools[name] = PoolState(name)
         return ps
 
+    def _changed(self, pool: str | None) -> None:
+        self.changes += 1
+        if pool is not None:
+            self.pool_changes[pool] = self.pool_changes.get(pool, 0) + 1
+
     def _add_node(self, node: NodeRecord) -> None:
+        self._changed(node.pool)
         self._nodes[node.name] = node
         ps = self._pool_state(node.pool)
         ps.nodes[node.name] = None
@@ -121,6 +132,7 @@ class NodeBook:
                 count._add(node.name, node.shape_free(resource, offered.count))
 
     def _remove_node(self, node: NodeRecord) -> None:
+        self._changed(node.pool)
         del self._nodes[node.name]
         ps = self._pools[node.pool]
         del ps.nodes[node.name]

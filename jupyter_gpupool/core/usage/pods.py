@@ -205,6 +205,7 @@ class PodBook(NodeBook):
                 self._node_shapes_used(node, p.shapes, 1)
         pool = node.pool if node is not None else p.pool_label
         p.linked_pool = pool
+        self._changed(pool)
         if p.user is not None:
             if pool is None:
                 self._unpooled[p.key] = None
@@ -242,6 +243,7 @@ class PodBook(NodeBook):
             if p.shapes:
                 self._node_shapes_used(node, p.shapes, -1)
         pool = p.linked_pool
+        self._changed(pool)
         if p.user is not None:
             if pool is None:
                 self._unpooled.pop(p.key, None)

@@ -83,6 +83,10 @@ class Reservations:
         self._user_total: dict[str, Amount] = {}
         self._heap: list[tuple[float, int, str]] = []
         self._seq = 0
+        #: Per pool, how many times what is held there changed (never reset)
+        self.pool_changes: dict[str, int] = {}
+        #: How many changes of any pool's (never reset)
+        self.changes = 0
         #: Told of each reservation dropped (released, expired, its pod bound or gone)
         self.on_release: Callable[[Reservation], None] | None = None
 
@@ -145,6 +149,8 @@ class Reservations:
         return out
 
     def _count_quota(self, r: Reservation, sign: int) -> None:
+        self.changes += 1
+        self.pool_changes[r.pool] = self.pool_changes.get(r.pool, 0) + 1
         amount = r.quota
         if not amount:
             return
@@ -154,6 +160,8 @@ class Reservations:
         _add(self._user_total, r.user, sign * amount)
 
     def _count_node(self, r: Reservation, sign: int) -> None:
+        self.changes += 1
+        self.pool_changes[r.pool] = self.pool_changes.get(r.pool, 0) + 1
         if r.node is None or not r.gpus:
             return
         if r.resource == GPU_RESOURCE:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import replace
 
+from ...core.admission.queue import Waiting
 from ...core.admission.walk import AdmissionRequest, Decision, ReclaimPlan, decide, user_subject
 from ...core.usage.index import ServerUsage
 from ...core.usage.reservations import Reservation
@@ -64,6 +65,29 @@ class _RandomIds:
 
 #: A new admission's id: 16 hex digits, unguessable enough, and a valid label value as it is.
 new_admission_id = _RandomIds()
+
+
+def line_full(user: str, mine: Sequence[Waiting], cap: int) -> ApiError:
+    """429: ``user`` already holds ``cap`` places in line (``mine``); the answer names them."""
+    servers = ", ".join(
+        f"'{w.request.server}'" if w.request.server else "the default" for w in mine
+    )
+    return ApiError(
+        429,
+        f"{user} already waits in line with {len(mine)} requests (servers {servers}), the "
+        f"most one user may (max_queued_per_user = {cap}): this one was not put in line. "
+        "Wait until one of them is admitted, or take one out of the line, and ask again.",
+        max_queued_per_user=cap,
+        places=[
+            {
+                "id": w.id,
+                "server": w.request.server,
+                "pools": list(w.request.pools),
+                "gpus": w.request.gpus,
+            }
+            for w in mine
+        ],
+    )
 
 
 class AdmissionDesk:
@@ -141,6 +165,7 @@ class AdmissionDesk:
         gone = self.state.reservations.expire(clock.now())
         if gone:
             if self.line is not None:
+                self.line.expired_unused(gone)  # admitted from the line, never used: back
                 self.line.kick()  # their GPUs may let a waiting request in
             self.metrics.expired.inc(len(gone))
             log.info("%d reservation(s) expired: %s", len(gone), [r.admission_id for r in gone])
@@ -209,6 +234,36 @@ class AdmissionDesk:
                     self.line.unrecorded(admission_id)
             raise
 
+    async def promised(self, admission_id: str) -> None:
+        """Before an answer about ``admission_id``: what it says is in the database (an
+        admission from the line, its reservation; a place put back in line, its entry). One
+        that could not be written ends (503)."""
+        line = self.line
+        found = line.lookup(admission_id) if line is not None else None
+        if found is None or line is None:
+            return
+        if not isinstance(found, Waiting):
+            if found.outcome is not None:
+                await self.admitted_from_line(admission_id, found.outcome)
+            return
+        written = line.unkept.get(admission_id)
+        if committed(written):
+            return
+        assert written is not None
+        try:
+            await asyncio.wait_for(asyncio.wrap_future(written), self.durable_timeout)
+            return
+        except Exception as e:  # DatabaseError, or late (TimeoutError)
+            why = str(e) or f"no commit within {self.durable_timeout:g} s"
+        async with self.lock:
+            line.unrecorded(admission_id, "its place")
+        log.error("place in line %s could not be recorded, dropped: %s", admission_id, why)
+        raise ApiError(
+            503,
+            "the place in line could not be recorded in the service's database "
+            f"({why}); nothing is kept for it: try again in a moment",
+        )
+
     async def kept(self, outcome: Outcome) -> Outcome:
         """``outcome`` once what it promises is in the database (outside the lock: concurrent
         admissions share one commit). A write that fails or takes over ``durable_timeout``
@@ -243,6 +298,9 @@ class AdmissionDesk:
         never = self.line.never(decision.request)
         if never is not None:
             return replace(refused, note="\n".join(x for x in (refused.note, never) if x))
+        mine = self.line.full_for(decision.request.user)
+        if mine is not None:
+            raise line_full(decision.request.user, mine, self.line.max_per_user)
         waiting, written = self.line.enqueue(decision.request, decision)
         place = self.line.row(waiting)
         return replace(refused, status=202, place=place, written=written)

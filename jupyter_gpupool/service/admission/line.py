@@ -43,13 +43,12 @@ from ...core.admission.queue import (
     CANCELLED,
     EXPIRED,
     QUEUED,
+    Kind,
     Pass,
-    Standing,
     Waiting,
+    kind_of,
     never_reason,
-    order,
     pools_of,
-    positions,
     promised_pools,
     standing,
     subject_words,
@@ -57,9 +56,12 @@ from ...core.admission.queue import (
 )
 from ...core.admission.walk import AdmissionRequest, Decision, decide
 from ...core.time.wait_estimate import Estimate
+from ...core.usage.reservations import Reservation
+from ...core.usage.shapes import WHOLE
 from .. import clock
 from ..loops import Loop
 from .outcome import Desk, Outcome, committed
+from .places import Places
 
 log = logging.getLogger(__name__)
 
@@ -75,24 +77,30 @@ class Ended:
     at: float
     message: str
     outcome: Outcome | None = None
+    #: An admitted entry as it waited: back in line if its reservation expires unused
+    entry: Waiting | None = None
 
 
 class Line:
-    def __init__(self, desk: Desk, *, heartbeat: float = 60.0, keep: float = 900.0):
+    def __init__(
+        self, desk: Desk, *, heartbeat: float = 60.0, keep: float = 900.0, max_per_user: int = 4
+    ):
         self.desk = desk
         self.state = desk.state
         self.heartbeat = heartbeat
         self.keep = keep  # how long an ended entry still answers its spawner
+        #: The most entries one user may have in line (0: no cap)
+        self.max_per_user = max_per_user
         self.waiting: dict[str, Waiting] = {}
+        #: Each user's entries in line
+        self.by_user: dict[str, dict[str, Waiting]] = {}
         self.asked: dict[str, float] = {}
         self.ended: dict[str, Ended] = {}
         self.reasons: dict[str, str] = {}
-        # where each entry stands and its place: computed when asked for after a change of
-        # usage (a pass ranks only the entries that might get in)
-        self._standings: dict[str, Standing] = {}
-        self._places: dict[str, int] = {}
-        self._standings_stale = True
-        self._places_stale = True
+        #: Where each entry stands and its place: worked out when asked after a change, for
+        #: the kinds of request the change could move (a pass ranks only those that might get in)
+        self.at = Places(self.state)
+        self._expired_at = float("-inf")
         self.reclaiming: set[str] = set()
         #: Taken up after a restart, and not asked for since: kept in place, never admitted
         self.unconfirmed: set[str] = set()
@@ -139,24 +147,31 @@ class Line:
         if written is not None:
             self.unkept[w.id] = written
         # others stand where they stood (a request in line uses no GPUs): only its own standing
-        s = standing(w, self.state.admission_state())
-        if not self._standings_stale:
-            self._standings[w.id] = s
-        self._places_stale = True
+        s = self.at.standing(w) or standing(w, self.state.admission_state())
         # a request within quota holds its pools against borrowers from now
         self.promised = self.promised | promised_pools([(w, s)])
         self.moved()  # a request within quota may go ahead of others
         log.info(
-            "%s waits in line for %s in %s (position %d)",
+            "%s waits in line for %s in %s (%d waiting)",
             request.user,
             gpus_text(request.gpus),
             ", ".join(pools_of(request, self.state.admission_state())),
-            self.places.get(w.id, 0),
+            len(self.waiting),
         )
         return w, written
 
+    def full_for(self, user: str) -> list[Waiting] | None:
+        """``user``'s entries in line when they hold as many as a user may (then a further
+        request of theirs is not put in line), else None."""
+        mine = self.by_user.get(user)
+        if not self.max_per_user or mine is None or len(mine) < self.max_per_user:
+            return None
+        return sorted(mine.values(), key=lambda w: w.seq)
+
     def _add(self, w: Waiting, reason: str) -> None:
         self.waiting[w.id] = w
+        self.by_user.setdefault(w.request.user, {})[w.id] = w
+        self.at.add(w)
         self.asked[w.id] = clock.now()
         self.reasons[w.id] = reason
         self.seq = max(self.seq, w.seq)
@@ -176,7 +191,7 @@ class Line:
     def kick(self) -> None:
         """Something changed that may let a request in: a pass runs soon."""
         self.dirty = True
-        self._standings_stale = True
+        self.at.changed()
         self._kick.set()
 
     def pass_if_due(self) -> None:
@@ -195,33 +210,45 @@ class Line:
         self._expire()
         state, index = self.state, self.state.index
         base = state.admission_state()
+        places = self.at.version
         may_reclaim = functools.cache(lambda pool: bool(index.over_quota_servers(pool)))
-        max_free = functools.cache(index.pool_max_room)
-        # Only the entries that list a pool with room (a node with free GPUs or free units of a
-        # shape, reservations not counted: an upper bound) or with borrowers to reclaim from are
-        # ranked: in the same
-        # order as the whole line, they alone could be admitted, and their standings say
-        # which of those pools are held for requests within quota. Elsewhere nothing can be
-        # admitted before the next change of usage (which kicks a pass): what was held stays
-        # held, in the pools some entry still waits for.
-        room: dict[str, bool] = {}
+        rooms: dict[str, int] = {}
+
+        def room(pool: str) -> int:
+            if pool not in rooms:
+                rooms[pool] = self._room(pool)
+            return rooms[pool]
+
+        # Only the kinds of request that list a pool with room (a node with free GPUs or free
+        # units of a shape: an upper bound) or with borrowers to reclaim from are ranked: in
+        # the same order as the whole line, they alone could be admitted, and their standings
+        # say which of those pools are held for requests within quota. Elsewhere nothing can
+        # be admitted before the next change of usage (which kicks a pass): what was held
+        # stays held, in the pools some entry still waits for. A pass costs the entries that
+        # might move, not every entry held.
+        opens: dict[str, bool] = {}
         might: list[Waiting] = []
-        for w in self.waiting.values():
-            pools = pools_of(w.request, base)
+        for members in self.at.kinds.values():
+            pools = pools_of(next(iter(members.values())).request, base)
             for pool in pools:
-                if pool not in room:
-                    room[pool] = max_free(pool) > 0 or may_reclaim(pool)
-            if any(room[q] for q in pools):
-                might.append(w)
-        ranked = order(might, base)
-        p = Pass(base, max_free, ranked)
-        p.promised |= frozenset(q for q in self.promised if room.get(q) is False)
+                if pool not in opens:
+                    opens[pool] = room(pool) > 0 or may_reclaim(pool)
+            if any(opens[q] for q in pools):
+                might.extend(members.values())
+        ranked = self.at.order(might)  # each kind stood again only if what it reads changed
+        p = Pass(base, room, ranked)
+        p.promised |= frozenset(q for q in self.promised if opens.get(q) is False)
+        # a kind of request refused once in this pass is refused again (nothing it reads got
+        # better since): the rest of its entries are not decided, and keep its reasons
+        refused: dict[Kind, str] = {}
         for w, s in ranked:
-            if (
-                w.id in self.reclaiming
-                or w.id in self.unconfirmed
-                or not p.worth_deciding(w, s, may_reclaim)
-            ):
+            if w.id in self.reclaiming or w.id in self.unconfirmed:
+                continue
+            kind = kind_of(w.request)
+            if kind in refused:
+                self.reasons[w.id] = refused[kind]
+                continue
+            if not p.worth_deciding(w, s, may_reclaim):
                 continue
             # taken up after a restart with the reservation it was admitted with before: that
             # reservation is its own, not in its way (it gets a new one now, or waits on)
@@ -229,47 +256,54 @@ class Line:
             decision = decide(w.request, replace(state.admission_state(), promised=p.promised))
             if decision.admitted:
                 self._admit(w, decision)
+                rooms.pop(str(decision.pool), None)  # less room there now
                 continue
             self.reasons[w.id] = decision.message
             if decision.reclaim is not None and s.within:
                 self._reclaim(w, decision)
+            else:
+                refused[kind] = decision.message
         # held for within-quota requests; an admitted one's pools until the next pass
         self.promised = p.promised
         self.passes += 1
-        self.moved()
+        if self.held:  # held questions look again only if a place moved (or an entry left)
+            self.at.places  # noqa: B018 - counted now, under the lock
+        if self.at.version != places:
+            self.moved()
         self.last_pass = time.perf_counter() - started
 
-    @property
-    def standings(self) -> dict[str, Standing]:
-        """Where each entry stands now (within quota, share)."""
-        if self._standings_stale:
-            base = self.state.admission_state()
-            self._standings = {w.id: s for w, s in order(self.waiting.values(), base)}
-            self._standings_stale = False
-            self._places_stale = True
-        return self._standings
+    def _room(self, pool: str) -> int:
+        """The most a request may find free on one node of ``pool`` (an upper bound): for a
+        pool of whole GPUs only, its free GPUs less those reserved on the same node; else the
+        index's free GPUs or units of a shape, reservations not counted."""
+        index = self.state.index
+        bound = index.pool_max_room(pool)
+        reserved = self.state.reservations.pool_nodes(pool)
+        if bound <= 0 or not reserved:
+            return bound
+        if any(c.shape.id != WHOLE for c in index.shape_counts(pool)):
+            return bound
+        return max(
+            (
+                index.node_free(n) - reserved.get(n, 0)
+                for n in index.node_names(pool)
+                if index.node_group(n) is not None
+            ),
+            default=0,
+        )
 
     @property
     def places(self) -> dict[str, int]:
         """Each entry's place among the entries that share a pool with it."""
-        standings = self.standings
-        if self._places_stale:
-            last = Standing(False, float("inf"))
-            ranked = sorted(
-                ((w, standings.get(w.id, last)) for w in self.waiting.values()),
-                key=lambda pair: pair[1].key(pair[0].seq),
-            )
-            self._places = positions(ranked, self.state.admission_state())
-            self._places_stale = False
-        return self._places
+        return self.at.places
 
     def _admit(self, w: Waiting, decision: Decision) -> None:
         reservation = decision.reservation(clock.now() + self.desk.ttl)
         written = self.desk.reserve(reservation)
         self.dirty = True  # usage changed: the next decision passes again first
-        self._standings_stale = True
+        self.at.changed()
         outcome = Outcome(201, decision, reservation, written=written)
-        self._end(w.id, ADMITTED, decision.message, outcome)
+        self._end(w.id, ADMITTED, decision.message, outcome, entry=w)
         self.admitted += 1
         self.desk.metrics.admissions.labels("admitted").inc()
         log.info(
@@ -278,6 +312,49 @@ class Line:
             decision.pool,
             clock.now() - w.since,
         )
+
+    def expired_unused(self, gone: Iterable[Reservation]) -> None:
+        """Reservations dropped at their expiry: an entry the line admitted whose pod never
+        came goes back to the end of the line (so that admissions nobody uses cannot keep
+        the head of the line), or leaves it when its user holds as many places as a user may.
+        Back in line it waits for its spawner to ask again before it is admitted (a spawner
+        that took up its admission and stopped asking leaves it, and it is dropped after
+        ``heartbeat``), and its place is kept in the database as a new entry's is."""
+        for r in gone:
+            ended = self.ended.get(r.admission_id)
+            if ended is None or ended.state != ADMITTED or ended.entry is None:
+                continue
+            if self.state.index.admission_state(r.admission_id) is not None:
+                continue  # its pod came (pending): the admission was used
+            self._back_of_line(ended.entry)
+
+    def _back_of_line(self, w: Waiting) -> None:
+        user, ttl = w.request.user, self.desk.ttl
+        unused = f"admitted from the line, but no server started within {ttl:g} s"
+        mine = self.full_for(user)
+        if mine is not None:
+            log.info("%s's unused admission %s leaves the line: %s", user, w.id, unused)
+            self._end(
+                w.id,
+                EXPIRED,
+                f"{unused}; not put back in line: {user} already waits with {len(mine)} "
+                f"other requests, the most one user may (max_queued_per_user = "
+                f"{self.max_per_user})",
+            )
+            return
+        self.seq += 1
+        back = Waiting(w.request, self.seq, w.since)
+        self.ended.pop(w.id, None)
+        self._add(back, f"{unused}: back at the end of the line")
+        self.unconfirmed.add(w.id)  # admitted again only once its spawner asks again
+        written = self.on_enqueue(back) if self.on_enqueue is not None else None
+        if written is not None:
+            self.unkept[w.id] = written
+        # within quota, it holds its pools against borrowers again, as a new entry does
+        s = standing(back, self.state.admission_state())
+        self.promised = self.promised | promised_pools([(back, s)])
+        log.info("%s's unused admission %s goes back to the end of the line", user, w.id)
+        self.moved()
 
     def _reclaim(self, w: Waiting, decision: Decision) -> None:
         assert decision.reclaim is not None
@@ -293,21 +370,37 @@ class Line:
 
         asyncio.get_running_loop().create_task(reclaim())
 
-    def _end(self, admission_id: str, how: str, message: str, outcome: Any = None) -> None:
-        self.waiting.pop(admission_id, None)
-        self._standings.pop(admission_id, None)
-        self._places_stale = True
+    def _end(
+        self,
+        admission_id: str,
+        how: str,
+        message: str,
+        outcome: Any = None,
+        entry: Waiting | None = None,
+    ) -> None:
+        w = self.waiting.pop(admission_id, None)
+        if w is not None:
+            mine = self.by_user.get(w.request.user, {})
+            mine.pop(admission_id, None)
+            if not mine:
+                self.by_user.pop(w.request.user, None)
+            self.at.remove(w)
         self.asked.pop(admission_id, None)
         self.unconfirmed.discard(admission_id)
         self.reasons.pop(admission_id, None)
         self.unkept.pop(admission_id, None)
-        self.ended[admission_id] = Ended(how, clock.now(), message, outcome)
+        self.ended[admission_id] = Ended(how, clock.now(), message, outcome, entry)
         self.moved()
         if self.on_end is not None:
             self.on_end(admission_id, how)
 
     def _expire(self) -> None:
+        """Entries nobody asked for during ``heartbeat`` leave; ended ones are forgotten after
+        ``keep`` (looked at once a second at most: a pass does not walk every entry)."""
         now = clock.now()
+        if 0 <= now - self._expired_at < 1.0:
+            return
+        self._expired_at = now
         for aid in self.held:  # a question held open is asking all the while
             if aid in self.asked:
                 self.asked[aid] = now
@@ -332,13 +425,14 @@ class Line:
         self.kick()  # those behind move up
         return True
 
-    def unrecorded(self, admission_id: str) -> None:
-        """The line admitted it, but its reservation could not be written (the desk dropped
-        it): it ends, and its spawner is told to try again."""
+    def unrecorded(self, admission_id: str, what: str = "the admission") -> None:
+        """The line admitted it (or put it back in line), but its reservation (its place)
+        could not be written: it ends, and its spawner is told to try again."""
+        done = "in line" if what != "the admission" else "admitted"
         self._end(
             admission_id,
             EXPIRED,
-            "admitted, but the admission could not be recorded in the service's database: "
+            f"{done}, but {what} could not be recorded in the service's database: "
             "try again in a moment",
         )
 
@@ -387,7 +481,7 @@ class Line:
 
     def row(self, w: Waiting) -> dict[str, Any]:
         """An entry as the API shows it."""
-        s = self.standings.get(w.id)
+        s = self.at.standing(w)
         pools = list(pools_of(w.request, self.state.admission_state()))
         place = self.places.get(w.id)
         guess = self.estimates().get(w.id) if self.estimates is not None else None
@@ -439,9 +533,7 @@ class Line:
 
     def ranked(self) -> list[Waiting]:
         """Every entry in line, first in line first."""
-        last = Standing(False, float("inf"))
-        standings = self.standings
-        return sorted(self.waiting.values(), key=lambda w: standings.get(w.id, last).key(w.seq))
+        return [w for w in self.at.ranked() if w.id in self.waiting]
 
     def lengths(self) -> dict[str, int]:
         """Per pool, the requests waiting for it."""
@@ -468,43 +560,3 @@ class Line:
             return
         async with self.desk.lock:
             self.run_pass()
-
-
-def entry_of(w: Waiting) -> dict[str, Any]:
-    """An entry as the database keeps it (:meth:`Database.queue_add
-    <jupyter_gpupool.db.store.Database.queue_add>`); :func:`waiting_from_row` reads it back."""
-    r = w.request
-    return {
-        "id": w.id,
-        "seq": w.seq,
-        "since": w.since,
-        "user": r.user,
-        "groups": list(r.groups),
-        # a pool with a shape as {"pool", "shape"}, as the API takes it
-        "pools": [
-            name if shape is None else {"pool": name, "shape": shape} for name, shape in r.choices()
-        ],
-        "gpus": r.gpus,
-        "gpu_type": r.gpu_type,
-        "server": r.server,
-        "reclaim": r.reclaim,
-    }
-
-
-def waiting_from_row(row: Mapping[str, Any]) -> Waiting:
-    """An entry from the database's copy (:meth:`Line.take_up`)."""
-    entries = [
-        (e, None) if isinstance(e, str) else (e["pool"], e.get("shape")) for e in row["pools"]
-    ]
-    request = AdmissionRequest(
-        user=str(row["user"]),
-        groups=tuple(row["groups"]),
-        pools=tuple(str(name) for name, _ in entries),
-        shapes=tuple(shape for _, shape in entries) if any(s for _, s in entries) else (),
-        gpus=int(row["gpus"]),
-        gpu_type=row.get("gpu_type"),
-        server=str(row.get("server") or ""),
-        admission_id=str(row["id"]),
-        reclaim=bool(row.get("reclaim", True)),
-    )
-    return Waiting(request, int(row["seq"]), float(row["since"]))

@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from ...core.accounting.ledger import parse_time
-from ...core.admission.queue import pools_of
+from ...core.admission.decision import AdmissionState
+from ...core.admission.queue import Waiting, pools_of
 from ...core.time.notices import STOP, Notice
 from ...core.time.wait_estimate import Ask, Estimate, Held, History, estimate
 from ...core.usage.rows import ServerUsage
@@ -65,12 +66,19 @@ class WaitEstimates:
         self.history = history
         self.sure_end: SureEnd = no_sure_end
         self._kept: tuple[tuple[object, ...], dict[str, Estimate]] | None = None
+        self._asks: dict[str, tuple[Waiting, object, Ask]] = {}
 
     def of(self) -> Mapping[str, Estimate]:
         """Each waiting entry's estimate."""
         now = clock.now()
         line, index = self.line, self.state.index
-        key = (line.seq, line.passes, len(line.waiting), len(index), len(self.state.reservations))
+        key = (
+            line.seq,
+            line.at.version,
+            len(line.waiting),
+            len(index),
+            len(self.state.reservations),
+        )
         if self._kept is not None and self._kept[0][:-1] == key:
             at = self._kept[0][-1]
             if isinstance(at, float) and 0 <= now - at < KEEP:
@@ -83,13 +91,22 @@ class WaitEstimates:
         self._kept = ((*key, now), found)
         return found
 
+    def _ask(self, w: Waiting, base: AdmissionState) -> Ask:
+        """What an entry asks for, as the estimate reads it (kept while it waits: it reads
+        only the request, and the registry's default pools for one without pools)."""
+        kept = self._asks.get(w.id)
+        if kept is not None and kept[0] is w and kept[1] is base.registry:
+            return kept[2]
+        ask = Ask(w.id, tuple(w.request.choices(pools_of(w.request, base))), w.request.gpus)
+        if len(self._asks) > 2 * len(self.line.waiting) + 100:  # those gone from the line
+            self._asks = {i: a for i, a in self._asks.items() if i in self.line.waiting}
+        self._asks[w.id] = (w, base.registry, ask)
+        return ask
+
     def _walk(self, now: float) -> dict[str, Estimate]:
         state, index = self.state, self.state.index
         base = state.admission_state()
-        asks = [
-            Ask(w.id, tuple(w.request.choices(pools_of(w.request, base))), w.request.gpus)
-            for w in self.line.ranked()
-        ]
+        asks = [self._ask(w, base) for w in self.line.ranked()]
         pools = {p for a in asks for p, _ in a.choices}
         held = []
         for s in (s for pool in pools for s in index.servers(pool)):

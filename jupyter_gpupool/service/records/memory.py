@@ -34,7 +34,7 @@ from ...core.usage.reservations import Reservation
 from ...core.usage.utilization import PodUtilization, busy_gpus
 from ...db.store import RESERVATION_FIELDS, Database, DatabaseError, SchemaTooNew
 from .. import clock
-from ..admission.line import entry_of, waiting_from_row
+from ..admission.entries import entry_of, waiting_from_row
 from ..errors import ApiError
 from ..monitoring.polling import Utilization
 from .bookingbook import BookingBook

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from traitlets import Float, HasTraits, Integer, validate
+from traitlets import Float, HasTraits, Integer, TraitError, validate
 
 from .checks import more_than_zero
 
@@ -77,6 +77,27 @@ class AdmissionSettings(HasTraits):
         """,
     ).tag(config=True)
 
+    max_queued_per_user = Integer(
+        4,
+        help="""The most requests one user may have waiting in line (``"queue": true``) at once.
+
+        A further request of that user that no pool can take now is refused with ``429``,
+        whose message names this cap and the user's requests in line (``places``: their ids,
+        servers, pools and GPU counts); the spawner says so on the progress page. A request
+        that a pool can take now is admitted as always: the cap counts only places in line.
+        An admission from the line whose server never started (its reservation expired
+        unused) goes back to the end of the line, unless its user holds this many places
+        again by then: then it leaves the line. Without a cap, one user could hold a thousand
+        places and, with spawns that never make their pods, keep everyone behind them waiting.
+        Entries taken up after a restart are kept even above a cap lowered meanwhile.
+        0 means no cap (not recommended).
+
+        Example::
+
+            c.GPUPoolService.max_queued_per_user = 2
+        """,
+    ).tag(config=True)
+
     booking_warning = Float(
         600.0,
         help="""Seconds before a booking's window starts that the servers borrowing its GPUs
@@ -94,6 +115,16 @@ class AdmissionSettings(HasTraits):
     @validate("reservation_ttl", "reclaim_wait", "booking_warning")
     def _positive_seconds(self, proposal: Any) -> float:
         return more_than_zero(proposal, " seconds")
+
+    @validate("max_queued_per_user")
+    def _cap(self, proposal: Any) -> int:
+        value = int(proposal["value"])
+        if value < 0:
+            raise TraitError(
+                f"max_queued_per_user must be 0 (no cap) or more, not {value}: "
+                "how many requests one user may have waiting in line at once"
+            )
+        return value
 
     @validate("queue_heartbeat")
     def _positive_heartbeat(self, proposal: Any) -> float:

@@ -89,9 +89,14 @@ class AdmissionsHandler(APIHandler):
             request, queue = await self._request()
             outcome = await self.ctx.desk.admit(request, queue=queue)
         except ApiError as e:
-            result = {400: "invalid", 403: "forbidden"}.get(e.status, "error")
+            result = {400: "invalid", 403: "forbidden", 429: "rejected"}.get(e.status, "error")
             metrics.admissions.labels(result).inc()
-            raise
+            if e.status != 429:
+                raise
+            # a place in line refused (the user holds the most): an answer, as a 409 is
+            log.info("not put in line (429): %s", e.message)
+            self.write_json(e.body(), status=429)
+            return
         finally:
             metrics.latency.observe(time.perf_counter() - started)
         if outcome.status == 201:
@@ -261,10 +266,8 @@ class AdmissionHandler(LineAnswers):
         if wait > 0 and not await self.held(self._hold(admission_id, wait)):
             return
         desk = self.ctx.desk
-        found = desk.line.lookup(admission_id) if desk.line is not None else None
-        if not isinstance(found, Waiting) and found is not None and found.outcome is not None:
-            # admitted from the line: answered once its reservation is in the database
-            await desk.admitted_from_line(admission_id, found.outcome)
+        # admitted from the line, or put back in line: answered once that is in the database
+        await desk.promised(admission_id)
         async with desk.lock:
             in_line = self._in_line(admission_id)
         if in_line is not None:

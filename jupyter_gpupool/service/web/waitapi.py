@@ -46,12 +46,9 @@ class AdmissionsWaitHandler(LineAnswers):
             async with desk.lock:
                 changed = self._changed(body)
         ids = changed or list(body.heard)  # at the timeout, all of them: the heartbeat
-        line = desk.line
         for admission_id in ids:
-            found = line.lookup(admission_id) if line is not None else None
-            if not isinstance(found, Waiting) and found is not None and found.outcome is not None:
-                # admitted from the line: answered once its reservation is in the database
-                await desk.admitted_from_line(admission_id, found.outcome)
+            # admitted from the line, or put back in line: answered once that is in the database
+            await desk.promised(admission_id)
         async with desk.lock:
             rows = {
                 i: self._in_line(i) or {"id": i, "state": UNKNOWN, "queued": False} for i in ids

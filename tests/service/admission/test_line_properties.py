@@ -18,7 +18,9 @@ the pods it created) and its own copy of the quotas it wrote, and judge from tho
   passed and no such waiting request holds the pool;
 - the positions the API shows are the issue's order: within quota first, then the group using
   the smallest part of its guarantee (used / max(guaranteed, 1)), then first come, first served,
-  counted among the requests that share a pool.
+  counted among the requests that share a pool;
+- a user never holds more than ``CAP`` places in line (issue 36): a request refused a place
+  (429) came from a user with ``CAP`` waiting and fits nowhere now.
 
 Simplified world, so that the test's own judgement stays small: each user is in one group, the
 quotas name only groups (no user entries, no cluster-wide caps), every pool has a quota with
@@ -42,13 +44,18 @@ from jupyter_gpupool.core.admission.queue import ADMITTED
 from jupyter_gpupool.core.admission.walk import AdmissionRequest
 from jupyter_gpupool.core.pools.reading import load_string
 from jupyter_gpupool.service.admission.desk import AdmissionDesk
-from jupyter_gpupool.service.admission.line import Line, entry_of, waiting_from_row
+from jupyter_gpupool.service.admission.entries import entry_of, waiting_from_row
+from jupyter_gpupool.service.admission.line import Line
+from jupyter_gpupool.service.errors import ApiError
 from jupyter_gpupool.service.monitoring.metrics import Metrics
 from jupyter_gpupool.service.state import ServiceState
 
 POOLS = ("p", "q")
 GROUPS = ("g1", "g2")
 USERS = ("u0", "u1", "u2", "u3")
+#: The most places one user may hold in line (``max_queued_per_user``): a further request that
+#: no pool takes now is refused (429), never put in line, and by the test's rules fits nowhere
+CAP = 2
 
 
 @st.composite
@@ -119,7 +126,7 @@ class World:
 
     def _new_desk(self) -> AdmissionDesk:
         desk = AdmissionDesk(self.state, metrics=Metrics(lambda: self.state), ttl=60)
-        desk.line = Line(desk, heartbeat=3600)
+        desk.line = Line(desk, heartbeat=3600, max_per_user=CAP)
         return desk
 
     @property
@@ -138,11 +145,25 @@ class World:
         req = AdmissionRequest(
             user, (self.groups_of[user],), pools, gpus, admission_id=aid, reclaim=False
         )
-        outcome = self.loop.run_until_complete(self.desk.admit(req, queue=queue))
+        mine = sum(1 for a in self.waiting.values() if a.user == user)
+        try:
+            outcome = self.loop.run_until_complete(self.desk.admit(req, queue=queue))
+        except ApiError as e:  # not put in line: its user waits with the most places already
+            assert e.status == 429, e
+            assert queue and mine == CAP, f"{aid} refused a place with {mine} of {user}'s"
+            asked = Asked(aid, user, pools, gpus, self.seq)
+            assert self.fits(asked) is None, (
+                f"{asked} refused a place, but fits in {self.fits(asked)}"
+            )
+            assert aid not in self.line.waiting
+            self._admitted_from_line()
+            self._settle()
+            return
         if outcome.status == 201:
             self._picked_up(aid, outcome.decision)
         elif outcome.status == 202:
             assert queue, f"{aid} put in line without asking to wait"
+            assert mine < CAP, f"{aid} put in line beside {mine} of {user}'s"
             self.waiting[aid] = Asked(aid, user, pools, gpus, self.seq)
         else:
             assert outcome.status == 409, outcome
