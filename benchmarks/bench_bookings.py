@@ -53,40 +53,39 @@ UNRELATED = "api/v1/pools"
 START = dt.date(2027, 1, 4)  # a Monday
 
 
-def weekly(name: str, days: list[str], years: float, start: str, end: str) -> dict[str, Any]:
+def booking(name: str, window: dict[str, Any], **members: list[str]) -> dict[str, Any]:
+    """A booking of one GPU in pool-00 for ``members`` (``groups=[...]`` or ``users=[...]``)."""
     return {
         "kind": "booking",
         "version": "v0.1",
         "booking": {"name": name},
         "pool": "pool-00",
         "gpus": 1,
-        "groups": ["g00"],
-        "window": {
-            "weekly": {"days": days, "start": start, "end": end},
-            "from": START.isoformat(),
-            "until": (START + dt.timedelta(days=round(365 * years))).isoformat(),
-            "timezone": "Europe/Berlin",
-        },
+        **members,
+        "window": window,
     }
+
+
+def weekly(name: str, days: list[str], years: float, start: str, end: str) -> dict[str, Any]:
+    window = {
+        "weekly": {"days": days, "start": start, "end": end},
+        "from": START.isoformat(),
+        "until": (START + dt.timedelta(days=round(365 * years))).isoformat(),
+        "timezone": "Europe/Berlin",
+    }
+    return booking(name, window, groups=["g00"])
 
 
 def once(name: str, hour: int) -> dict[str, Any]:
     start = dt.datetime.combine(START, dt.time()) + dt.timedelta(hours=hour)
-    return {
-        "kind": "booking",
-        "version": "v0.1",
-        "booking": {"name": name},
-        "pool": "pool-00",
-        "gpus": 1,
-        "users": ["u0"],
-        "window": {
-            "once": {
-                "start": f"{start:%Y-%m-%dT%H:%M}",
-                "end": f"{start + dt.timedelta(hours=1):%Y-%m-%dT%H:%M}",
-            },
-            "timezone": "UTC",
+    window = {
+        "once": {
+            "start": f"{start:%Y-%m-%dT%H:%M}",
+            "end": f"{start + dt.timedelta(hours=1):%Y-%m-%dT%H:%M}",
         },
+        "timezone": "UTC",
     }
+    return booking(name, window, users=["u0"])
 
 
 def cases(args: argparse.Namespace) -> dict[str, list[list[dict[str, Any]]]]:

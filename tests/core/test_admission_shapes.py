@@ -84,6 +84,19 @@ class World:
         self.index.apply_pod("ADDED", pod)
         return pod
 
+    def borrowed(self, shape: str, n: int) -> list[dict]:
+        """``n`` instances of ``shape`` borrowed (over quota) and running, by bob0, bob1...,
+        each a minute younger than the one before."""
+        pods = []
+        for i in range(n):
+            d = self.admit([("mig-pool", shape)], user=f"bob{i}")
+            assert d.admitted and d.over_quota, d.message
+            pod = self.run(d)
+            pod["metadata"]["creationTimestamp"] = f"2025-01-01T00:0{i}:00Z"
+            self.index.apply_pod("MODIFIED", pod)
+            pods.append(pod)
+        return pods
+
 
 def world(text: str = POOLS) -> World:
     return World(
@@ -322,14 +335,7 @@ quota:
 
 def test_a_guaranteed_instance_reclaims_the_newest_borrowed_one_of_its_shape():
     w = World(RECLAIMING, mig_node("m1", "mig-pool", {"1g.10gb": 3, "3g.40gb": 1}))
-    borrowed = []
-    for i in range(3):
-        d = w.admit([("mig-pool", "mig-1g.10gb")], user=f"bob{i}")
-        assert d.admitted and d.over_quota, d.message
-        pod = w.run(d)
-        pod["metadata"]["creationTimestamp"] = f"2025-01-01T00:0{i}:00Z"
-        w.index.apply_pod("MODIFIED", pod)
-        borrowed.append(pod["metadata"]["name"])
+    borrowed = [pod["metadata"]["name"] for pod in w.borrowed("mig-1g.10gb", 3)]
     # a borrowed 3g too: not of the shape asked, never a victim for a 1g
     big = w.admit([("mig-pool", "mig-3g.40gb")], user="carol")
     w.run(big)
@@ -377,14 +383,7 @@ def test_a_slice_is_not_placed_on_a_node_whose_taints_the_pool_does_not_tolerate
 
 def test_a_reclaim_for_a_slice_counts_held_instances_and_skips_servers_already_stopping():
     w = World(RECLAIMING, mig_node("m1", "mig-pool", {"1g.10gb": 3}))
-    pods = []
-    for i in range(2):
-        d = w.admit([("mig-pool", "mig-1g.10gb")], user=f"bob{i}")
-        assert d.admitted and d.over_quota, d.message
-        pod = w.run(d)
-        pod["metadata"]["creationTimestamp"] = f"2025-01-01T00:0{i}:00Z"
-        w.index.apply_pod("MODIFIED", pod)
-        pods.append(pod)
+    pods = w.borrowed("mig-1g.10gb", 2)
     # the third instance is held by an admission whose pod is not seen yet: nothing is free
     held = w.admit([("mig-pool", "mig-1g.10gb")], user="erin")
     assert held.admitted and held.over_quota

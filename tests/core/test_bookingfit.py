@@ -209,11 +209,15 @@ def test_the_fit_check_agrees_with_counting_every_moment():
         assert [c.booking.name for c in found] == expected
 
 
+#: The demo's training-pool: 16 whole A100s and one cut into seven 1g instances (17 in all).
+TRAINING_POOL = Capacity(
+    gpus={"training-pool": 17},
+    units={("training-pool", "whole"): 16, ("training-pool", "mig-1g.10gb"): 7},
+)
+
+
 def test_a_shape_no_node_offers_is_refused_with_the_reason():
-    capacity = Capacity(
-        gpus={"training-pool": 17},
-        units={("training-pool", "whole"): 16, ("training-pool", "mig-1g.10gb"): 7},
-    )
+    capacity = TRAINING_POOL
     big = one_off(
         "big", 1, dt.datetime(2027, 1, 19, 10), dt.datetime(2027, 1, 19, 12), shape="mig-7g.80gb"
     )
@@ -227,10 +231,7 @@ def test_a_shape_no_node_offers_is_refused_with_the_reason():
 
 
 def test_whole_gpus_booked_count_with_the_guarantees_against_the_whole_gpus():
-    capacity = Capacity(
-        gpus={"training-pool": 17},
-        units={("training-pool", "whole"): 16, ("training-pool", "mig-1g.10gb"): 7},
-    )
+    capacity = TRAINING_POOL
     nine = one_off(
         "nine", 9, dt.datetime(2027, 1, 19, 10), dt.datetime(2027, 1, 19, 12), shape="whole"
     )

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from service_kit import T0, ServiceProcess, start_pod
+from service_kit import ServiceProcess, start_pod
 from sqlrows import sql
+from test_bookings_at_work import BOOKING, START
 from waiting import async_wait_for
 
 from jupyter_gpupool.client import AdmissionRejected, GPUPoolClient, GPUPoolError
@@ -159,17 +160,6 @@ async def test_a_restart_without_the_database_promises_nothing_until_it_has_read
     with pytest.raises(AdmissionRejected):
         await ask("sue")
     assert sum(promised.values()) <= POOL_GPUS, promised
-
-
-BOOKING = """kind: booking
-version: v0.1
-booking: {name: ml-lab, description: ML ops lab}
-pool: dev-pool
-gpus: 2
-groups: [ml-ops]
-window: {once: {start: "2027-01-15T08:10", end: "2027-01-15T09:10"}, timezone: UTC}
-"""
-START = T0 + 600  # the window's start
 
 
 async def test_stored_bookings_come_into_force_once_the_database_answers(
