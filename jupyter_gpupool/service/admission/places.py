@@ -15,7 +15,6 @@ windows turn with the clock.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 from ...core.admission.decision import AdmissionState, group_subject, user_subject
@@ -28,6 +27,7 @@ from ...core.admission.queue import (
     positions,
     standing,
 )
+from .. import clock
 from ..state import ServiceState
 
 #: Seconds after which every kind is stood again, whatever changed.
@@ -157,10 +157,10 @@ class Places:
         if self._looked:
             return
         base = self.state.admission_state()
-        now = time.monotonic()
+        now = clock.now()  # the service's clock, by which bookings' windows turn
         whole = (base.registry, base.bookings)
         full = (
-            now - self._full_at >= FULL
+            abs(now - self._full_at) >= FULL
             or self._whole is None
             or any(a is not b for a, b in zip(whole, self._whole, strict=True))
         )
