@@ -11,6 +11,7 @@ from pathlib import Path
 import pg
 import pytest
 import sqlalchemy as sa
+from needs import need
 
 LISTEN = "0A"  # TCP state in /proc/net/tcp*
 
@@ -91,8 +92,7 @@ def _listening(port: int) -> set[str]:
 def test_server_listens_on_127_0_0_1_only(postgresql_url: str) -> None:
     """The kernel's socket tables show the server's port listening on 127.0.0.1 and nowhere
     else (not on 0.0.0.0, not on IPv6)."""
-    if not Path("/proc/net/tcp").exists():
-        pytest.skip("no /proc/net/tcp (not Linux)")
+    need(Path("/proc/net/tcp").exists(), "no /proc/net/tcp (not Linux)", "CI runs on Linux")
     port = sa.make_url(postgresql_url).port
     assert port is not None
     assert _listening(port) == {"127.0.0.1"}
