@@ -232,7 +232,7 @@ async def first_pool_full(cluster: Any, service_url: str, kube_timeout: float) -
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     from jupyter_gpupool.sim import SimCluster
-    from jupyter_gpupool.sim.spec import example_cluster_spec
+    from jupyter_gpupool.sim.nodes.spec import example_cluster_spec
     from jupyter_gpupool.sim.testing import reset_kubespawner, use_kubeconfig
 
     work = Path(tempfile.mkdtemp(prefix="bench-spawn-"))

@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from jupyter_gpupool.sim import ClusterSpec, NodeSpec, SimCluster
-from jupyter_gpupool.sim.spec import GPUSpec
+from jupyter_gpupool.sim.nodes.spec import GPUSpec
 
 ADMIN_TOKEN = "bench-admin-token"
 USER_TOKEN = "bench-user-token"

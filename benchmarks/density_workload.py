@@ -66,7 +66,7 @@ from typing import Any
 import yaml
 
 from jupyter_gpupool.sim.cluster import node_object
-from jupyter_gpupool.sim.spec import parse_cluster
+from jupyter_gpupool.sim.nodes.spec import parse_cluster
 
 HOUR = 3600.0
 DAY = 24 * HOUR

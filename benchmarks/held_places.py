@@ -220,7 +220,7 @@ async def measure(cluster: Any, pid: int, url: str, way: str, held: Held, second
 
 async def run(args: Any) -> dict[str, Any]:
     from jupyter_gpupool.sim import SimCluster
-    from jupyter_gpupool.sim.spec import example_cluster_spec
+    from jupyter_gpupool.sim.nodes.spec import example_cluster_spec
 
     work = Path(tempfile.mkdtemp(prefix="bench-held-"))
     pools_dir = work / "pools"

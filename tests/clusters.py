@@ -33,8 +33,8 @@ from jupyter_gpupool.core.usage.index import UsageIndex
 from jupyter_gpupool.demo.run import Demo, DemoOptions, free_port
 from jupyter_gpupool.demo.testing import DemoProcess
 from jupyter_gpupool.sim import SimCluster
+from jupyter_gpupool.sim.nodes.spec import ClusterSpec, example_cluster_spec
 from jupyter_gpupool.sim.remote import MERGE_PATCH, RemoteError, RemoteNodes, api_json
-from jupyter_gpupool.sim.spec import ClusterSpec, example_cluster_spec
 
 CLUSTERS = [
     pytest.param("simulated", id="simulated"),

@@ -119,7 +119,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if worker is None:
         return
     from jupyter_gpupool.demo.run import FREE_PORTS_ENV, free_port_range
-    from jupyter_gpupool.sim.kubelet import POD_NETS_ENV, pod_nets
+    from jupyter_gpupool.sim.nodes.kubelet import POD_NETS_ENV, pod_nets
 
     os.environ[FREE_PORTS_ENV] = _share(*free_port_range(), *worker)
     os.environ[POD_NETS_ENV] = _share(*pod_nets(), *worker)

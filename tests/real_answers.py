@@ -26,7 +26,7 @@ from jupyter_gpupool.service.monitoring.polling import Utilization
 from jupyter_gpupool.service.state import ServiceState
 from jupyter_gpupool.service.web.admissionapi import admitted_body
 from jupyter_gpupool.sim.cluster import node_object
-from jupyter_gpupool.sim.spec import example_cluster_spec
+from jupyter_gpupool.sim.nodes.spec import example_cluster_spec
 
 JSON = dict[str, Any]
 #: Reservations of the fakes outlive any test (no watch ever sees their pods).

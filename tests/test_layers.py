@@ -242,12 +242,12 @@ def test_the_checker_sees_relative_and_late_imports(tmp_path: Path):
     a module imported by name from its package is seen as that module."""
     probe = tmp_path / "probe.py"
     probe.write_text(
-        "from ..service import app\nfrom .. import sim\nfrom ..sim import store\n\n"
+        "from ..service import app\nfrom .. import sim\nfrom ..sim import cluster\n\n"
         "def f():\n    import socket\n    open('x')\n"
     )
     names = {name for _, name in imported(probe, "jupyter_gpupool.core.probe")}
     assert {"jupyter_gpupool.service", "jupyter_gpupool.sim", "socket"} <= names
-    assert "jupyter_gpupool.sim.store" in names
+    assert "jupyter_gpupool.sim.cluster" in names
     assert [what for _, what in file_reading_calls(probe)] == ["open("]
 
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..sim import SimCluster
-from ..sim.watches import WatchEvent
+from ..sim.objects.watches import WatchEvent
 
 #: In the state directory: per node, the labels that differ from the cluster file.
 NODE_LABELS_FILE = "node-labels.json"

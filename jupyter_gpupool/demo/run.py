@@ -23,7 +23,7 @@ import tornado.httpclient
 
 from ..poolfiles import FILE_SUFFIXES
 from ..sim import SimCluster
-from ..sim.spec import example_cluster_spec, load_cluster_file
+from ..sim.nodes.spec import example_cluster_spec, load_cluster_file
 from . import ADMIN_TOKEN_FILE, DEFAULT_PORT, DEFAULT_STATE_DIR, URL_FILE
 from .nodelabels import NODE_LABELS_FILE, NodeLabelKeeper
 from .processes import Proc, Stopping, descendants, process

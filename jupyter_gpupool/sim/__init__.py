@@ -7,7 +7,7 @@ and docs/sim.md.
 
 from .cluster import SimCluster, node_object
 from .credentials import kubeconfig_text, sim_auth_headers, sim_ssl_context
-from .spec import ClusterSpec, NodeSpec, load_cluster_file, parse_cluster
+from .nodes.spec import ClusterSpec, NodeSpec, load_cluster_file, parse_cluster
 
 __all__ = [
     "ClusterSpec",

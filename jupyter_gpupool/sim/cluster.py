@@ -26,20 +26,26 @@ from typing import Any
 import tornado.httpserver
 import tornado.netutil
 
+from .api.server import make_app
 from .credentials import TLSIdentity, kubeconfig_text, new_tls_identity, new_token, write_private
-from .dcgm import DcgmExporter
-from .defaults import now_iso
-from .errors import ApiError
-from .faults import Faults
-from .kubelet import Kubelet
-from .migmanager import MigManager
-from .partitions import Layout
-from .resources import RESOURCES
+from .nodes.dcgm import DcgmExporter
+from .nodes.kubelet import Kubelet
+from .nodes.migmanager import MigManager
+from .nodes.partitions import Layout
+from .nodes.spec import (
+    CONDITION_TYPES,
+    ClusterSpec,
+    NodeSpec,
+    load_cluster_file,
+    node_spec_from_dict,
+)
+from .objects.defaults import now_iso
+from .objects.errors import ApiError
+from .objects.faults import Faults
+from .objects.resources import RESOURCES
+from .objects.store import Store
+from .objects.watches import WatchEvent
 from .scheduler import Scheduler
-from .server import make_app
-from .spec import CONDITION_TYPES, ClusterSpec, NodeSpec, load_cluster_file, node_spec_from_dict
-from .store import Store
-from .watches import WatchEvent
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
@@ -487,7 +493,7 @@ class SimCluster:
         return self.dcgm.get(namespace, name)
 
     def set_dcgm_reachable(self, node: str, reachable: bool) -> dict[str, Any]:
-        """Make the node's DCGM exporter answer or not (see :meth:`.dcgm.DcgmExporter.
+        """Make the node's DCGM exporter answer or not (see :meth:`.nodes.dcgm.DcgmExporter.
         set_reachable`)."""
         return self.dcgm.set_reachable(node, reachable)
 

@@ -16,7 +16,7 @@ import pytest
 import pytest_asyncio
 
 from .cluster import SimCluster
-from .spec import ClusterSpec, example_cluster_spec
+from .nodes.spec import ClusterSpec, example_cluster_spec
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 A real control plane (kube-apiserver, kube-scheduler, kube-controller-manager) has no nodes of its
 own. :class:`RemoteNodes` registers the nodes of a cluster file on it as their kubelets would
 (a Node, then its status: capacity, allocatable, conditions) and runs the simulator's
-:class:`~.kubelet.Kubelet` for them: the pods the real scheduler binds to those nodes start as
+:class:`~.nodes.kubelet.Kubelet` for them: the pods the real scheduler binds to those nodes start as
 local processes (``run_processes``) or are just marked Running, write their status, events and
 exit as on the simulated cluster, and go away when deleted. So a single-user server started by
 KubeSpawner on a real API server really runs and answers::
@@ -29,10 +29,10 @@ from typing import Any
 from kubernetes_asyncio import client, config
 
 from .cluster import NodeLifecycle, node_object
-from .kubelet import Kubelet
-from .podevents import pod_event
-from .podhost import PodListener
-from .spec import ClusterSpec
+from .nodes.kubelet import Kubelet
+from .nodes.podhost import PodListener
+from .nodes.spec import ClusterSpec
+from .objects.pod_events import pod_event
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ async def api_json(call: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 class ApiHost:
-    """The kubelet's :class:`~.podhost.PodHost` on an API server: pods from a list and a watch,
+    """The kubelet's :class:`~.nodes.podhost.PodHost` on an API server: pods from a list and a watch,
     writes through the API (status by merge patch, events, the final deletion)."""
 
     def __init__(self, api: client.ApiClient):

@@ -31,10 +31,10 @@ from ..core.kube.nodeaffinity import (
 )
 from ..core.kube.quantities import cpu_millis, memory_bytes, parse_quantity
 from ..core.kube.tolerations import tolerates, tolerates_taint
-from .defaults import now_iso
-from .resources import RESOURCES
-from .store import Store
-from .watches import WatchEvent
+from .objects.defaults import now_iso
+from .objects.resources import RESOURCES
+from .objects.store import Store
+from .objects.watches import WatchEvent
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from jupyter_gpupool.core.usage import labels as L
 from jupyter_gpupool.core.usage.index import UsageIndex
 from jupyter_gpupool.core.usage.reservations import Reservation, Reservations
 from jupyter_gpupool.poolfiles import load_paths
-from jupyter_gpupool.sim.spec import example_cluster_spec
+from jupyter_gpupool.sim.nodes.spec import example_cluster_spec
 
 
 class World:

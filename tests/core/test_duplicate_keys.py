@@ -12,7 +12,7 @@ from jupyter_gpupool.core.documents import yaml_reader
 from jupyter_gpupool.core.documents.whole_numbers import MAX_NUMBER_DIGITS
 from jupyter_gpupool.core.documents.yaml_reader import DocumentError, load_documents, safe_load
 from jupyter_gpupool.core.pools.reading import load_texts
-from jupyter_gpupool.sim.spec import parse_cluster
+from jupyter_gpupool.sim.nodes.spec import parse_cluster
 
 LOADERS = [yaml_reader.PyStrictLoader]
 if hasattr(yaml_reader, "CStrictLoader"):

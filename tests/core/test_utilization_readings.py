@@ -114,7 +114,7 @@ def test_the_readings_are_prometheus_clients_own_on_the_simulators_page():
     from prometheus_client.parser import text_string_to_metric_families
 
     from jupyter_gpupool.sim import SimCluster
-    from jupyter_gpupool.sim.spec import example_cluster_spec
+    from jupyter_gpupool.sim.nodes.spec import example_cluster_spec
 
     cluster = SimCluster(example_cluster_spec())
     text = cluster.dcgm_metrics()

@@ -7,7 +7,7 @@ import pytest
 
 from jupyter_gpupool.demo.nodelabels import NodeLabelKeeper, label_changes
 from jupyter_gpupool.sim import SimCluster
-from jupyter_gpupool.sim.spec import example_cluster_spec
+from jupyter_gpupool.sim.nodes.spec import example_cluster_spec
 
 
 def labels(cluster, node):

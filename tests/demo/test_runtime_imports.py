@@ -30,7 +30,7 @@ for mod in pkgutil.walk_packages(jupyter_gpupool.__path__, "jupyter_gpupool."):
         if e.name and e.name.split(".")[0] in {TEST_ONLY!r}:
             failed.append(f"{{mod.name}}: {{e}}")
 from jupyter_gpupool.demo.run import DemoOptions
-from jupyter_gpupool.sim.spec import example_cluster_spec
+from jupyter_gpupool.sim.nodes.spec import example_cluster_spec
 print(len(example_cluster_spec().nodes), "nodes")
 print("\\n".join(failed))
 """

@@ -24,7 +24,7 @@ from browser_setup import chromium, expect, log_in, new_page, shoot
 
 from jupyter_gpupool.core.usage.labels import POOL_LABEL
 from jupyter_gpupool.demo.testing import DemoProcess
-from jupyter_gpupool.sim.spec import example_cluster_spec
+from jupyter_gpupool.sim.nodes.spec import example_cluster_spec
 
 # The demo starts in a few seconds, a server in a few more, JupyterLab takes 10-20 s to load on
 # a small machine; the whole path runs in about a minute.

@@ -263,7 +263,7 @@ async def test_history_window_expires_old_versions(sim_cluster):
     start = store.rv
     for i in range(5):
         store.create("configmaps", "default", {"metadata": {"name": f"h{i}"}})
-    from jupyter_gpupool.sim.errors import ApiError
+    from jupyter_gpupool.sim.objects.errors import ApiError
 
     with pytest.raises(ApiError) as err:
         store.watch("configmaps", "default", str(start))

@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from waiting import async_wait_for
 
 from jupyter_gpupool.sim import ClusterSpec, SimCluster, parse_cluster
-from jupyter_gpupool.sim.spec import example_cluster_spec
+from jupyter_gpupool.sim.nodes.spec import example_cluster_spec
 
 METRICS = "/sim/v1/dcgm/metrics"
 ANNOTATION = "sim.gpupool.jupyter.org/gpu-utilization"
@@ -416,7 +416,7 @@ async def test_utilization_per_gpu_follows_the_order_of_nvidia_visible_devices(p
 
 
 async def test_the_annotation_sets_a_pods_first_utilization(sim_cluster, caplog):
-    caplog.set_level(logging.WARNING, logger="jupyter_gpupool.sim.dcgm")
+    caplog.set_level(logging.WARNING, logger="jupyter_gpupool.sim.nodes.dcgm")
     await create(sim_cluster, gpu_pod("hot", 1, "gpu-node-3", annotation="65"))
     await create(sim_cluster, gpu_pod("odd", 1, "gpu-node-3", annotation="lots"))
     await running(sim_cluster, "hot", "odd")  # a bad value does not stop the pod

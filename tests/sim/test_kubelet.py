@@ -197,7 +197,7 @@ async def test_pod_without_command_keeps_running_as_its_image_would(cluster):
 
 
 def test_gpupool_sim_pod_nets_picks_the_pods_network(monkeypatch):
-    from jupyter_gpupool.sim.kubelet import POD_NETS_ENV, IPAllocator
+    from jupyter_gpupool.sim.nodes.kubelet import POD_NETS_ENV, IPAllocator
 
     monkeypatch.setenv(POD_NETS_ENV, "77-77")
     ips = IPAllocator()

@@ -1,4 +1,4 @@
-"""The simulated MIG manager's re-partitions (sim/migmanager.py), step by step.
+"""The simulated MIG manager's re-partitions (sim/nodes/migmanager.py), step by step.
 
 As mig-parted's ``reconfigure-mig.sh`` (the GPU operator's MIG manager): ``pending``, then
 ``rebooting`` and ``pending`` again only when a GPU must change MIG mode, then ``success`` with

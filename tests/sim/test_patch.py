@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jupyter_gpupool.sim.patch import (
+from jupyter_gpupool.sim.objects.patch import (
     ATOMIC,
     JSON_PATCH,
     MERGE_PATCH,

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from jupyter_gpupool.sim.tables import to_table
+from jupyter_gpupool.sim.api.tables import to_table
 
 
 def stamp(seconds_ago: float) -> str:

@@ -12,7 +12,7 @@ from kubernetes_asyncio import client, config
 from spawner_fakes import FakeUser, Group
 from test_spawner_form import submitted
 
-from jupyter_gpupool.sim.defaults import default_tolerations
+from jupyter_gpupool.sim.objects.defaults import default_tolerations
 from jupyter_gpupool.spawner.errors import OptionsError, SpawnRefused
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}

@@ -19,7 +19,7 @@ from waiting import async_wait_for
 from jupyter_gpupool.client import AdmissionRejected
 from jupyter_gpupool.core.words.launch_options import Catalog
 from jupyter_gpupool.sim import SimCluster
-from jupyter_gpupool.sim.spec import example_cluster_spec
+from jupyter_gpupool.sim.nodes.spec import example_cluster_spec
 from jupyter_gpupool.spawner.form import form_context, render_form
 from jupyter_gpupool.spawner.options import SpawnOptions
 

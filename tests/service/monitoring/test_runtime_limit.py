@@ -19,7 +19,7 @@ from test_records import sql, until
 
 from jupyter_gpupool.service import clock
 from jupyter_gpupool.sim import SimCluster
-from jupyter_gpupool.sim.spec import example_cluster_spec
+from jupyter_gpupool.sim.nodes.spec import example_cluster_spec
 
 H, M = 3600.0, 60.0
 T0 = 1_800_000_000.0  # 2027-01-15 08:00 UTC

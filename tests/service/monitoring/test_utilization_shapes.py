@@ -24,7 +24,7 @@ from waiting import async_wait_for
 from jupyter_gpupool.core.usage.labels import POD_SERVER, POD_USER
 from jupyter_gpupool.service import clock
 from jupyter_gpupool.service.web.auth import ADMIN_SCOPE
-from jupyter_gpupool.sim.spec import EXAMPLE_CLUSTER, ClusterSpec, parse_cluster
+from jupyter_gpupool.sim.nodes.spec import EXAMPLE_CLUSTER, ClusterSpec, parse_cluster
 
 SHAPED_NODES = """\
   - name: mig-node

@@ -14,7 +14,7 @@ from typing import Any
 from service_kit import delete_pod, start_pod
 
 from jupyter_gpupool.sim import SimCluster
-from jupyter_gpupool.sim.spec import example_cluster_spec
+from jupyter_gpupool.sim.nodes.spec import example_cluster_spec
 
 H = 3600.0
 

@@ -23,8 +23,8 @@ from jupyter_gpupool.client import GPUPoolError
 from jupyter_gpupool.service import clock
 from jupyter_gpupool.service.app import StartupError
 from jupyter_gpupool.sim import SimCluster
-from jupyter_gpupool.sim.resources import RESOURCES
-from jupyter_gpupool.sim.spec import example_cluster_spec
+from jupyter_gpupool.sim.nodes.spec import example_cluster_spec
+from jupyter_gpupool.sim.objects.resources import RESOURCES
 
 FAST = {"history_interval": 0.2}
 

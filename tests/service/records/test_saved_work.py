@@ -18,7 +18,7 @@ from waiting import async_wait_for
 from jupyter_gpupool.client import GPUPoolError
 from jupyter_gpupool.service import clock
 from jupyter_gpupool.sim import SimCluster
-from jupyter_gpupool.sim.spec import example_cluster_spec
+from jupyter_gpupool.sim.nodes.spec import example_cluster_spec
 
 FAST = {"history_interval": 0.2}
 SAVED = "api/v1/servers/saved"

@@ -31,7 +31,7 @@ from jupyter_gpupool.service.web.auth import ADMIN_SCOPE
 from jupyter_gpupool.service.web.pages import reports as reportpages
 from jupyter_gpupool.service.web.pages.charts import Usage, downsample, hour_bars, usage_chart
 from jupyter_gpupool.sim import SimCluster
-from jupyter_gpupool.sim.spec import example_cluster_spec
+from jupyter_gpupool.sim.nodes.spec import example_cluster_spec
 
 HOUR, DAY = 3600.0, 86400.0
 T0 = datetime(2027, 1, 15, 20, tzinfo=timezone.utc).timestamp()  # 20:00 UTC

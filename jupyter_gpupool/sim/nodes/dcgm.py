@@ -38,13 +38,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.kube.quantities import parse_quantity
-from .errors import ApiError, not_found
+from ...core.kube.quantities import parse_quantity
+from ..objects.errors import ApiError, not_found
+from ..objects.resources import RESOURCES
+from ..objects.store import Store
+from ..objects.watches import WatchEvent
 from .gpudevices import GPU_RESOURCE, GPUDevices, GPUHolder, container_gpus
 from .partitions import Layout, gpu_uuid
-from .resources import RESOURCES
-from .store import Store
-from .watches import WatchEvent
 
 log = logging.getLogger(__name__)
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..core.kube.names import (
+from ...core.kube.names import (
     is_dns1123_label,
     is_dns1123_subdomain,
     is_label_value,
     label_key_problem,
 )
-from ..core.kube.quantities import parse_quantity
-from ..core.kube.tolerations import tolerations_problems
+from ...core.kube.quantities import parse_quantity
+from ...core.kube.tolerations import tolerations_problems
 from .errors import invalid
 from .resources import Resource
 

@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.kube.quantities import parse_quantity
+from ...core.kube.quantities import parse_quantity
+from ..objects.store import Store
 from .partitions import Layout, Unit, gpu_uuid, is_device_resource
-from .store import Store
 
 __all__ = ["GPUDevices", "GPUHolder", "container_gpus", "gpu_uuid", "store_gpu_capacity"]
 

@@ -1,6 +1,6 @@
 """The simulated cluster's HTTP front: Kubernetes' REST paths for core/v1, plus ``/sim/v1``.
 
-The handlers only translate HTTP to :class:`~jupyter_gpupool.sim.store.Store` calls and back;
+The handlers only translate HTTP to :class:`~jupyter_gpupool.sim.objects.store.Store` calls and back;
 all rules live in the store, the scheduler and the kubelet. Every request first passes the door
 (:mod:`.door`); the ``/sim/v1`` endpoints are in :mod:`.control`, ``GET`` of a pod's proxy
 subresource (``pods/NAME:PORT/proxy/PATH``) in :mod:`.podproxy`.
@@ -19,11 +19,8 @@ from urllib.parse import unquote
 import tornado.web
 from tornado.iostream import StreamClosedError
 
-from .control import ControlHandler
-from .door import BaseHandler, NotFoundHandler
-from .errors import ApiError
-from .podproxy import ProxyRequest, parse_proxy_path, pod_proxy
-from .resources import (
+from ..objects.errors import ApiError
+from ..objects.resources import (
     RESOURCES,
     SERVER_VERSION,
     api_group_list,
@@ -32,9 +29,12 @@ from .resources import (
     openapi_v3_core,
     openapi_v3_root,
 )
+from ..objects.watches import Watcher
+from .control import ControlHandler
+from .door import BaseHandler, NotFoundHandler
+from .podproxy import ProxyRequest, parse_proxy_path, pod_proxy
 from .served import ServedCluster
 from .tables import to_table
-from .watches import Watcher
 
 log = logging.getLogger(__name__)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote
 
-from .dcgm import CONTENT_TYPE as DCGM_CONTENT_TYPE
+from ..nodes.dcgm import CONTENT_TYPE as DCGM_CONTENT_TYPE
+from ..objects.errors import ApiError
 from .door import BaseHandler
-from .errors import ApiError
 
 UTILIZATION_BODY = '{"percent": 0..100} (or one per GPU: {"percent": [0..100, ...]})'
 
@@ -25,7 +25,7 @@ class ControlHandler(BaseHandler):
     - ``PUT /sim/v1/faults`` ``{"error_rate": 0.2, "paths": ["/pods"], "seed": 1}``
     - ``POST /sim/v1/faults/cut-watches``, ``POST /sim/v1/faults/expire-history``
     - ``GET /sim/v1/dcgm/metrics[?node=NAME]``: the GPUs as NVIDIA's DCGM exporter reports them
-      (Prometheus' text format; see :mod:`.dcgm`); ``PUT /sim/v1/dcgm/nodes/NAME``
+      (Prometheus' text format; see :mod:`..nodes.dcgm`); ``PUT /sim/v1/dcgm/nodes/NAME``
       ``{"reachable": false}`` makes a node's exporter stop answering
     - ``PUT /sim/v1/namespaces/NS/pods/NAME/gpu-utilization`` ``{"percent": 80}`` (all its
       GPUs) or ``{"percent": [0, 90]}`` (one per GPU, in ``NVIDIA_VISIBLE_DEVICES`` order), and

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from .dcgm import DcgmExporter
-from .faults import Faults
-from .kubelet import Kubelet
-from .store import Store
+from ..nodes.dcgm import DcgmExporter
+from ..nodes.kubelet import Kubelet
+from ..objects.faults import Faults
+from ..objects.store import Store
 
 
 class ServedCluster(Protocol):

@@ -6,7 +6,7 @@ import base64
 import time
 from typing import Any
 
-from ..core.kube.quantities import canonical_quantity
+from ...core.kube.quantities import canonical_quantity
 from .resources import Resource
 
 Obj = dict[str, Any]

@@ -22,7 +22,7 @@ from .defaults import apply_defaults, canonical_quantities, now_iso
 from .errors import ApiError, conflict, invalid, not_found
 from .listwatch import Key, ListWatch, Obj
 from .patch import PatchError, apply_patch
-from .podevents import pod_event
+from .pod_events import pod_event
 from .resources import RESOURCES, Resource
 from .validation import check_pod_update, validate
 

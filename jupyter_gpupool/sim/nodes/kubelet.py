@@ -25,12 +25,12 @@ import signal
 from collections.abc import Mapping
 from typing import Any
 
-from .defaults import now_iso
+from ..objects.defaults import now_iso
+from ..objects.store import Store
 from .gpudevices import GPUDevices, store_gpu_capacity
 from .partitions import Layout
 from .podhost import PodHost, StoreHost
 from .podprocess import PodProcesses, argv
-from .store import Store
 
 log = logging.getLogger(__name__)
 

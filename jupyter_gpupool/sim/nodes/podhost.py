@@ -12,9 +12,9 @@ import copy
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from .resources import RESOURCES
-from .store import Store
-from .watches import WatchEvent
+from ..objects.resources import RESOURCES
+from ..objects.store import Store
+from ..objects.watches import WatchEvent
 
 #: What the kubelet is told of a pod: ``(type, pod)``, type ADDED, MODIFIED or DELETED.
 PodListener = Callable[[str, dict[str, Any]], None]

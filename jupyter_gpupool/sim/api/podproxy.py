@@ -4,7 +4,7 @@ The real API server dials the pod's IP and port and passes the answer on; the si
 run no servers of their own to dial, except one: a pod that is the simulated DCGM exporter. That
 is a pod with the annotation ``sim.gpupool.jupyter.org/dcgm-exporter: "true"``, bound to a node
 (``spec.nodeName``) and Running: it listens on port 9400 (dcgm-exporter's default) and answers
-``/metrics`` with its node's exporter page (:meth:`.dcgm.DcgmExporter.render` of that node), as
+``/metrics`` with its node's exporter page (:meth:`..nodes.dcgm.DcgmExporter.render` of that node), as
 the NVIDIA GPU Operator's DaemonSet pod does. Its labels are the deployer's choice (the test and
 the docs use ``app=nvidia-dcgm-exporter``, as the GPU Operator does).
 
@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from .dcgm import CONTENT_TYPE, DcgmExporter
-from .errors import ApiError, not_found
-from .resources import RESOURCES
-from .store import Store
+from ..nodes.dcgm import CONTENT_TYPE, DcgmExporter
+from ..objects.errors import ApiError, not_found
+from ..objects.resources import RESOURCES
+from ..objects.store import Store
 
 EXPORTER_ANNOTATION = "sim.gpupool.jupyter.org/dcgm-exporter"
 EXPORTER_PORT = 9400

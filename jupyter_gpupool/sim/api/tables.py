@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..core.words.tables import age
+from ...core.words.tables import age
 
 Obj = Mapping[str, Any]
 

@@ -10,8 +10,8 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.kube.fieldselectors import FieldSelector
-from ..core.kube.labelselectors import LabelSelector
+from ...core.kube.fieldselectors import FieldSelector
+from ...core.kube.labelselectors import LabelSelector
 
 Obj = dict[str, Any]
 

@@ -31,16 +31,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.documents.yaml_reader import (
+from ...core.documents.yaml_reader import (
     Document,
     DocumentError,
     Problem,
     load_documents,
     unknown_key_message,
 )
-from ..core.kube.names import is_dns1123_label, is_dns1123_subdomain, is_label_value
-from ..core.kube.quantities import parse_quantity
-from ..core.kube.tolerations import EFFECTS
+from ...core.kube.names import is_dns1123_label, is_dns1123_subdomain, is_label_value
+from ...core.kube.quantities import parse_quantity
+from ...core.kube.tolerations import EFFECTS
 from .partitions import (
     MIG_STRATEGIES,
     SHARING_STRATEGIES,
@@ -406,13 +406,13 @@ def load_cluster_file(path: str | os.PathLike[str]) -> ClusterSpec:
     return parse_cluster(text, str(p))
 
 
-#: The demo's cluster in a source tree; wheels carry a copy beside this module (pyproject.toml).
-EXAMPLE_CLUSTER = Path(__file__).resolve().parents[2] / "examples" / "cluster.yaml"
+#: The demo's cluster in a source tree; wheels carry a copy in the sim package (pyproject.toml).
+EXAMPLE_CLUSTER = Path(__file__).resolve().parents[3] / "examples" / "cluster.yaml"
 
 
 def example_cluster_spec() -> ClusterSpec:
     """The demo's cluster: from the source tree if present, else the copy in the package."""
-    packaged = Path(__file__).with_name("example_cluster.yaml")
+    packaged = Path(__file__).resolve().parents[1] / "example_cluster.yaml"
     return load_cluster_file(EXAMPLE_CLUSTER if EXAMPLE_CLUSTER.exists() else packaged)
 
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import tornado.web
 
-from ..core.documents import yaml_reader
-from .errors import ApiError
-from .patch import SUPPORTED_PATCH_TYPES
+from ...core.documents import yaml_reader
+from ..objects.errors import ApiError
+from ..objects.patch import SUPPORTED_PATCH_TYPES
 from .served import ServedCluster
 
 # Request bodies of create, replace and delete: the media types the real API server decodes, less

@@ -21,8 +21,8 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..core.kube.fieldselectors import FieldSelector, parse_field_selector
-from ..core.kube.labelselectors import LabelSelector, SelectorError, parse_label_selector
+from ...core.kube.fieldselectors import FieldSelector, parse_field_selector
+from ...core.kube.labelselectors import LabelSelector, SelectorError, parse_label_selector
 from .errors import ApiError, not_found
 from .resources import RESOURCES, Resource
 from .watches import Watcher, WatchEvent

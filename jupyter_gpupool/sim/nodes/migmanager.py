@@ -28,13 +28,13 @@ from typing import Any
 
 import yaml
 
-from ..core.documents.yaml_reader import DocumentError
-from .errors import ApiError
+from ...core.documents.yaml_reader import DocumentError
+from ..objects.errors import ApiError
+from ..objects.resources import RESOURCES
+from ..objects.store import Store
 from .gpudevices import GPUDevices
 from .partitions import Layout
-from .resources import RESOURCES
 from .spec import GPU_RESOURCE, NodeSpec, parse_cluster
-from .store import Store
 
 log = logging.getLogger(__name__)
 
