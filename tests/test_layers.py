@@ -11,6 +11,8 @@
   ``pools``, ``admission``, ``words``), each importing only the rooms below it; no room imports
   ``words/``, which never imports ``admission/``; the simulator uses only ``kube/``,
   ``documents/`` and ``words/``.
+- The simulator is in rooms too (``sim/objects``, ``nodes``, ``api``), each importing only the
+  rooms below it, with the modules that assemble a cluster beside them.
 - No import circle anywhere in the package: each module can be read (and loaded) after the ones
   it imports, none of which needs it back.
 - No module over 600 lines: past that a file holds more than one job (``STYLE.md``).
@@ -443,6 +445,74 @@ def test_the_core_room_rules_see_a_break(tmp_path: Path, room: str, line: str, b
     probe.write_text(line)
     mod = f"{CORE_PKG}.{room}.probe"
     found = room_breaks((mod, n, name) for n, name in imported(probe, mod))
+    assert bool(found) == broken, found
+
+
+# --- the simulator's rooms (docs/architecture.md) ------------------------------------------------
+
+SIM = PACKAGE / "sim"
+SIM_PKG = "jupyter_gpupool.sim"
+#: The simulator's rooms, each with the rooms it may import: the API's objects, the nodes that
+#: hold them, the HTTP front over both. The modules beside them assemble a cluster.
+SIM_ROOMS: dict[str, frozenset[str]] = {
+    "objects": frozenset(),
+    "nodes": frozenset({"objects"}),
+    "api": frozenset({"objects", "nodes"}),
+}
+#: The modules beside the rooms: the cluster they make, and the ways in to it.
+SIM_TOP = {"cluster", "credentials", "pytest_plugin", "remote", "scheduler", "testing"}
+
+
+def sim_room_of(name: str) -> str | None:
+    """The simulator's room of a module name; None for its top modules (or outside it)."""
+    if not name.startswith(SIM_PKG + "."):
+        return None
+    first = name[len(SIM_PKG) + 1 :].split(".", 1)[0]
+    return first if first in SIM_ROOMS else None
+
+
+def sim_breaks(imports: Iterator[tuple[str, int, str]]) -> list[str]:
+    return [
+        f"{mod}:{line}: imports {name}"
+        for mod, line, name in imports
+        if (here := sim_room_of(mod)) is not None
+        and name.startswith(SIM_PKG)
+        and (there := sim_room_of(name)) != here
+        and (there is None or there not in SIM_ROOMS[here])
+    ]
+
+
+def test_the_simulator_is_its_rooms_and_the_cluster_beside_them():
+    folders = {p.name for p in SIM.iterdir() if (p / "__init__.py").exists()}
+    assert folders == set(SIM_ROOMS)
+    top = {p.stem for p in SIM.glob("*.py")} - {"__init__"}
+    assert top == SIM_TOP, "a new module of sim/ goes in a room (or gets its line here)"
+
+
+def test_each_simulator_room_imports_only_the_rooms_below_it():
+    imports = ((module_name(p), n, name) for p in files_under(SIM) for n, name in imported(p))
+    bad = sim_breaks(imports)
+    assert not bad, (
+        "the simulator's rooms import downwards only (objects, nodes, api; the cluster above "
+        "them all):\n" + "\n".join(bad)
+    )
+
+
+@pytest.mark.parametrize(
+    ("room", "line", "broken"),
+    [
+        ("objects", "from ..nodes import kubelet\n", True),
+        ("objects", "from .. import cluster\n", True),
+        ("nodes", "from ..api import server\n", True),
+        ("nodes", "from ..objects import store\n", False),
+        ("api", "from ..nodes import dcgm\n", False),
+    ],
+)
+def test_the_simulator_room_rules_see_a_break(tmp_path: Path, room: str, line: str, broken: bool):
+    probe = tmp_path / "probe.py"
+    probe.write_text(line)
+    mod = f"{SIM_PKG}.{room}.probe"
+    found = sim_breaks((mod, n, name) for n, name in imported(probe, mod))
     assert bool(found) == broken, found
 
 
