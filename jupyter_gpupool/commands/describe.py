@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..core.words.gpu_counts import count_text
 from ..core.words.reports import quota_rows
 from ..core.words.shape_choice import kind_words
 from ..core.words.tables import cell
@@ -65,16 +66,25 @@ SHAPE_COLUMNS = (
 )
 
 
+def _total(pool: Mapping[str, Any]) -> str:
+    """``17 (16 whole + 1 in MIG instances: 3 of 4 instances free)``; ``16`` alone for whole
+    GPUs only."""
+    total = count_text(pool.get("gpu_total"))
+    words = pool.get("gpus_text") or ""
+    return f"{total} ({words})" if ":" in words else total
+
+
 def format_pool(pool: Mapping[str, Any], now: float) -> str:
     """The human-readable description of ``GET api/v1/pools/NAME`` (pure, for tests)."""
     fields = [
         ("Name", pool.get("name")),
         ("Description", pool.get("description")),
         ("Status", pool.get("status")),
-        ("GPU Total", pool.get("gpu_total")),
-        ("GPU Used", pool.get("gpu_used")),
-        ("GPU Free", pool.get("gpu_free")),
-        ("GPU Available", pool.get("gpu_available")),
+        # GPU-equivalents, the whole GPUs and the parts beside them (core/words/gpu_counts.py)
+        ("GPU Total", _total(pool)),
+        ("GPU Used", count_text(pool.get("gpu_used"))),
+        ("GPU Free", count_text(pool.get("gpu_free"))),
+        ("Whole Available", pool.get("gpu_available")),
         ("Largest Free Block", pool.get("largest_free_block")),
         ("GPU Types", pool.get("gpu_types")),
         ("Node Count", f"{pool.get('node_count')} ({pool.get('schedulable_nodes')} schedulable)"),

@@ -24,6 +24,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..core.words.gpu_counts import count_text
 from ..core.words.reports import quota_rows
 from ..core.words.tables import age, human_duration
 from .connection import CommandError, add_connection_options, run, write
@@ -41,12 +42,24 @@ def shapes_cell(row: Mapping[str, Any]) -> str:
     )
 
 
+def server_has(row: Mapping[str, Any]) -> str:
+    """What a server has, as the service says it (``shape_text``: ``MIG 1g.10gb of an
+    A100-80G``, ``2 \u00d7 A100-80G``, ``no GPU``); its GPU count from a service without it."""
+    text = row.get("shape_text")
+    return str(text) if text else str(row.get("gpus", 0))
+
+
 POOL_COLUMNS = (
     Column("POOL NAME", "name"),
     Column("STATUS", "status"),
-    Column("GPU TOTAL", "gpu_total"),
-    Column("GPU USED", "gpu_used"),
-    Column("GPU FREE", "gpu_free"),
+    *(
+        GPU_COUNT_COLUMNS := (
+            # GPU-equivalents: a MIG 1g.10gb of an A100 is 1/7 (core/words/gpu_counts.py)
+            Column("GPU TOTAL", "gpu_total", get=lambda r: count_text(r.get("gpu_total"))),
+            Column("GPU USED", "gpu_used", get=lambda r: count_text(r.get("gpu_used"))),
+            Column("GPU FREE", "gpu_free", get=lambda r: count_text(r.get("gpu_free"))),
+        )
+    ),
     Column("NODE COUNT", "node_count"),
     Column("GPU TYPES", "gpu_types", wide=True),
     Column("AVAILABLE", "gpu_available", wide=True),
@@ -54,6 +67,7 @@ POOL_COLUMNS = (
     Column("SERVERS", "server_count", wide=True),
     Column("PENDING", "pending_servers", wide=True),
     Column("SHAPES (FREE/TOTAL)", "shape_counts", get=shapes_cell, wide=True),
+    Column("GPUS", "gpus_text", wide=True),
     Column("DESCRIPTION", "description", wide=True),
 )
 
@@ -73,11 +87,15 @@ def job_columns(now: float) -> tuple[Column, ...]:
         Column("SERVER", "server"),
         Column("POOL", "pool"),
         Column("NODE", "node"),
-        Column("GPUS", "gpus"),
+        # what it has, in the words of every surface (MIG 1g.10gb of an A100-80G)
+        Column("GPUS", "shape_text", get=server_has),
         Column("STATUS", "state"),
         Column("OVER QUOTA", "over_quota"),
         Column("AGE", "created", get=lambda r: age(r.get("created"), now)),
         Column("POD", "pod", get=lambda r: f"{r.get('namespace')}/{r.get('name')}", wide=True),
+        Column(
+            "GPU-EQUIV.", "equivalents", get=lambda r: count_text(r.get("equivalents")), wide=True
+        ),
         Column("CHARGED", "charged", wide=True),
         Column("PLATFORM", "platform", wide=True),
         Column("ADMISSION", "admission", wide=True),
@@ -102,12 +120,11 @@ def job_columns(now: float) -> tuple[Column, ...]:
 NODE_COLUMNS = (
     Column("NODE NAME", "name"),
     Column("STATUS", "status"),
-    Column("GPU TOTAL", "gpu_total"),
-    Column("GPU USED", "gpu_used"),
-    Column("GPU FREE", "gpu_free"),
+    *GPU_COUNT_COLUMNS,
     Column("GPU TYPE", "gpu_type"),
     Column("POOL", "pool"),
     Column("REASONS", "reasons", get=lambda r: "; ".join(r.get("reasons") or ())),
+    Column("GPUS", "gpus_text", wide=True),
     Column("PODS", "pods", wide=True),
     Column("SCHEDULABLE", "schedulable", wide=True),
 )

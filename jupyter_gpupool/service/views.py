@@ -25,10 +25,11 @@ from ..core.admission.walk import (
 from ..core.pools.model import Pool, QuotaEntry, Registry
 from ..core.pools.writing import pool_quota_to_dict, pool_to_document, quota_to_document
 from ..core.time.bookings_in_force import InForce
-from ..core.usage.amounts import Amount, amount_text
+from ..core.usage.amounts import Amount, amount_number, amount_text
 from ..core.usage.index import NodeUsage, ServerUsage, UsageIndex
 from ..core.usage.reservations import Reservation, Reservations
 from ..core.usage.shapes import WHOLE
+from ..core.words.gpu_counts import counts_row
 from ..core.words.pool_rows import pool_names, pool_or_bare
 from ..core.words.shape_rows import server_text
 from ..core.words.tables import csv_text
@@ -46,8 +47,15 @@ def iso(ts: float) -> str:
 
 
 def node_row(n: NodeUsage) -> JSON:
+    """A node's row: its :class:`NodeUsage` fields, its GPUs counted in GPU-equivalents as a
+    pool's are (:func:`~..core.words.gpu_counts.counts_row`: a MIG A100 is 1 GPU, not the 0
+    of its ``nvidia.com/gpu``; an A10 time-sliced in 4 is 1, not 4), and the device plugin's
+    ``nvidia.com/gpu`` units beside them (``gpu_units``: total, used, free)."""
     row = asdict(n)
+    del row["parts"]
     row["reasons"] = list(n.reasons)
+    row["gpu_units"] = {"total": n.gpu_total, "used": n.gpu_used, "free": n.gpu_free}
+    row.update(counts_row(n.parts))
     return row
 
 
@@ -298,7 +306,7 @@ def launch_options(
     rows = []
     for summary in summaries:
         name = summary["name"]
-        ceiling = summary["gpu_total"]
+        ceiling = summary["whole_gpus"]["total"]  # whole GPUs: the quota of whole GPUs
         room = quota_headroom(name, user, groups, state, ceiling)
         # one unit of each shape other than whole GPUs, at its largest equivalent in the pool
         parts: dict[str, Amount] = {}
@@ -317,6 +325,8 @@ def launch_options(
                     "managed": room.managed,
                     "borrowing": room.borrowing,
                     "within_quota": room.within_quota,
+                    # GPU-equivalents: 3 whole GPUs, or 3.86, after a 1/7 slice of 4
+                    "within_equivalents": amount_number(room.within_equivalents),
                     "available": room.available,
                     # per shape: within | borrowing | none (one unit of it, capacity aside)
                     "shapes": shape_headroom(name, user, groups, state, parts) if parts else {},

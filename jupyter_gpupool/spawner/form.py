@@ -120,7 +120,7 @@ def form_context(
             priority=priority,
             description=p.description,
             gpu_types=", ".join(p.gpu_types) or "—",
-            free=f"{p.gpu_available} / {p.gpu_total}",
+            free=p.free_text,
             largest_free_block=p.largest_free_block,
             quota=quota_text(p),
             status=pool_status(p)[0],

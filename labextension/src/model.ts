@@ -48,8 +48,16 @@ export interface IPool {
   name: string;
   description?: string;
   status?: string;
+  /** All its GPUs in GPU-equivalents (a MIG A100 is 1, an A10 time-sliced in 4 is 1). */
   gpu_total: number;
+  /** Whole GPUs free on nodes that take servers, less what admissions hold. */
   gpu_available: number;
+  /** Whole GPUs alone (the service's `whole_gpus`); absent from older services. */
+  whole_gpus?: { total: number; used: number; free: number };
+  /** Its GPUs by kind: `16 whole + 1 in MIG instances: 3 of 4 instances free`. */
+  gpus_text?: string;
+  /** What its nodes offer: each shape's free units and what one counts (GPU-equivalents). */
+  shapes?: { id: string; kind: string; free: number; equivalent_gpus: number }[];
   largest_free_block?: number;
   gpu_types?: string[];
   node_count?: number;
@@ -59,6 +67,8 @@ export interface IPool {
     borrowing: boolean;
     within_quota: number | null;
     available: number | null;
+    /** The most GPU-equivalents within quota (3.86 after a 1/7 slice of 4). */
+    within_equivalents?: number | null;
   };
 }
 
@@ -72,6 +82,8 @@ export interface IServer extends IGPUUse {
   pool: string | null;
   node: string | null;
   gpus: number | null;
+  /** What it has, in every surface's words: `MIG 1g.10gb of an A100-80G`, `2× A100-80G`. */
+  shape_text?: string | null;
   over_quota: boolean;
   state: string | null;
 }
@@ -292,7 +304,9 @@ export function statusLabel(
     return `CPU · ${status.pool}`;
   }
   const kind = status.gpu_type ? ` ${status.gpu_type}` : '';
-  let label = shaped(status)
+  // what it has in every surface's words (the service's `shape_text`: `2 × A100-80G`, `MIG
+  // 1g.10gb of an A100-80G`); a spawner without them gave the count and type alone
+  let label = status.shape_text
     ? `${status.shape_text} · ${status.pool}`
     : `GPU ${status.gpus}${TIMES}${kind} · ${status.pool}`;
   if (!use) {

@@ -7,7 +7,14 @@
 import { Widget } from '@lumino/widgets';
 
 import { GPUPoolModel, IPool, IServer, idleCell, percent } from './model';
-import { poolState, quotaWords, serverState } from './panelwords';
+import {
+  freeEquivalents,
+  freeWords,
+  poolState,
+  quotaWords,
+  serverGPUs,
+  serverState
+} from './panelwords';
 
 function element<K extends keyof HTMLElementTagNameMap>(
   tag: K,
@@ -54,8 +61,9 @@ function table(
 
 function bar(pool: IPool): HTMLProgressElement {
   const node = element('progress', undefined, 'jp-gpupool-bar');
+  // GPU-equivalents, as every surface counts them
   node.max = Math.max(pool.gpu_total, 1);
-  node.value = pool.gpu_total - pool.gpu_available;
+  node.value = Math.max(0, pool.gpu_total - freeEquivalents(pool));
   return node;
 }
 
@@ -156,7 +164,7 @@ export class GPUPoolPanel extends Widget {
           { key: 'quota', title: 'your quota · state' }
         ],
         model.pools.map(p => [
-          [p.name, bar(p), `${p.gpu_available} of ${p.gpu_total} free`],
+          [p.name, bar(p), freeWords(p)],
           [quotaWords(p), element('div', poolState(p), 'jp-gpupool-state')]
         ])
       )
@@ -178,7 +186,7 @@ export class GPUPoolPanel extends Widget {
           ],
           [s.pool || '—', s.node || ''],
           [
-            s.gpus === null || s.gpus === undefined ? '—' : String(s.gpus),
+            serverGPUs(s),
             ...words(percent(s.gpu_utilization), 'jp-gpupool-state')
           ]
         ])

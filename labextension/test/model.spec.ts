@@ -99,7 +99,7 @@ describe('labels', () => {
     expect(statusLabel(null)).toBe('GPU pool…');
   });
 
-  it('says a part of a GPU in the service\'s words, whole GPUs as before', () => {
+  it('says what the server has in the service\'s words, whole GPUs too', () => {
     const mig = {
       ...STATUS,
       gpus: 1,
@@ -109,7 +109,9 @@ describe('labels', () => {
     };
     expect(statusLabel(mig)).toBe('MIG 1g.10gb of an A100-80G · training-pool');
     const whole = { ...STATUS, shape: 'whole', shape_text: '2 \u00d7 A100-80G' };
-    expect(statusLabel(whole)).toBe('GPU 2\u00d7 A100-80G · training-pool');
+    expect(statusLabel(whole)).toBe('2 \u00d7 A100-80G · training-pool');
+    // a spawner that gave no words: the count and the type
+    expect(statusLabel(STATUS)).toBe('GPU 2\u00d7 A100-80G · training-pool');
     expect(statusLabel({ ...mig, gpus: 0, pool: 'compute-pool' })).toBe('CPU · compute-pool');
   });
 

@@ -9,12 +9,14 @@ import json
 import re
 import shlex
 import textwrap
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from clusters import CLUSTERS, DemoOn, demo_on
+from gpu_truth import cell, node_gpus, pods_gpus
 from waiting import WaitTimeout, wait_for
 
 from jupyter_gpupool.cli import main
@@ -23,7 +25,6 @@ from jupyter_gpupool.demo.run import free_port
 GPUCTL_HEADER = ["POOL NAME", "STATUS", "GPU TOTAL", "GPU USED", "GPU FREE", "NODE COUNT"]
 POOL_KEY = "runwhere.ai/pool"
 TYPE_KEY = "runwhere.ai/gpu-type"
-GPU = "nvidia.com/gpu"
 #: A test about the CLI alone (arguments, connection options): a second cluster adds nothing.
 ONE_CLUSTER = pytest.mark.parametrize("demo", ["simulated"], indirect=True)
 
@@ -61,39 +62,21 @@ def labels_of(demo: DemoOn, node: str) -> dict[str, str]:
     return dict(demo.run(demo.cluster.node(node))["metadata"].get("labels") or {})
 
 
-def _gpus(pod: dict[str, Any]) -> int:
-    """The GPUs a pod's containers ask for (limits, else requests)."""
-    total = 0
-    for c in pod["spec"].get("containers") or []:
-        res = c.get("resources") or {}
-        total += int(
-            (res.get("limits") or {}).get(GPU) or (res.get("requests") or {}).get(GPU) or 0
-        )
-    return total
-
-
 def api_nodes(demo: DemoOn) -> dict[str, dict[str, Any]]:
     """Per node, from a fresh list of nodes and pods: its pool (label, else ``default``), GPU
-    type (label, ``-`` for none), allocatable GPUs, and GPUs of the pods bound to it that have
-    not finished."""
+    type (label, ``-`` for none), its GPUs and the GPUs of the pods bound to it that have not
+    finished, both counted by NVIDIA's conventions (tests/gpu_truth.py: a MIG instance is its
+    slices of the A100, a time-sliced replica 1/replicas)."""
     nodes = demo.run(demo.cluster.list_nodes())
     pods = demo.run(demo.cluster.list_pods())
-    used: dict[str, int] = {}
-    for pod in pods:
-        node = pod["spec"].get("nodeName")
-        if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-            used[node] = used.get(node, 0) + _gpus(pod)
     out = {}
     for n in nodes:
         name, labels = n["metadata"]["name"], n["metadata"].get("labels") or {}
-        total = int((n["status"].get("allocatable") or {}).get(GPU) or 0)
         out[name] = {
             "pool": labels.get(POOL_KEY) or "default",
             "gpu_type": labels.get(TYPE_KEY) or "-",
-            "total": total,
-            "used": used.get(name, 0),
-            # time-sliced or MPS: nvidia.com/gpu are replicas (docs/shapes.md)
-            "shared": int(labels.get("nvidia.com/gpu.replicas") or 1) > 1,
+            "total": node_gpus(n),
+            "used": pods_gpus(n, pods),
         }
     return out
 
@@ -103,9 +86,9 @@ def expected_node_rows(demo: DemoOn, pool: str | None = None) -> list[list[str]]
     return [
         [
             name,
-            str(n["total"]),
-            str(n["used"]),
-            str(n["total"] - n["used"]),
+            cell(n["total"]),
+            cell(n["used"]),
+            cell(n["total"] - n["used"]),
             n["gpu_type"],
             n["pool"],
         ]
@@ -124,15 +107,17 @@ def node_rows(out: str) -> list[list[str]]:
 
 def expected_pool_numbers(demo: DemoOn, pools: list[str]) -> dict[str, list[str]]:
     """``get pools``' GPU TOTAL, GPU USED, GPU FREE and NODE COUNT of ``pools``, from the API: a
-    pool's GPUs are whole GPUs, not a shared node's replicas."""
-    sums = {p: [0, 0, 0] for p in pools}  # total, used, nodes
+    pool's GPUs are its nodes' (GPU-equivalents: the MIG A100 is 1, the time-sliced A10 1)."""
+    sums: dict[str, list[Any]] = {p: [0, 0, 0] for p in pools}  # total, used, nodes
     for n in api_nodes(demo).values():
         s = sums.setdefault(n["pool"], [0, 0, 0])
-        if not n["shared"]:
-            s[0] += n["total"]
-            s[1] += n["used"]
+        s[0] += n["total"]
+        s[1] += n["used"]
         s[2] += 1
-    return {p: [str(t), str(u), str(t - u), str(c)] for p, (t, u, c) in sums.items()}
+    return {
+        p: [cell(Fraction(t)), cell(Fraction(u)), cell(Fraction(t - u)), str(c)]
+        for p, (t, u, c) in sums.items()
+    }
 
 
 def cli_and_api(gpupool, demo: DemoOn, args: tuple[str, ...]) -> tuple[Any, Any]:

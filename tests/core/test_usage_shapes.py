@@ -9,6 +9,7 @@ the device plugin's README shows.
 from __future__ import annotations
 
 import random
+from fractions import Fraction
 
 import pytest
 from k8s_factories import node, pod
@@ -311,9 +312,11 @@ def test_an_ordinary_pools_shapes_are_its_whole_gpus_with_todays_numbers():
     assert pool_shapes(idx, res, "compute-pool") == []
 
 
-def test_pool_rows_count_whole_gpus_only_and_list_slices_as_shapes():
-    """Two A10s time-sliced in 4 are 8 units of ``nvidia.com/gpu`` on their node but not 8 GPUs
-    of its pool: ``gpu_total`` and the figures beside it count whole GPUs, the replicas (and a MIG
+def test_pool_rows_count_gpu_equivalents_with_whole_gpus_beside_and_list_slices_as_shapes():
+    """Two A10s time-sliced in 4 are 8 units of ``nvidia.com/gpu`` on their node but 2 GPUs of
+    its pool: ``gpu_total`` and the figures beside it count GPU-equivalents (the 2 A10s are 2,
+    the MIG node's two 1g.10gb instances 2/7), ``whole_gpus`` the whole GPUs alone, as the
+    admission of whole GPUs (``gpu_reserved``, ``gpu_available``) does; the replicas (and a MIG
     node's instances) are the pool's shapes."""
     idx = UsageIndex()
     idx.apply_node("ADDED", node("w1", "dev-pool", 4, "RTX4090-24G"))
@@ -326,13 +329,19 @@ def test_pool_rows_count_whole_gpus_only_and_list_slices_as_shapes():
     res.add(Reservation("r2", "dev-pool", "w1", 1, "dave", "user:dave", False, 9.0))
     row = pool_summary(Pool("dev-pool"), idx.pool_usage("dev-pool"), idx, res)
     figures = ("gpu_total", "gpu_used", "gpu_free", "gpu_reserved", "gpu_available")
+    total, used = 4 + 2 + Fraction(2, 7), 1 + Fraction(1, 4)  # by hand, from the nodes
     assert {k: row[k] for k in figures} == {
-        "gpu_total": 4,
-        "gpu_used": 1,
-        "gpu_free": 3,
+        "gpu_total": round(float(total), 3),
+        "gpu_used": 1.25,
+        "gpu_free": round(float(total - used), 3),
         "gpu_reserved": 1,
         "gpu_available": 2,
     }
+    assert row["whole_gpus"] == {"total": 4, "used": 1, "free": 3}
+    assert row["gpus_text"] == (
+        "4 whole + 0.29 in MIG instances + 2 time-sliced in 4: "
+        "2 of 2 instances free, 7 of 8 replicas free"
+    )
     assert row["largest_free_block"] == 2
     assert shapes(idx, "dev-pool", res) == {
         "whole": (4, 2, 2),

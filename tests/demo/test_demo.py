@@ -96,8 +96,9 @@ def test_the_gpupool_service_runs_with_the_demo_pools(demo):
     assert code == 200
     pools = {p["name"]: p for p in answer["pools"]}
     assert set(pools) == {"training-pool", "inference-pool", "dev-pool", "compute-pool", "default"}
-    # 16 whole A100s on 2 nodes, and the MIG node (its instances are not whole GPUs)
-    assert (pools["training-pool"]["gpu_total"], pools["training-pool"]["node_count"]) == (16, 3)
+    # 16 whole A100s on 2 nodes, and the MIG node's A100 (GPU-equivalents: its 4 instances are 1)
+    assert (pools["training-pool"]["gpu_total"], pools["training-pool"]["node_count"]) == (17, 3)
+    assert pools["training-pool"]["whole_gpus"]["total"] == 16
     assert pools["default"]["gpu_total"] == 4  # node-6, in no pool
     code, quotas = demo.api("GET", "/services/gpupool/api/v1/quotas")
     assert code == 200 and "ml-research" in json.dumps(quotas)

@@ -145,6 +145,8 @@ def test_servers_join_the_hub_and_the_service(server):
         "pool": "training-pool",
         "node": "gpu-node-1",
         "gpus": 2,
+        # what it has in every surface's words, as the service's row says it
+        "shape_text": "2 \u00d7 A100-80G",
         "over_quota": False,
         "state": "running",
         # the fake's service measures no GPU utilization (no source)

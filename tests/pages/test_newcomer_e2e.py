@@ -32,11 +32,12 @@ pytestmark = pytest.mark.timeout(240)
 
 
 def cluster_pool(name: str) -> tuple[int, str]:
-    """``(whole GPUs, GPU types)`` of a pool in the demo's cluster (examples/cluster.yaml): a
-    node whose GPUs are cut into MIG instances or shared has no whole GPUs."""
+    """``(GPUs, GPU types)`` of a pool in the demo's cluster (examples/cluster.yaml): its nodes'
+    physical GPUs, as every surface counts them (a node whose GPU is cut into MIG instances or
+    time-sliced is that 1 GPU)."""
     nodes = [n for n in example_cluster_spec().nodes if n.labels.get(POOL_LABEL) == name]
-    whole = sum(n.gpu.count for n in nodes if n.gpu.layout() is None)
-    return whole, ", ".join(sorted({str(n.gpu.type) for n in nodes}))
+    gpus = sum(n.gpu.count for n in nodes if n.gpu is not None)
+    return gpus, ", ".join(sorted({str(n.gpu.type) for n in nodes}))
 
 
 @contextlib.contextmanager

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..pools.model import Pool
-from ..usage.amounts import Amount, amount_gpus_text, amount_words
+from ..usage.amounts import Amount, amount_gpus_text, amount_words, whole_if_whole
 from .decision import (
     AdmissionRequest,
     AdmissionState,
@@ -162,6 +162,9 @@ class Headroom:
     borrowing: bool
     within_quota: int
     available: int
+    #: the most GPU-equivalents one request gets charged within a guarantee (exact): 3 whole
+    #: GPUs fit after a MIG 1g (1/7) of a guarantee of 4, but 27/7 GPU-equivalents do
+    within_equivalents: Amount = 0
 
 
 def quota_headroom(
@@ -197,12 +200,39 @@ def quota_headroom(
         c = charge(n)
         return not isinstance(c, str) and not c[1]
 
+    whole = largest(within)
     return Headroom(
         managed=managed,
         borrowing=bool(quota and quota.borrowing),
-        within_quota=largest(within),
+        within_quota=whole,
         available=largest(lambda n: not isinstance(charge(n), str)),
+        within_equivalents=_within_amount(pool, user, member, state, whole, ceiling),
     )
+
+
+def _within_amount(
+    pool: Pool, user: str, groups: tuple[str, ...], state: AdmissionState, whole: int, ceiling: int
+) -> Amount:
+    """The most GPU-equivalents charged within quota, from ``whole`` (the most whole GPUs).
+
+    Guarantees and limits are whole numbers, so each bound is a whole number less what a
+    subject uses (and holds); the answer is ``whole``, or ``whole + 1`` less the fraction of
+    one of the amounts in use: each such candidate is tried, by the same rules, largest first.
+    """
+    if whole >= ceiling:
+        return whole
+    ctx = Context(AdmissionRequest(user=user, groups=groups, gpus=1), state)
+    used = [ctx.user_used(pool.name), ctx.used(pool.name, user_subject(user))]
+    used += [ctx.used(pool.name, group_subject(g)) for g in groups]
+    used += [ctx.user_used_total(), ctx.used_total(user_subject(user))]
+    used += [ctx.used_total(group_subject(g)) for g in groups]
+    candidates = sorted({whole + 1 - (u - int(u)) for u in used if u != int(u)}, reverse=True)
+    for amount in candidates:
+        ctx.need = amount
+        c = charge_for(pool, ctx)
+        if not isinstance(c, str) and not c[1]:
+            return whole_if_whole(amount)
+    return whole
 
 
 #: :func:`shape_headroom`'s answers: one unit of the shape is charged within quota, only by

@@ -50,7 +50,7 @@ from typing import Any
 
 from .amounts import Amount
 from .labels import POOL_LABEL
-from .nodes import gpu_unit_shape
+from .nodes import gpu_unit_shape, node_parts, sum_parts
 from .pods import AdmissionListener, PodBook
 from .records import (
     CORDONED,
@@ -64,7 +64,7 @@ from .records import (
 from .relist import Relist
 
 # The service imports the rows from here; they live in .rows.
-from .rows import NodeUsage, PoolUsage, ServerUsage
+from .rows import GPUPart, NodeUsage, PoolUsage, ServerUsage
 from .shapes import Shape
 
 __all__ = ["NodeUsage", "PoolUsage", "ServerUsage", "UsageIndex"]
@@ -273,10 +273,14 @@ class UsageIndex(PodBook):
         if ps is None:
             return PoolUsage(pool, "empty", 0, 0, 0, 0, 0, 0, 0, (), 0, 0)
         types: dict[str, None] = {}
+        parts: list[GPUPart] = []
         for name in ps.nodes:
-            t = self._nodes[name].gpu_type
+            node = self._nodes[name]
+            t = node.gpu_type
             if t:
                 types[t] = None
+            if node.offer.shapes:
+                parts.extend(node_parts(node))
         pending = sum(1 for k in ps.servers if self._pods[k].node is None)
         if not ps.nodes:
             status = "empty"
@@ -301,6 +305,7 @@ class UsageIndex(PodBook):
             gpu_types=tuple(sorted(types)),
             servers=len(ps.servers),
             pending_servers=pending,
+            parts=sum_parts(parts),
         )
 
     def pools(self) -> list[PoolUsage]:
@@ -319,6 +324,7 @@ class UsageIndex(PodBook):
             reasons=node_reasons(n),
             schedulable=n.group is not None,
             pods=len(n.pods) + self._others_on.get(n.name, 0),
+            parts=node_parts(n),
         )
 
     def node(self, name: str) -> NodeUsage | None:

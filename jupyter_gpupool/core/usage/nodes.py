@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from .amounts import Amount, whole_if_whole
 from .labels import DEFAULT_POOL, GPU_RESOURCE
 from .records import BLOCKING, GroupKey, NodeRecord, PlacementGroup, ShapeCount
-from .shapes import WHOLE, Shape
+from .rows import GPUPart
+from .shapes import KINDS, WHOLE, Shape
 
 
 class PoolState:
@@ -213,6 +214,54 @@ def gpu_unit_shape(node: NodeRecord) -> Shape | None:
         if offered.shape.resource == GPU_RESOURCE:
             return None if offered.shape.kind == WHOLE else offered.shape
     return None
+
+
+def node_parts(node: NodeRecord) -> tuple[GPUPart, ...]:
+    """What the node holds of each kind of GPU (:class:`~.rows.GPUPart`): each shape it offers,
+    its units and the units its pods use (``gpu_used`` for ``nvidia.com/gpu``, ``shape_used``
+    for the others), in GPU-equivalents by :attr:`.shapes.Shape.equivalent`."""
+    found: dict[tuple[str, int], list[Amount]] = {}
+    used_of = node.shape_used or {}
+    for offered in node.offer.shapes:
+        shape = offered.shape
+        resource = shape.resource
+        used = node.gpu_used if resource == GPU_RESOURCE else used_of.get(resource, 0)
+        used = min(used, offered.count)
+        key = (shape.kind, shape.replicas if shape.kind != WHOLE else 1)
+        sums = found.setdefault(key, [0, 0, 0, 0])
+        sums[0] += offered.count
+        sums[1] += used
+        sums[2] += shape.equivalent * offered.count
+        sums[3] += shape.equivalent * used
+    return sum_parts([_part(k, v) for k, v in found.items()])
+
+
+def _part(key: tuple[str, int], sums: list[Amount]) -> GPUPart:
+    return GPUPart(
+        kind=key[0],
+        replicas=key[1],
+        units=int(sums[0]),
+        units_used=int(sums[1]),
+        equivalents=whole_if_whole(sums[2]),
+        equivalents_used=whole_if_whole(sums[3]),
+    )
+
+
+def _part_order(part: GPUPart) -> tuple[int, int]:
+    return (KINDS.index(part.kind) if part.kind in KINDS else len(KINDS), -part.replicas)
+
+
+def sum_parts(parts: Sequence[GPUPart]) -> tuple[GPUPart, ...]:
+    """Parts of the same kind (and replicas) added up, whole GPUs first (a pool's, from its
+    nodes')."""
+    found: dict[tuple[str, int], list[Amount]] = {}
+    for p in parts:
+        sums = found.setdefault((p.kind, p.replicas), [0, 0, 0, 0])
+        sums[0] += p.units
+        sums[1] += p.units_used
+        sums[2] += p.equivalents
+        sums[3] += p.equivalents_used
+    return tuple(sorted((_part(k, v) for k, v in found.items()), key=_part_order))
 
 
 def add_count(counter: dict[str, int], key: str, delta: int) -> None:

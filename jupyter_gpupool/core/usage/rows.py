@@ -4,9 +4,29 @@ reclaim see them. Frozen values, built on demand from the index's records.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .amounts import Amount
+
+
+@dataclass(frozen=True)
+class GPUPart:
+    """What a node (or a pool, summed over its nodes) holds of one kind of GPU, in the units a
+    pod asks for and in GPU-equivalents (physical GPUs: a MIG 1g.10gb of an A100 is 1/7, one
+    replica of a GPU time-sliced in 4 is 1/4, so the four replicas are 1 GPU).
+
+    ``kind`` is the shape's kind (``whole``, ``mig``, ``shared-time-slicing``, ``shared-mps``,
+    ``hami``); ``replicas`` the replicas per GPU of shared GPUs (1 otherwise): a pool with
+    A10s time-sliced in 4 and in 2 has one part for each. ``units``/``units_used`` count the
+    device plugin's units (GPUs, MIG instances, replicas, slices); ``equivalents`` and
+    ``equivalents_used`` their GPU-equivalents."""
+
+    kind: str
+    replicas: int
+    units: int
+    units_used: int
+    equivalents: Amount
+    equivalents_used: Amount
 
 
 @dataclass(frozen=True)
@@ -25,6 +45,9 @@ class PoolUsage:
     gpu_types: tuple[str, ...]
     servers: int
     pending_servers: int
+    #: Its nodes' GPUs by kind (:class:`GPUPart`, summed over its nodes); ``gpu_total`` and the
+    #: counts above count whole GPUs only
+    parts: tuple[GPUPart, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)
@@ -41,6 +64,9 @@ class NodeUsage:
     reasons: tuple[str, ...]
     schedulable: bool
     pods: int
+    #: Its GPUs by kind (:class:`GPUPart`), whole GPUs first; ``gpu_total``, ``gpu_used`` and
+    #: ``gpu_free`` count ``nvidia.com/gpu`` units, whatever they are (replicas, MIG devices)
+    parts: tuple[GPUPart, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..accounting.budgets import hours_text, when_text, window_words
+from ..usage.amounts import Amount, parse_amount, whole_if_whole
+from .gpu_counts import count_text
 from .shape_choice import ShapeChoice
 
 __all__ = [
@@ -56,6 +58,10 @@ def or_words(words: Sequence[str]) -> str:
 
 def _opt_int(value: Any) -> int | None:
     return None if value is None else int(value)
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 # --- the catalog ---------------------------------------------------------------------------------
@@ -101,8 +107,14 @@ class PoolChoice:
     description: str = ""
     status: str = "active"  # the service's: active | degraded | unavailable | empty
     gpu_types: tuple[str, ...] = ()
+    #: whole GPUs (its row's ``whole_gpus``): what admission of whole GPUs counts
     gpu_total: int = 0
     gpu_available: int = 0
+    #: all its GPUs in GPU-equivalents (its row's ``gpu_total``: a MIG A100 is 1, an A10
+    #: time-sliced in 4 is 1), and its GPUs by kind in words (``16 whole + 1 in MIG
+    #: instances: 3 of 4 instances free``); None: its whole GPUs, ``gpu_total``
+    gpu_equivalents: float | None = None
+    gpus_text: str = ""
     largest_free_block: int = 0
     largest_node_gpus: int = 0
     node_count: int = 0
@@ -113,6 +125,8 @@ class PoolChoice:
     quota_managed: bool = False
     borrowing: bool = False
     within_quota: int | None = None  # most GPUs admitted within quota now (None: no quota)
+    #: the most GPU-equivalents within quota now (None: as ``within_quota``)
+    within_equivalents: float | None = None
     quota_available: int | None = None  # most GPUs admitted at all, borrowing included
     #: per shape id other than whole: one unit of it fits quota "within", only "borrowing", or
     #: "none" (a quota with no whole GPU left may have room for a slice)
@@ -121,6 +135,29 @@ class PoolChoice:
     shapes: tuple[ShapeChoice, ...] = ()
     #: the bookings in force here that the user is a member of
     bookings: tuple[BookedChoice, ...] = ()
+
+    @property
+    def free_equivalents(self) -> Amount:
+        """What can be admitted now, in GPU-equivalents: each shape's free units (schedulable
+        nodes, less what admissions hold) times its equivalent; the whole GPUs available where
+        the row lists no shapes."""
+        if not self.shapes:
+            return self.gpu_available
+        free: Amount = 0
+        for s in self.shapes:
+            free += s.free * (parse_amount(s.equivalent) or 0)
+        return whole_if_whole(free)
+
+    @property
+    def free_text(self) -> str:
+        """``16.86 / 17``: GPU-equivalents free now of the pool's, as the pools page counts
+        them (:func:`.gpu_counts.count_text`)."""
+        return f"{count_text(self.free_equivalents)} / {count_text(self.equivalents_total)}"
+
+    @property
+    def equivalents_total(self) -> float:
+        """All its GPUs in GPU-equivalents (``gpu_total`` where the row did not say)."""
+        return float(self.gpu_total if self.gpu_equivalents is None else self.gpu_equivalents)
 
     @property
     def offers_parts(self) -> bool:
@@ -170,7 +207,9 @@ class PoolChoice:
             description=str(row.get("description") or ""),
             status=str(row.get("status") or "active"),
             gpu_types=tuple(str(t) for t in row.get("gpu_types") or ()),
-            gpu_total=int(row.get("gpu_total") or 0),
+            gpu_total=int((row.get("whole_gpus") or {}).get("total", row.get("gpu_total")) or 0),
+            gpu_equivalents=float(row.get("gpu_total") or 0) if "whole_gpus" in row else None,
+            gpus_text=str(row.get("gpus_text") or ""),
             gpu_available=int(row.get("gpu_available") or 0),
             largest_free_block=int(row.get("largest_free_block") or 0),
             largest_node_gpus=int(row.get("largest_node_gpus") or 0),
@@ -182,6 +221,7 @@ class PoolChoice:
             quota_managed=bool(quota.get("managed")),
             borrowing=bool(quota.get("borrowing")),
             within_quota=_opt_int(quota.get("within_quota")),
+            within_equivalents=_opt_float(quota.get("within_equivalents")),
             quota_available=_opt_int(quota.get("available")),
             quota_shapes={str(k): str(v) for k, v in (quota.get("shapes") or {}).items()},
             shapes=tuple(ShapeChoice.from_json(s) for s in row.get("shapes") or ()),
@@ -292,11 +332,16 @@ def _quota_words(p: PoolChoice) -> str:
     if not p.quota_managed:
         return "no quota"
     within, available = p.within_quota or 0, p.quota_available or 0
-    text = (
-        f"{within} within quota, {available} with borrowing"
-        if available > within
-        else f"{gpus_text(within)} within quota"
-    )
+    exact = p.within_equivalents
+    # a slice in use: 3 whole GPUs fit a guarantee of 4, and 3.86 GPU-equivalents do
+    sliced = exact is not None and exact > within
+    if available > within:
+        head = f"{count_text(exact)} ({within} whole)" if sliced else str(within)
+        text = f"{head} within quota, {available} with borrowing"
+    elif sliced:
+        text = f"{count_text(exact)} GPUs ({within} whole) within quota"
+    else:
+        text = f"{gpus_text(within)} within quota"
     if not within:
         parts = [k for k, v in p.quota_shapes.items() if v == "within"]
         if parts:

@@ -13,6 +13,7 @@ from typing import Any
 from ..pools.model import DEFAULT_POOL, Pool, Registry
 from ..usage.index import PoolUsage, UsageIndex
 from ..usage.reservations import Reservations
+from .gpu_counts import counts_row
 from .shape_rows import pool_shapes
 
 JSON = dict[str, Any]
@@ -110,9 +111,9 @@ def pool_summary(
         "name": pool.name,
         "description": pool.description,
         "status": status,
-        "gpu_total": usage.gpu_total,
-        "gpu_used": usage.gpu_used,
-        "gpu_free": usage.gpu_free,
+        # in GPU-equivalents, with the whole GPUs and the parts beside them (gpu_counts)
+        **counts_row(usage.parts),
+        # whole GPUs, as admission of whole GPUs counts them
         "gpu_reserved": reserved,
         "gpu_available": max(0, usage.gpu_free_schedulable - reserved),
         "gpu_borrowed": index.borrowed_gpus(pool.name),

@@ -180,6 +180,13 @@ def admitted_text(shape: Shape | None, n: int, gpu_type: str | None) -> str:
     return f"{model} {word} {fraction_text(shape.equivalent)} ({how})"
 
 
+def admitted_line(pool: str, has: str, over_quota: bool) -> str:
+    """The admitted line of an admission's message: ``training-pool: admitted (MIG 1g.10gb of
+    an A100-80G, within quota)``, with what the server has in :func:`admitted_text`'s words."""
+    quota = "over quota, may be reclaimed" if over_quota else "within quota"
+    return f"{pool}: admitted ({has}, {quota})"
+
+
 def server_text(index: UsageIndex, server: ServerUsage) -> str:
     """What a running (or pending) server has, in :func:`admitted_text`'s words, with its
     node's GPU type: ``2 \u00d7 A100-80G``, ``MIG 1g.10gb of an A100-80G``; a shape its node

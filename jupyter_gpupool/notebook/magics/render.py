@@ -186,7 +186,7 @@ def pool_rows(launch_options: Mapping[str, Any]) -> list[tuple[str, ...]]:
         (
             p.name,
             ", ".join(p.gpu_types) or "—",
-            f"{p.gpu_available} / {p.gpu_total}",
+            p.free_text,
             str(p.largest_free_block),
             quota_text(p),
             pool_status(p)[1],

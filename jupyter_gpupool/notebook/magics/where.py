@@ -19,7 +19,8 @@ def where_words(row: Mapping[str, Any] | None) -> str:
     if not row or not row.get("pool"):
         return ""
     where = f"in {row['pool']}"
-    if not row.get("gpus"):
+    # ``gpus`` counts nvidia.com/gpu alone: a MIG instance's server has 0 of them and 1 unit
+    if not (row.get("units") or row.get("gpus")):
         return f"{where} (CPU only)"
     if row.get("over_quota"):
         return f"{where}, over quota: may be reclaimed"

@@ -108,6 +108,8 @@ def servers_body(
                 "pool": pod.get("pool") or options.get("pool"),
                 "node": pod.get("node"),
                 "gpus": pod.get("gpus", options.get("gpus")),
+                # what it has, in every surface's words ("MIG 1g.10gb of an A100-80G")
+                "shape_text": pod.get("shape_text"),
                 "over_quota": bool(pod.get("over_quota")),
                 "state": pod.get("state")
                 or ("running" if hub.get("ready") else hub.get("pending")),

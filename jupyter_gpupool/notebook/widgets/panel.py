@@ -88,10 +88,11 @@ class PoolBar(widgets.HBox):
 
     def show(self, pool: PoolChoice) -> None:
         code, words = pool_status(pool)
-        self._bar.max = max(pool.gpu_total, 1)
-        self._bar.value = pool.gpu_total - pool.gpu_available
+        total = pool.equivalents_total  # GPU-equivalents, as every surface counts them
+        self._bar.max = max(total, 1)
+        self._bar.value = max(0.0, total - float(pool.free_equivalents))
         self._bar.bar_style = _BAR_STYLE.get(code, "info")
-        free = f"{pool.gpu_available} of {pool.gpu_total} GPUs free" if pool.gpu_total else ""
+        free = f"{pool.free_text.replace(' / ', ' of ')} GPUs free" if total else ""
         self._words.value = html.escape(" · ".join(w for w in (free, quota_text(pool), words) if w))
         self._show_shapes(pool)
 

@@ -48,12 +48,18 @@ class StateCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         state = self._state()
-        total = GaugeMetricFamily("gpupool_pool_gpus_total", "GPUs in the pool", labels=["pool"])
-        used = GaugeMetricFamily("gpupool_pool_gpus_used", "GPUs in use", labels=["pool"])
-        free = GaugeMetricFamily("gpupool_pool_gpus_free", "GPUs not in use", labels=["pool"])
+        total = GaugeMetricFamily(
+            "gpupool_pool_gpus_total", "GPUs in the pool (GPU-equivalents)", labels=["pool"]
+        )
+        used = GaugeMetricFamily(
+            "gpupool_pool_gpus_used", "GPUs in use (GPU-equivalents)", labels=["pool"]
+        )
+        free = GaugeMetricFamily(
+            "gpupool_pool_gpus_free", "GPUs not in use (GPU-equivalents)", labels=["pool"]
+        )
         reserved = GaugeMetricFamily(
             "gpupool_pool_gpus_reserved",
-            "GPUs held for admitted servers whose pods have not started",
+            "Whole GPUs held for admitted servers whose pods have not started",
             labels=["pool"],
         )
         nodes = GaugeMetricFamily("gpupool_pool_nodes", "Nodes in the pool", labels=["pool"])

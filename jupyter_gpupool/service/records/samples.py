@@ -16,8 +16,8 @@ from typing import Any
 @dataclass(frozen=True)
 class Sample:
     time: float
-    used: int
-    total: int
+    used: float  # GPU-equivalents, as the pool rows count them
+    total: float
 
 
 class UsageHistory:
@@ -43,7 +43,7 @@ class UsageHistory:
             series = self._series.get(name)
             if series is None:
                 series = self._series[name] = deque(maxlen=self.maxlen)
-            series.append(Sample(now, int(row["gpu_used"]), int(row["gpu_total"])))
+            series.append(Sample(now, float(row["gpu_used"]), float(row["gpu_total"])))
         # a pool that is gone keeps its past until it ages out
         cutoff = now - self.hours * 3600
         for name in [n for n in self._series if n not in seen]:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ...core.admission.queue import Waiting
 from ...core.admission.walk import AdmissionRequest, Decision
 from ...core.usage.amounts import amount_text
-from ...core.words.shape_rows import admitted_text
+from ...core.words.shape_rows import admitted_line, admitted_text
 from .. import views
 from ..admission.outcome import Outcome
 from ..bodies import parse_admission, parse_json
@@ -70,8 +70,20 @@ def admitted_body(outcome: Outcome) -> dict[str, Any]:
         "nodes_fit": d.nodes_fit,
         "overrides": d.overrides,
         "reclaimed": [views.victim_row(v) for v in outcome.reclaimed],
-        "message": outcome.message,
+        "message": admitted_message(outcome),
     }
+
+
+def admitted_message(outcome: Outcome) -> str:
+    """The outcome's message, its admitted line saying what a server of a shape other than
+    whole GPUs has in every surface's words (``MIG 1g.10gb of an A100-80G``, not the decision's
+    ``1 A100-80G GPU``)."""
+    d = outcome.decision
+    if d.shape is None or d.pool is None:
+        return outcome.message
+    has = admitted_text(d.shape, d.request.gpus, d.gpu_type)
+    lines = [*d.reasons, admitted_line(d.pool, has, d.over_quota), outcome.note]
+    return "\n".join(x for x in lines if x)
 
 
 class AdmissionsHandler(APIHandler):

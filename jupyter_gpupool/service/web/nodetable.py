@@ -12,8 +12,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ...core.usage.amounts import Amount
 from ...core.usage.index import NodeUsage, UsageIndex
+from ...core.words.gpu_counts import equivalents
 from ..errors import bad_request
+
+
+def _free(n: NodeUsage) -> Amount:
+    """Its free GPU-equivalents: a MIG node with a free instance has free GPUs."""
+    return equivalents(n.parts)[2]
 
 
 def _reason(words: str) -> Callable[[NodeUsage], bool]:
@@ -24,8 +31,8 @@ def _reason(words: str) -> Callable[[NodeUsage], bool]:
 STATUSES: dict[str, tuple[str, Callable[[NodeUsage], bool]]] = {
     "": ("any status", lambda n: True),
     "ok": ("ready, nothing wrong", lambda n: n.schedulable and not n.reasons),
-    "free": ("with free GPUs", lambda n: n.schedulable and n.gpu_free > 0),
-    "full": ("every GPU in use", lambda n: n.gpu_total > 0 and n.gpu_free == 0),
+    "free": ("with free GPUs", lambda n: n.schedulable and _free(n) > 0),
+    "full": ("every GPU in use", lambda n: bool(n.parts) and _free(n) == 0),
     "problem": ("with a problem", lambda n: bool(n.reasons)),
     "not-ready": ("not ready", _reason("not ready")),
     "cordoned": ("cordoned", _reason("cordoned")),

@@ -45,8 +45,9 @@ async def test_pools_lists_every_pool_with_live_free_gpus(service):
     ]
     training = pools["training-pool"]
     assert training["description"] == "Large model training (high-end GPUs)"
-    assert (training["gpu_total"], training["gpu_used"], training["gpu_free"]) == (16, 0, 16)
-    # 16 whole A100s on 2 nodes, and the MIG node (its instances are not whole GPUs)
+    # GPU-equivalents: 16 whole A100s on 2 nodes, and the MIG node's A100 (its 4 instances)
+    assert (training["gpu_total"], training["gpu_used"], training["gpu_free"]) == (17, 0, 17)
+    assert training["whole_gpus"] == {"total": 16, "used": 0, "free": 16}
     assert training["node_count"] == 3 and training["gpu_types"] == ["A100-80G"]
     assert training["largest_free_block"] == 8 and training["status"] == "active"
     assert pools["default"]["gpu_total"] == 4  # node-6 carries no pool label
@@ -417,15 +418,15 @@ async def test_csv_and_metrics(service):
     await service.settled()
     rows = list(csv.DictReader(io.StringIO(await admin.pools_csv())))
     training = next(r for r in rows if r["name"] == "training-pool")
-    assert training["gpu_total"] == "16" and training["gpu_used"] == "2"
+    assert training["gpu_total"] == "17" and training["gpu_used"] == "2"  # with the MIG A100
     assert training["gpu_types"] == "A100-80G"
     nodes = list(csv.DictReader(io.StringIO(await admin.nodes_csv())))
     assert {r["name"] for r in nodes} >= {"gpu-node-1", "node-6"}
     text = await admin.metrics()
     for line in [
-        'gpupool_pool_gpus_total{pool="training-pool"} 16.0',
+        'gpupool_pool_gpus_total{pool="training-pool"} 17.0',
         'gpupool_pool_gpus_used{pool="training-pool"} 2.0',
-        'gpupool_pool_gpus_free{pool="training-pool"} 14.0',
+        'gpupool_pool_gpus_free{pool="training-pool"} 15.0',
         'gpupool_quota_guaranteed_gpus{pool="training-pool",subject="group:ml-research"} 12.0',
         'gpupool_quota_used_gpus{pool="training-pool",subject="group:ml-research"} 2.0',
         'gpupool_admissions_total{result="admitted"} 1.0',

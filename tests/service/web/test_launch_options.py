@@ -28,7 +28,8 @@ async def test_the_spawner_asks_for_a_user_with_their_groups(service):
     assert list(pools) == ["training-pool", "inference-pool", "dev-pool", "compute-pool", "default"]
     training = pools["training-pool"]
     # the pool row of GET api/v1/pools, plus the biggest node and the quota headroom
-    assert training["gpu_total"] == 16 and training["largest_free_block"] == 8
+    assert training["gpu_total"] == 17 and training["largest_free_block"] == 8  # 16 whole + 1 MIG
+    assert training["whole_gpus"]["total"] == 16
     assert training["largest_node_gpus"] == 8
     # ml-research guarantees 12, alice's own limit is 8; one instance of each of the MIG node's
     # shapes fits within the guarantee too
@@ -37,6 +38,7 @@ async def test_the_spawner_asks_for_a_user_with_their_groups(service):
         "borrowing": True,
         "within_quota": 8,
         "available": 8,
+        "within_equivalents": 8,
         "shapes": {"mig-1g.10gb": "within", "mig-2g.20gb": "within", "mig-3g.40gb": "within"},
     }
     assert pools["compute-pool"]["largest_node_gpus"] == 0
@@ -64,6 +66,7 @@ async def test_headroom_follows_usage_and_the_rules_of_admission(service):
         "borrowing": True,
         "within_quota": 0,
         "available": 4,
+        "within_equivalents": 0,
         "shapes": {
             "mig-1g.10gb": "borrowing",
             "mig-2g.20gb": "borrowing",

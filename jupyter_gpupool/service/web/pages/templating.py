@@ -23,7 +23,7 @@ from jinja2 import ChoiceLoader, Environment, FileSystemLoader, select_autoescap
 
 from ....core.usage.amounts import parse_amount
 from ....core.words.tables import age
-from ...views import iso
+from ...views import iso, node_row
 
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"
@@ -58,6 +58,7 @@ def make_environment(extra_paths: Sequence[str] = ()) -> Environment:
         lstrip_blocks=True,
     )
     env.filters["gpus"] = gpus
+    env.filters["node_row"] = node_row  # a node counted as the API counts it
     env.filters["gpu_hours"] = gpu_hours
     env.filters["percent"] = percent
     env.filters["age"] = lambda timestamp: age(timestamp, time.time())

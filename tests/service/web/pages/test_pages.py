@@ -159,10 +159,10 @@ async def test_the_pools_page_has_gpuctls_columns_and_more(service, admin):
     status, html, _ = await admin.get("pools")
     assert status == 200
     row = re.search(r'<tr data-key="training-pool">.*?</tr>', html, re.S).group(0)
-    # name, status, GPU types, total, used, free, (bar), over quota, pending starts, nodes,
-    # servers
+    # name, status, GPU types, total, used, free (GPU-equivalents: the MIG A100 is the 17th),
+    # (bar), over quota, pending starts, nodes, servers
     assert text(row).split() == [
-        "training-pool", "active", "A100-80G", "16", "16", "0", "8", "0", "held", "·", "0",
+        "training-pool", "active", "A100-80G", "17", "16", "1", "8", "0", "held", "·", "0",
         "in", "line", "3", "2", "(", "0", "pending)",
     ]  # fmt: skip
     row = re.search(r'<tr data-key="dev-pool">.*?</tr>', html, re.S).group(0)
@@ -185,7 +185,7 @@ async def test_a_pool_page_shows_nodes_servers_quota_and_document(service, admin
     status, html, _ = await admin.get("pools/training-pool")
     assert status == 200
     page = text(html)
-    assert "16 in total, 8 in use, 8 free" in page
+    assert "17 in total, 8 in use, 9 free" in page  # 16 whole A100s and the MIG A100
     assert re.search(r"alice - 8 gpu-node-\d running \d+s within quota Stop", page)
     assert 'action="/services/gpupool/admin/servers/stop"' in html and 'name="_xsrf"' in html
     assert "group:ml-research 12 16 8 0 0" in page and "user:alice 2 8 0 0 0" in page
