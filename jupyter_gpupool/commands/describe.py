@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..core.words.booking_rows import kept_in
 from ..core.words.gpu_counts import count_text
 from ..core.words.reports import quota_rows
 from ..core.words.shape_choice import kind_words
@@ -171,7 +172,7 @@ def format_booking(b: Mapping[str, Any]) -> str:
         ("When", b.get("window")),
         ("Now", when(b.get("current"))),
         ("Next", when(b.get("next"))),
-        ("Written in", b.get("source")),
+        ("Kept in", kept_in(b)),
         ("Created by", b.get("created_by") or "-"),
         ("Changed by", b.get("changed_by") or "-"),
     ]

@@ -103,6 +103,19 @@ def is_member(booking: Booking, user: str, groups: Sequence[str]) -> bool:
     return user in booking.users or any(g in booking.groups for g in groups)
 
 
+#: Where a booking the service keeps is written (its ``source`` is ``api``): the admin page,
+#: ``gpupool create -f`` and ``POST api/v1/bookings`` all keep it there.
+STORED_WORDS = "the service's database"
+
+
+def kept_in(row: Mapping[str, Any]) -> str:
+    """Where a booking row's booking is written, in words: its pool file and line
+    (``pools/training-pool.yaml:12``), or :data:`STORED_WORDS` for one the service keeps
+    (whether made on the admin page, with the CLI or through the API), not ``api``."""
+    source = row.get("source")
+    return STORED_WORDS if source in (None, "api") else str(source)
+
+
 def occurrence_row(o: Occurrence | None, iso: Any) -> dict[str, Any] | None:
     if o is None:
         return None
@@ -132,6 +145,7 @@ def booking_row(
         "timezone": booking.window.timezone,
         "window": window_words(booking.window),
         "source": str(booking.source) if booking.source is not None else "api",
+        "kept_in": STORED_WORDS if booking.source is None else str(booking.source),
         "created_by": meta.get("created_by"),
         "created": meta.get("created"),
         "changed_by": meta.get("changed_by"),

@@ -11,6 +11,7 @@ import pytest
 from sqlrows import sql
 from test_pages import Browser, text
 
+from jupyter_gpupool.commands.describe import format_booking
 from jupyter_gpupool.service.web.auth import ADMIN_SCOPE, USE_SCOPE
 
 LAB = """\
@@ -108,3 +109,28 @@ async def test_my_gpus_shows_the_bookings_i_am_in(booked):
     finally:
         student.http.close()
         other.http.close()
+
+
+async def test_the_pages_say_what_a_booking_does_and_where_it_is_kept(booked):
+    """Bookings warn, stop and admit (docs/pools.md, "Bookings at work"): the pages say so, not
+    that admission ignores them; one made on the admin page is kept in the service's database,
+    as ``gpupool describe booking`` says too, not "api"."""
+    service, admin = booked
+    status, html, _ = await admin.get("bookings")
+    assert status == 200
+    page = text(html)
+    assert "its members are admitted within it first" in page
+    assert "does not use bookings" not in page
+    row = re.search(r'<tr id="booking-cs231">.*?</tr>', html, re.S)
+    assert row is not None
+    cells = [text(c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row.group(0), re.S)]
+    assert cells[6] == "the service's database (made by user admin)"
+    described = format_booking(await service.admin().booking("cs231"))
+    assert "Kept in:     the service's database\n" in described
+    student = Browser(service, service.hub.user("erin", ["cs231"], [USE_SCOPE]))
+    try:
+        mine = text((await student.get(""))[1])
+        assert "your servers in its pool and shape are admitted within it first" in mine
+        assert "do not hold GPUs" not in mine
+    finally:
+        student.http.close()
