@@ -10,7 +10,7 @@ loader's size limit is refused before it is read into memory.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from .core.documents.yaml_reader import MAX_TEXT_BYTES, DocumentError, Problem
@@ -56,13 +56,17 @@ def read_files(files: Iterable[str], problems: list[Problem]) -> list[tuple[str,
     return texts
 
 
-def load_paths(paths: Iterable[str | os.PathLike[str]]) -> Registry:
-    """Load files and directories as one registry, or raise with every problem in all of them."""
+def load_paths(
+    paths: Iterable[str | os.PathLike[str]], extra: Sequence[tuple[str, str]] = ()
+) -> Registry:
+    """Load files and directories as one registry, or raise with every problem in all of them
+    (``extra``: more ``(text, name)`` to load with them, as ``gpupool validate --service``
+    takes the service's pools)."""
     problems: list[Problem] = []
     files = expand_paths(paths)
     texts = read_files(files, problems)
     try:
-        registry = load_texts(texts)
+        registry = load_texts([*texts, *extra])
     except DocumentError as e:
         problems.extend(e.problems)
     if problems:
@@ -70,9 +74,12 @@ def load_paths(paths: Iterable[str | os.PathLike[str]]) -> Registry:
     return registry
 
 
-def check_paths(paths: Iterable[str | os.PathLike[str]]) -> LoadReport:
-    """Like :func:`load_paths` but reports per file instead of raising (``gpupool validate``)."""
+def check_paths(
+    paths: Iterable[str | os.PathLike[str]], extra: Sequence[tuple[str, str]] = ()
+) -> LoadReport:
+    """Like :func:`load_paths` but reports per file instead of raising (``gpupool validate``);
+    the report's files are the paths' (``extra`` is checked with them, not listed)."""
     files = expand_paths(paths)
     problems: list[Problem] = []
     texts = read_files(files, problems)
-    return check_texts(texts, files, problems)
+    return check_texts([*texts, *extra], files, problems)
