@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..core.words.gpu_counts import count_text
-from ..core.words.reports import quota_rows
+from ..core.words.reports import gpu_hours_text, quota_rows
 from ..core.words.tables import age, human_duration
 from .connection import CommandError, add_connection_options, run, write
 from .output import OUTPUTS, Column, render
@@ -183,13 +183,17 @@ def _one_line(text: Any) -> str:
     return "; ".join(line.strip() for line in str(text or "").splitlines() if line.strip())
 
 
-GPU_HOURS_COLUMNS = (
-    Column("SUBJECT", "subject"),
-    Column("GPU-HOURS", "gpu_hours", get=lambda r: f"{r['gpu_hours']:.1f}"),
-    Column("WITHIN QUOTA", "within_quota", get=lambda r: f"{r['within_quota']:.1f}"),
-    Column("OVER QUOTA", "over_quota", get=lambda r: f"{r['over_quota']:.1f}"),
-    Column("SESSIONS", "sessions"),
-)
+def gpu_hours_columns(by: str = "user") -> tuple[Column, ...]:
+    """``get gpu-hours``' columns: the first says what the rows are (``USER``, ``GROUP``,
+    ``POOL``, ``SHAPE``); hours as the reports page writes them (``<0.01`` for a slice's few
+    minutes, not ``0.0``), raw numbers in CSV."""
+    return (
+        Column(by.upper(), "subject"),
+        Column("GPU-HOURS", "gpu_hours", get=lambda r: gpu_hours_text(r["gpu_hours"])),
+        Column("WITHIN QUOTA", "within_quota", get=lambda r: gpu_hours_text(r["within_quota"])),
+        Column("OVER QUOTA", "over_quota", get=lambda r: gpu_hours_text(r["over_quota"])),
+        Column("SESSIONS", "sessions"),
+    )
 
 
 def booking_who(row: Mapping[str, Any]) -> str:
@@ -439,7 +443,8 @@ async def get_queue(client: GPUPoolClient, args: argparse.Namespace) -> int:
 
 async def get_gpu_hours(client: GPUPoolClient, args: argparse.Namespace) -> int:
     report = await client.gpu_hours(by=args.by, since=args.since, until=args.until)
-    write(render(args.output, report["rows"], GPU_HOURS_COLUMNS, raw=report))
+    columns = gpu_hours_columns(str(report.get("by") or args.by or "user"))
+    write(render(args.output, report["rows"], columns, raw=report))
     return 0
 
 

@@ -26,7 +26,7 @@ from jupyter_gpupool.commands.connection import (
 )
 from jupyter_gpupool.commands.describe import format_pool
 from jupyter_gpupool.commands.documents import Chunk, build_request, split_documents, wanted
-from jupyter_gpupool.commands.get import NODE_COLUMNS, POOL_COLUMNS, job_columns
+from jupyter_gpupool.commands.get import NODE_COLUMNS, POOL_COLUMNS, gpu_hours_columns, job_columns
 from jupyter_gpupool.commands.label import outside_prefix, parse_labels
 from jupyter_gpupool.commands.output import render
 from jupyter_gpupool.core.words.reports import ALL_POOLS, EACH_USER, quota_rows
@@ -362,3 +362,29 @@ def test_label_arguments_and_the_gpuctl_prefix():
             parse_labels([bad])
     assert outside_prefix(["runwhere.ai/pool", "team"], "runwhere.ai/") == ["team"]
     assert outside_prefix(["team"], "") == []
+
+
+def test_get_gpu_hours_names_its_rows_by_the_split_and_never_shows_a_slice_as_nothing():
+    """``--by shape``: the first column is SHAPE, not SUBJECT; a MIG 1g.10gb (1/7) for 10 minutes
+    is 1/42 GPU-hour, which the reports page reads as 0.02, and a minute of a replica of four
+    1/240, <0.01: never 0.0. CSV keeps the numbers."""
+    rows = [
+        {"subject": "whole", "gpu_hours": 12.0, "within_quota": 12.0, "over_quota": 0.0,
+         "sessions": 2},
+        {"subject": "mig-1g.10gb", "gpu_hours": round(1 / 42, 4), "within_quota": 0.0238,
+         "over_quota": 0.0, "sessions": 1},
+        {"subject": "shared-4", "gpu_hours": round(1 / 60 / 4, 4), "within_quota": 0.0042,
+         "over_quota": 0.0, "sessions": 1},
+    ]  # fmt: skip
+    table = [
+        line.split() for line in render("table", rows, gpu_hours_columns("shape")).splitlines()
+    ]
+    assert table[0] == ["SHAPE", "GPU-HOURS", "WITHIN", "QUOTA", "OVER", "QUOTA", "SESSIONS"]
+    assert table[1:] == [
+        ["whole", "12.0", "12.0", "0.0", "2"],
+        ["mig-1g.10gb", "0.02", "0.02", "0.0", "1"],
+        ["shared-4", "<0.01", "<0.01", "0.0", "1"],
+    ]
+    assert render("table", rows, gpu_hours_columns("group")).startswith("GROUP ")
+    csv_rows = render("csv", rows, gpu_hours_columns("shape")).splitlines()
+    assert csv_rows[2].split(",")[:2] == ["mig-1g.10gb", "0.0238"]

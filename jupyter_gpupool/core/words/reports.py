@@ -12,6 +12,18 @@ from typing import Any
 
 from ..usage.amounts import Amount
 
+
+def gpu_hours_text(value: float | None) -> str:
+    """GPU-hours for a page's cell and the CLI's alike: one decimal, and a small amount never
+    shown as nothing (``0.02``, ``<0.01``: a MIG 1g.10gb for a few minutes is not ``0.0``)."""
+    hours = float(value or 0)
+    if 0 < hours < 0.005:
+        return "<0.01"
+    if 0 < hours < 0.095:
+        return f"{hours:.2f}"
+    return f"{hours:,.1f}"
+
+
 #: The ``pool`` of rows for cluster-wide caps (gpuctl's quota documents), which span every pool.
 ALL_POOLS = "(all pools)"
 #: The ``subject`` of the row that shows a pool's per-user default.

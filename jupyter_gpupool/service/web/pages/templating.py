@@ -22,6 +22,7 @@ from typing import Any
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, select_autoescape
 
 from ....core.usage.amounts import parse_amount
+from ....core.words.reports import gpu_hours_text
 from ....core.words.tables import age
 from ...views import iso, node_row
 
@@ -128,14 +129,8 @@ def gpus(value: Any) -> str:
 
 
 def gpu_hours(value: float | None) -> str:
-    """GPU-hours for a page: one decimal, and a small amount never shown as nothing (``0.02``,
-    ``<0.01``), so that it reads as what its bar shows."""
-    hours = float(value or 0)
-    if 0 < hours < 0.005:
-        return "<0.01"
-    if 0 < hours < 0.095:
-        return f"{hours:.2f}"
-    return f"{hours:,.1f}"
+    """GPU-hours for a page, as the CLI writes them (:func:`~....core.words.reports.gpu_hours_text`)."""
+    return gpu_hours_text(value)
 
 
 def percent(part: float | None, whole: float | None) -> float:
