@@ -337,9 +337,7 @@ def launch_options(
             }
         )
     open_ = {r["name"] for r in rows}
-    defaults = [p for p in registry.default_pool_order(groups) if p in open_]
-    first = {name: n for n, name in enumerate(defaults)}
-    rows.sort(key=lambda r: first.get(r["name"], len(first)))  # stable: the rest keep theirs
+    defaults = in_users_order(rows, registry, groups)
     return {
         "user": user,
         "groups": list(groups),
@@ -353,6 +351,17 @@ def launch_options(
             else []
         ),
     }
+
+
+def in_users_order(rows: list[JSON], registry: Registry, groups: Sequence[str]) -> list[str]:
+    """Sort pool ``rows`` as every client lists them for a user: the admin's default order
+    for their groups first, in that order, then the others as they came (the registry's
+    order); the default order's pools among ``rows`` are returned."""
+    open_ = {r["name"] for r in rows}
+    defaults = [p for p in registry.default_pool_order(groups) if p in open_]
+    first = {name: n for n, name in enumerate(defaults)}
+    rows.sort(key=lambda r: first.get(r["name"], len(first)))  # stable: the rest keep theirs
+    return defaults
 
 
 def booked_row(w: InForce, used: int) -> JSON:

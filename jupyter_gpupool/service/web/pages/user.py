@@ -56,7 +56,8 @@ class UserPage(PageHandler):
             groups = await self.ctx.user_groups(name)
         state = self.ctx.state
         reg, index, res = state.registry, state.index, state.reservations
-        pools = state.pool_summaries(name, groups)
+        pools = list(state.pool_summaries(name, groups))
+        views.in_users_order(pools, reg, groups)  # as the spawn form and the lab list them
         texts = {
             p["name"]: quota_text(views.pool_quota(reg, index, res, p["name"], name, groups), name)
             for p in pools

@@ -347,3 +347,16 @@ async def test_changes_through_the_api_are_logged_with_who_made_them(service, ca
     assert "CHANGE by service spawner (API): deleted pool t4-pool" in caplog.text
     history = await admin._json("GET", "api/v1/usage/history")
     assert history["interval"] == 60 and "training-pool" in history["pools"]
+
+
+async def test_my_gpus_lists_my_pools_in_my_order(service, alice):
+    """My GPUs lists the pools as the spawn form does (``GET api/v1/launch-options``' order:
+    the admin's default order for the user's groups first), not alphabetically."""
+    options = await service.user("alice", ["ml-research"]).launch_options()
+    status, html, _ = await alice.get("")
+    assert status == 200
+    table = re.search(r'<table[^>]*id="my-pools".*?</table>', html, re.S)
+    assert table is not None
+    shown = re.findall(r'<tr data-key="([^"]+)">', table.group(0))
+    assert shown == [p["name"] for p in options["pools"]]
+    assert shown[:3] == ["training-pool", "inference-pool", "dev-pool"]  # not alphabetical
