@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.words.gpu_counts import count_text
 from ..core.words.reports import gpu_hours_text, quota_rows
-from ..core.words.tables import age, human_duration
+from ..core.words.tables import age, human_duration, server_words
 from .connection import CommandError, add_connection_options, run, write
 from .output import OUTPUTS, Column, render
 
@@ -84,7 +84,7 @@ def job_columns(now: float) -> tuple[Column, ...]:
 
     return (
         Column("USER", "user"),
-        Column("SERVER", "server"),
+        Column("SERVER", "server", get=lambda r: server_words(r.get("server"))),
         Column("POOL", "pool"),
         Column("NODE", "node"),
         # what it has, in the words of every surface (MIG 1g.10gb of an A100-80G)
@@ -158,7 +158,7 @@ def queue_columns(now: float) -> tuple[Column, ...]:
     return (
         Column("POSITION", "position"),
         Column("USER", "user"),
-        Column("SERVER", "server"),
+        Column("SERVER", "server", get=lambda r: server_words(r.get("server"))),
         Column("GPUS", "gpus"),
         Column("POOLS", "pools"),
         Column(

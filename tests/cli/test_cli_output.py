@@ -195,7 +195,7 @@ def test_describe_pool_reads_like_gpuctls():
     assert text.startswith("Name:               training-pool\n")
     assert "Limits:             at most 8 GPUs\n" in text
     assert "\nNodes:\n  NODE NAME   STATUS" in text and "  gpu-node-1  Ready   8" in text
-    assert "\nServers:\n  USER   SERVER  POOL" in text
+    assert "\nServers:\n  USER   SERVER     POOL" in text
     assert "\nQuota:\n  SUBJECT   GUARANTEED  LIMIT  USED" in text
 
 

@@ -107,6 +107,12 @@ def gpu_memory_mib(cluster: SimCluster, pod: dict[str, Any]) -> int:
     return int(node["metadata"]["labels"]["nvidia.com/gpu.memory"])
 
 
+def has_words(cluster: SimCluster, pod: dict[str, Any], gpus: int) -> str:
+    """What the server has, as every surface says it: ``2 \u00d7 A100-80G``, its node's type."""
+    node = cluster.store.get("nodes", None, pod["spec"]["nodeName"])
+    return f"{gpus} \u00d7 {node['metadata']['labels']['runwhere.ai/gpu-type']}"
+
+
 def memory_words(cluster: SimCluster, pod: dict[str, Any], gpus: int, percent: int) -> str:
     """What the exporter reports for the pod's GPUs: used (``percent`` of each GPU, in whole
     MiB) of total, in GiB."""
@@ -137,13 +143,13 @@ async def test_get_jobs_wide_shows_each_servers_gpu_utilization_and_memory(
     shown = {u: (r["GPUS"], r["GPU UTIL"], r["GPU MEM"], r["IDLE"]) for u, r in rows.items()}
     assert shown == {
         "alice": (
-            str(ALICE_GPUS),
+            has_words(sim_cluster, pods["alice"], ALICE_GPUS),
             f"{ALICE_PERCENT}%",
             memory_words(sim_cluster, pods["alice"], ALICE_GPUS, ALICE_PERCENT),
             "-",  # busy GPUs are never idle
         ),
         "bob": (
-            str(BOB_GPUS),
+            has_words(sim_cluster, pods["bob"], BOB_GPUS),
             f"{BOB_PERCENT}%",
             memory_words(sim_cluster, pods["bob"], BOB_GPUS, BOB_PERCENT),
             "-",

@@ -91,7 +91,7 @@ def expected_row(entry: dict[str, Any]) -> dict[str, str]:
     return {
         "POSITION": str(entry["position"]),
         "USER": entry["user"],
-        "SERVER": entry["server"] or "-",
+        "SERVER": entry["server"] or "(default)",
         "GPUS": str(entry["gpus"]),
         "POOLS": ",".join(entry["pools"]),
         "QUOTA": "within" if entry["within_quota"] else "over",
@@ -160,7 +160,11 @@ async def test_get_queue_shows_the_line_as_the_service_orders_it(cluster, servic
         "carol": "over",
         "erin": "over",
     }
-    assert {r["USER"]: r["SERVER"] for r in rows} == {"bob": "small", "carol": "big", "erin": "-"}
+    assert {r["USER"]: r["SERVER"] for r in rows} == {
+        "bob": "small",
+        "carol": "big",
+        "erin": "(default)",
+    }
     assert {r["POOLS"] for r in rows} == {"dev-pool"}
     # this service keeps no ledger: no history, so no estimate (issue 31)
     assert {r["EXPECTED"] for r in rows} == {"no estimate yet"}

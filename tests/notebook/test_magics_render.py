@@ -258,7 +258,7 @@ def test_queue_report_lists_the_users_requests_in_line():
         ["server", "GPUs", "pools", "place in line", "quota", "waiting", "expected"],
         ["big", "4", "training-pool, inference-pool", "1", "within quota", "2m10s",
          "about 20 min, from the last 30 days of training-pool"],
-        ["(default server)", "1", "dev-pool", "3", "over quota (borrows)", "120m",
+        ["(default)", "1", "dev-pool", "3", "over quota (borrows)", "120m",
          "no estimate yet"],
         ["<x>", "1", "your default pools", "not placed yet", "over quota (borrows)", "\u2014",
          "\u2014"],

@@ -210,7 +210,7 @@ def test_a_notebook_launches_and_stops_a_server_with_the_panel(demo):
         node = pod["spec"]["nodeName"]
         labels = node_labels(demo, node)
         status = status_fields(demo.run(kernel.execute(CELLS[2].strip()), timeout=150))
-        assert status["server"] == "alice (default server)"
+        assert status["server"] == "alice/(default)"
         assert (status["node"], status["pool"]) == (node, labels[POOL_KEY])
         assert status["GPUs"] == f"1 {TIMES} {labels[TYPE_KEY]}"
         assert labels[POOL_KEY] == "inference-pool"

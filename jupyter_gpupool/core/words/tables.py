@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 __all__ = [
+    "DEFAULT_SERVER",
     "FORMULA_STARTS",
     "age",
     "aligned_lines",
@@ -33,12 +34,22 @@ __all__ = [
     "format_table",
     "human_duration",
     "parse_time",
+    "server_words",
 ]
 
 #: First characters that make a spreadsheet read a CSV cell as a formula (OWASP's list).
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 _MINUTE, _HOUR, _DAY, _YEAR = 60, 3600, 86400, 365 * 86400
+
+#: A user's default server (JupyterHub's server named ""), as every surface names it: the pages,
+#: the CLI, the magics and the lab (``labextension/src/panel.ts``).
+DEFAULT_SERVER = "(default)"
+
+
+def server_words(name: str | None) -> str:
+    """A server's name in a table, ``(default)`` for the default one."""
+    return name or DEFAULT_SERVER
 
 
 # --- tables ---------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from ...core.time.notices import notice_line, notice_of
 from ...core.words.gpu_use import idle_line, utilization_line
 from ...core.words.launch_options import Catalog, budget_text, pool_status, quota_text
 from ...core.words.shape_choice import kind_words
-from ...core.words.tables import aligned_lines, human_duration
+from ...core.words.tables import aligned_lines, human_duration, server_words
 from ..session import NO_POD, ServerUse
 
 
@@ -131,7 +131,7 @@ def _unset(value: str | None) -> str:
 def _server_name(p: Placement) -> str:
     if not p.user:
         return "not a JupyterHub server"
-    return f"{p.user}/{p.server}" if p.server else f"{p.user} (default server)"
+    return f"{p.user}/{server_words(p.server)}"
 
 
 def status_report(
@@ -242,7 +242,7 @@ def queue_rows(entries: Sequence[Mapping[str, Any]], now: float) -> list[tuple[s
     """One row per request of the user's waiting in line (the service's order)."""
     return [
         (
-            str(e.get("server") or "(default server)"),
+            server_words(e.get("server")),
             str(e.get("gpus", "")),
             ", ".join(e.get("pools") or ()) or "your default pools",
             str(e["position"]) if e.get("position") is not None else "not placed yet",

@@ -23,7 +23,7 @@ from jinja2 import ChoiceLoader, Environment, FileSystemLoader, select_autoescap
 
 from ....core.usage.amounts import parse_amount
 from ....core.words.reports import gpu_hours_text
-from ....core.words.tables import age
+from ....core.words.tables import age, server_words
 from ...views import iso, node_row
 
 HERE = Path(__file__).resolve().parent
@@ -59,6 +59,7 @@ def make_environment(extra_paths: Sequence[str] = ()) -> Environment:
         lstrip_blocks=True,
     )
     env.filters["gpus"] = gpus
+    env.filters["server"] = server_words  # "(default)" for the default server, everywhere
     env.filters["node_row"] = node_row  # a node counted as the API counts it
     env.filters["gpu_hours"] = gpu_hours
     env.filters["percent"] = percent

@@ -96,7 +96,9 @@ async def test_every_user_sees_their_pools_quota_and_servers(service, alice):
     assert 'href="/hub/static/css/style.min.css"' in html and 'href="/hub/home"' in html
     assert "training-pool" in page and "A100-80G" in page
     assert "2 in use, 2 guaranteed, limit 8; group ml-research: 2 in use of 12 guaranteed" in page
-    assert re.search(r"alice - training-pool 2 gpu-node-\d running \d+s within quota", page)
+    assert re.search(
+        r"alice \(default\) training-pool 2 gpu-node-\d running \d+s within quota", page
+    )
     # a user sees no admin navigation, and may not open the admin pages
     assert 'href="/services/gpupool/nodes"' not in html
     for path in ("pools", "pools/dev-pool", "nodes", "quotas", "admin", "pools/usage.svg"):
@@ -186,7 +188,7 @@ async def test_a_pool_page_shows_nodes_servers_quota_and_document(service, admin
     assert status == 200
     page = text(html)
     assert "17 in total, 8 in use, 9 free" in page  # 16 whole A100s and the MIG A100
-    assert re.search(r"alice - 8 gpu-node-\d running \d+s within quota Stop", page)
+    assert re.search(r"alice \(default\) 8 gpu-node-\d running \d+s within quota Stop", page)
     assert 'action="/services/gpupool/admin/servers/stop"' in html and 'name="_xsrf"' in html
     assert "group:ml-research 12 16 8 0 0" in page and "user:alice 2 8 0 0 0" in page
     assert "gpu-node-1 A100-80G 8" in page and "gpu-node-2 A100-80G 8" in page

@@ -118,7 +118,7 @@ def expected_cells(row: dict[str, Any], with_user: bool = True) -> list[str]:
     cells = [str(row["position"]), row["estimate_words"] or "-"]
     if with_user:
         cells.append(row["user"])
-    cells += [row["server"] or "-", str(row["gpus"]), row["gpu_type"] or "-"]
+    cells += [row["server"] or "(default)", str(row["gpus"]), row["gpu_type"] or "-"]
     cells += [", ".join(row["pools"]), standing_text(row)]
     return cells
 

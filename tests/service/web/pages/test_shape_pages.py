@@ -57,7 +57,7 @@ async def pages(service) -> None:
         status, html, _ = await admin.get(f"pools/{POOL}")
         assert status == 200
         assert row_text(html, "servers", "default/erin-nb").startswith(
-            "erin - MIG 3g.40gb of an A100-80G mig-node running"
+            "erin (default) MIG 3g.40gb of an A100-80G mig-node running"
         )
         status, html, _ = await admin.get("quotas")
         assert status == 200

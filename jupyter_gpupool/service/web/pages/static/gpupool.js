@@ -14,7 +14,7 @@
 //   data-live-object="URL" [data-list="KEY" data-pick="NAME" | data-sum="KEY"]: an element
 //       filled from the answer, one item of its list (by name), or the sums of a list's numbers.
 //   data-live-svg="URL" data-every="SECONDS": replaced by the SVG the URL answers.
-// Inside them: data-field="a.b" (text), data-format="age|quota|gpus|labels|util|memory|idle|notice|spark"
+// Inside them: data-field="a.b" (text), data-format="age|quota|gpus|server|labels|util|memory|idle|notice|spark"
 // (the last four: a server's GPU utilization cell, as parts.py writes it), data-format=
 // "since|standing|waiting|if" (a request in line: its age from epoch seconds, its standing in
 // words, "N waiting" hidden at 0, an element shown only when the field is true), data-badge (status
@@ -161,6 +161,8 @@
         c.hidden = !v;
       } else if (fmt === "if") {
         c.hidden = !v;
+      } else if (fmt === "server") {
+        c.textContent = v || "(default)"; // the default server, as tables.server_words says it
       } else if (fmt === "gpus") {
         c.textContent = gpus(v);
       } else if (fmt === "quota") {
