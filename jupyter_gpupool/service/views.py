@@ -291,6 +291,7 @@ def launch_options(
     user: str,
     groups: Sequence[str],
     max_gpus: int,
+    waiting: Mapping[str, int] | None = None,
 ) -> JSON:
     """``GET api/v1/launch-options``: what ``user`` may choose when starting a server.
 
@@ -334,6 +335,8 @@ def launch_options(
                 "bookings": [
                     booked_row(w, used) for w, used in member_bookings(state, name, user, groups)
                 ],
+                # requests waiting in line for it now (the spawn form says so beside "full")
+                "waiting": (waiting or {}).get(name, 0),
             }
         )
     open_ = {r["name"] for r in rows}

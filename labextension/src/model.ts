@@ -59,6 +59,8 @@ export interface IPool {
   /** What its nodes offer: each shape's free units and what one counts (GPU-equivalents). */
   shapes?: { id: string; kind: string; free: number; equivalent_gpus: number }[];
   largest_free_block?: number;
+  /** Requests waiting in line for it now. */
+  waiting?: number;
   gpu_types?: string[];
   node_count?: number;
   schedulable_nodes?: number;

@@ -76,7 +76,8 @@ export function poolState(pool: IPool): string {
     return 'CPU only';
   }
   if (!pool.gpu_available || pool.largest_free_block === 0) {
-    return 'full';
+    // others already wait in line for it: said, as on the spawn form
+    return pool.waiting ? `full, ${pool.waiting} waiting in line` : 'full';
   }
   const quota = pool.quota;
   if (quota && quota.managed && !quota.available) {

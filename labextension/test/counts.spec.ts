@@ -75,6 +75,12 @@ describe('a pool with a slice in use', () => {
     expect(quotaWords({ ...TRAINING, quota: old })).toBe('1 GPU within quota');
   });
 
+  it('says how many wait in line for a full pool', () => {
+    const full = { ...TRAINING, gpu_available: 0, largest_free_block: 0 };
+    expect(poolState(full)).toBe('full');
+    expect(poolState({ ...full, waiting: 2 })).toBe('full, 2 waiting in line');
+  });
+
   it('reads a pool of instances only by its free instances, not as CPU only', () => {
     expect(poolState(MIG_ONLY)).toBe('free');
     const used = MIG_ONLY.shapes!.map(s => ({ ...s, free: 0 }));

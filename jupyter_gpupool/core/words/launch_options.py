@@ -135,6 +135,8 @@ class PoolChoice:
     shapes: tuple[ShapeChoice, ...] = ()
     #: the bookings in force here that the user is a member of
     bookings: tuple[BookedChoice, ...] = ()
+    #: requests waiting in line for it now
+    waiting: int = 0
 
     @property
     def free_equivalents(self) -> Amount:
@@ -226,6 +228,7 @@ class PoolChoice:
             quota_shapes={str(k): str(v) for k, v in (quota.get("shapes") or {}).items()},
             shapes=tuple(ShapeChoice.from_json(s) for s in row.get("shapes") or ()),
             bookings=tuple(BookedChoice.from_json(b) for b in row.get("bookings") or ()),
+            waiting=int(row.get("waiting") or 0),
         )
 
 
@@ -293,7 +296,15 @@ class Catalog:
 
 def pool_status(p: PoolChoice) -> tuple[str, str]:
     """``(code, words)`` for the status column: free, full, borrowing possible, nodes not
-    ready..."""
+    ready...; ``full`` says how many already wait in line for it (``full, 3 waiting in
+    line``)."""
+    code, words = _pool_status(p)
+    if code == "full" and p.waiting:
+        words += f", {p.waiting} waiting in line"
+    return code, words
+
+
+def _pool_status(p: PoolChoice) -> tuple[str, str]:
     if p.node_count == 0:
         return "empty", "no nodes"
     if p.status == "unavailable" or p.schedulable_nodes == 0:

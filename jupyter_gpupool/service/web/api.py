@@ -366,6 +366,7 @@ class LaunchOptionsHandler(APIHandler):
                 user,
                 groups,
                 self.ctx.max_gpus,
+                self.ctx.desk.line.lengths() if self.ctx.desk.line is not None else {},
             )
         )
 

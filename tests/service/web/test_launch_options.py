@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from service_kit import start_pod
 from test_api import NEW_POOL
 
 from jupyter_gpupool.client import GPUPoolError
+from jupyter_gpupool.core.words.launch_options import Catalog, pool_status
 
 
 def by_name(answer):
@@ -93,3 +95,24 @@ async def test_users_ask_for_themselves_only(service):
             "GET", "api/v1/launch-options", params={"user": "alice", "groups": "ml-research"}
         )
     assert e.value.status == 400 and "groups must be a JSON list" in e.value.message
+
+
+async def test_a_full_pool_says_how_many_already_wait_in_line(service):
+    """dev-pool's 4 GPUs taken and two requests in line for it (the service's own line,
+    ``GET api/v1/queue``): the spawn form, the magics and the panel read "full, 2 waiting in
+    line", not a bare "full"."""
+    admin, cluster = service.admin(), service.cluster
+    for user in ("alice", "dave"):
+        a = await admin.admit(user=user, groups=["students"], pools=["dev-pool"], gpus=2)
+        await start_pod(cluster, a, f"{user}-nb")
+    for user in ("bob", "carol"):
+        await admin.admit(user=user, groups=["students"], pools=["dev-pool"], gpus=1, queue=True)
+    line = await admin.queue()
+    assert line["pools"] == {"dev-pool": 2}
+    options = await admin.launch_options(user="erin", groups=["students"])
+    dev = Catalog.from_json(options).pool("dev-pool")
+    assert dev is not None and dev.waiting == line["pools"]["dev-pool"]
+    assert pool_status(dev) == ("full", "full, 2 waiting in line")
+    # nothing waits for a pool with room: its words are as before
+    training = Catalog.from_json(options).pool("training-pool")
+    assert training is not None and training.waiting == 0
