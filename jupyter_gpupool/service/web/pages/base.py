@@ -129,7 +129,8 @@ class PageHandler(StreamedBody):
             xsrf_form_html=Markup(self.xsrf_form_html()),
             flash=self.pop_flash(),
             refresh_seconds=REFRESH_SECONDS,
-            rendered_at=time.strftime("%H:%M:%S"),
+            # UTC, as every time on the pages and as the live refresh writes it (gpupool.js)
+            rendered_at=time.strftime("%H:%M:%S UTC", time.gmtime()),
             version=__version__,
         )
         return ns

@@ -275,7 +275,9 @@
   function stamp(error) {
     root.classList.toggle("gpupool-stale", Boolean(error));
     const s = root.querySelector("[data-updated]");
-    if (s) s.textContent = error ? "could not refresh: " + error : new Date().toLocaleTimeString();
+    // UTC, as the page was rendered (base.py) and as every time on the pages: 05:06:12 UTC
+    const now = new Date().toISOString().slice(11, 19) + " UTC";
+    if (s) s.textContent = error ? "could not refresh: " + error : now;
   }
 
   let ticks = 0;
