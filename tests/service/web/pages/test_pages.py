@@ -112,7 +112,9 @@ async def test_a_refusal_does_not_say_it_is_live(service, alice, admin):
     assert status == 200 and "Live: refreshed every 5 s" in text(html)
     status, html, _ = await alice.get("pools")
     assert status == 403
-    assert "Live: refreshed" not in text(html) and re.search(r"As of \d\d:\d\d:\d\d UTC\.", text(html))
+    assert "Live: refreshed" not in text(html) and re.search(
+        r"As of \d\d:\d\d:\d\d UTC\.", text(html)
+    )
 
 
 async def test_the_admin_pages_changes_say_whether_they_span_restarts(start_service):
