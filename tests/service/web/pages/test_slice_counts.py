@@ -1,6 +1,6 @@
 """A MIG instance and a time-sliced replica counted the same on every surface (issue 40): the
 API's pool, node and server rows, the admission's message, the CLI's tables, the pages, the
-magics' pool table and the quota line.
+magics' pool table, the LaunchPanel's bar and the quota line.
 
 On the demo cluster (examples/cluster.yaml) alice runs a MIG 1g.10gb of gpu-node-mig-1's A100
 and bob one replica of gpu-node-shared-1's A10, time-sliced in 4. The truth is the simulated
@@ -182,3 +182,18 @@ async def test_the_magics_and_the_quota_line_count_a_slice_in_gpu_equivalents(se
     # with her 1/7, and 13/7 GPU-equivalents do
     assert training.within_quota == 1
     assert quota_text(training).startswith("1.86 (1 whole) within quota, ")
+
+    # the LaunchPanel's bar for the pool: the same figures, as a bar of GPU-equivalents
+    from ipywidgets.widgets.tests.utils import setup_test_comm, teardown_test_comm
+
+    from jupyter_gpupool.notebook.widgets.panel import PoolBar
+
+    setup_test_comm()
+    try:
+        bar = PoolBar("training-pool")
+        bar.show(training)
+        assert bar._words.value.startswith(f"{cell(16 + Fraction(6, 7))} of 17 GPUs free · ")
+        assert (bar._bar.max, round(bar._bar.value, 3)) == (17, round(1 / 7, 3))
+        bar.close()
+    finally:
+        teardown_test_comm()
