@@ -421,6 +421,8 @@ def test_incremental_shape_counts_match_a_fresh_index():
             name = rng.choice(sorted(nodes))
             nodes[name] = random_node(name)
             idx.apply_node("MODIFIED", nodes[name])
+        if i % 3 == 0:  # the rows read between events, as the pages read them
+            idx.pool_usage("p1"), idx.pool_usage("p2")
 
     fresh = UsageIndex()
     fresh.reset(nodes=list(nodes.values()), pods=list(pods.values()))
@@ -435,3 +437,6 @@ def test_incremental_shape_counts_match_a_fresh_index():
     assert counts(idx) == counts(fresh) and counts(fresh)
     for pool in ("p1", "p2"):
         assert pool_shapes(idx, Reservations(), pool) == pool_shapes(fresh, Reservations(), pool)
+        # the pool's and each node's GPUs by kind (issue 40), counted as they changed
+        assert idx.pool_usage(pool).parts == fresh.pool_usage(pool).parts
+        assert [n.parts for n in idx.nodes(pool)] == [n.parts for n in fresh.nodes(pool)]

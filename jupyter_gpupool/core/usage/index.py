@@ -50,7 +50,7 @@ from typing import Any
 
 from .amounts import Amount
 from .labels import POOL_LABEL
-from .nodes import gpu_unit_shape, node_parts, sum_parts
+from .nodes import gpu_unit_shape, node_parts, pool_parts
 from .pods import AdmissionListener, PodBook
 from .records import (
     CORDONED,
@@ -64,7 +64,7 @@ from .records import (
 from .relist import Relist
 
 # The service imports the rows from here; they live in .rows.
-from .rows import GPUPart, NodeUsage, PoolUsage, ServerUsage
+from .rows import NodeUsage, PoolUsage, ServerUsage
 from .shapes import Shape
 
 __all__ = ["NodeUsage", "PoolUsage", "ServerUsage", "UsageIndex"]
@@ -273,14 +273,10 @@ class UsageIndex(PodBook):
         if ps is None:
             return PoolUsage(pool, "empty", 0, 0, 0, 0, 0, 0, 0, (), 0, 0)
         types: dict[str, None] = {}
-        parts: list[GPUPart] = []
         for name in ps.nodes:
-            node = self._nodes[name]
-            t = node.gpu_type
+            t = self._nodes[name].gpu_type
             if t:
                 types[t] = None
-            if node.offer.shapes:
-                parts.extend(node_parts(node))
         pending = sum(1 for k in ps.servers if self._pods[k].node is None)
         if not ps.nodes:
             status = "empty"
@@ -305,7 +301,7 @@ class UsageIndex(PodBook):
             gpu_types=tuple(sorted(types)),
             servers=len(ps.servers),
             pending_servers=pending,
-            parts=sum_parts(parts),
+            parts=pool_parts(ps, self._nodes),
         )
 
     def pools(self) -> list[PoolUsage]:

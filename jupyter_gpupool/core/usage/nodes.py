@@ -38,6 +38,7 @@ class PoolState:
         "name",
         "nodes",
         "over_quota",
+        "parted",
         "servers",
         "shapes",
         "subject_used",
@@ -59,6 +60,9 @@ class PoolState:
         self.user_used: dict[str, Amount] = {}
         #: the subjects of bookings ever charged here (``booking:NAME``), for reclaim
         self.booked: dict[str, None] = {}
+        #: its nodes that offer parts of GPUs (MIG instances, shared GPUs, HAMi slices): a
+        #: pool's parts are counted over these alone, its whole GPUs are ``gpu_total``
+        self.parted: dict[str, None] = {}
 
 
 class NodeBook:
@@ -104,6 +108,8 @@ class NodeBook:
         if unit is None:
             ps.gpu_total += node.gpu_total
             ps.gpu_used += node.gpu_used
+        if any(o.shape.kind != WHOLE for o in node.offer.shapes):
+            ps.parted[node.name] = None
         if not node.flags & BLOCKING:
             key: GroupKey = (node.gpu_type, node.type_key, node.taints, unit)
             group = ps.groups.get(key)
@@ -137,6 +143,7 @@ class NodeBook:
         del self._nodes[node.name]
         ps = self._pools[node.pool]
         del ps.nodes[node.name]
+        ps.parted.pop(node.name, None)
         whole = gpu_unit_shape(node) is None
         if whole:
             ps.gpu_total -= node.gpu_total
@@ -220,8 +227,13 @@ def node_parts(node: NodeRecord) -> tuple[GPUPart, ...]:
     """What the node holds of each kind of GPU (:class:`~.rows.GPUPart`): each shape it offers,
     its units and the units its pods use (``gpu_used`` for ``nvidia.com/gpu``, ``shape_used``
     for the others), in GPU-equivalents by :attr:`.shapes.Shape.equivalent`."""
-    found: dict[tuple[str, int], list[Amount]] = {}
     used_of = node.shape_used or {}
+    counted = (node.gpu_used, tuple(used_of.items()), node.offer)
+    cached = node.parts_cache
+    if cached is not None and cached[0] == counted:
+        parts: tuple[GPUPart, ...] = cached[1]
+        return parts
+    found: dict[tuple[str, int], list[Amount]] = {}
     for offered in node.offer.shapes:
         shape = offered.shape
         resource = shape.resource
@@ -233,7 +245,9 @@ def node_parts(node: NodeRecord) -> tuple[GPUPart, ...]:
         sums[1] += used
         sums[2] += shape.equivalent * offered.count
         sums[3] += shape.equivalent * used
-    return sum_parts([_part(k, v) for k, v in found.items()])
+    parts = sum_parts([_part(k, v) for k, v in found.items()])
+    node.parts_cache = (counted, parts)
+    return parts
 
 
 def _part(key: tuple[str, int], sums: list[Amount]) -> GPUPart:
@@ -249,6 +263,18 @@ def _part(key: tuple[str, int], sums: list[Amount]) -> GPUPart:
 
 def _part_order(part: GPUPart) -> tuple[int, int]:
     return (KINDS.index(part.kind) if part.kind in KINDS else len(KINDS), -part.replicas)
+
+
+def pool_parts(ps: PoolState, nodes: Mapping[str, NodeRecord]) -> tuple[GPUPart, ...]:
+    """A pool's parts: its whole GPUs from its counters (``gpu_total``, ``gpu_used``), and the
+    parts of GPUs of its nodes that offer them (``parted``), so that a pool of thousands of
+    nodes of whole GPUs costs nothing more."""
+    parts: list[GPUPart] = []
+    if ps.gpu_total:
+        parts.append(GPUPart(WHOLE, 1, ps.gpu_total, ps.gpu_used, ps.gpu_total, ps.gpu_used))
+    for name in ps.parted:
+        parts.extend(p for p in node_parts(nodes[name]) if p.kind != WHOLE)
+    return sum_parts(parts)
 
 
 def sum_parts(parts: Sequence[GPUPart]) -> tuple[GPUPart, ...]:

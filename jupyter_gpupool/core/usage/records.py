@@ -265,6 +265,7 @@ class NodeRecord:
         "labels",
         "name",
         "offer",
+        "parts_cache",
         "pods",
         "pool",
         "shape_counts",
@@ -290,6 +291,8 @@ class NodeRecord:
         self.shape_used: dict[str, int] | None = None
         self.gpu_shape: ShapeCount | None = None
         self.shape_counts: dict[str, tuple[int, ShapeCount]] | None = None
+        #: its GPU parts (:func:`.nodes.node_parts`) with what they were counted from
+        self.parts_cache: tuple[Any, Any] | None = None
 
     def signature(self) -> tuple[Any, ...]:
         return (
