@@ -8,8 +8,9 @@ same run on the same index, is the row without the parts (as before issue 40). R
 
     python benchmarks/bench_counts.py [--whole 4000] [--mig 500] [--shared 500]
 
-and it prints the best of 30 rows' times (ms) of each, their ratio, and the same after one pod
-on a MIG node changed (the one node counted again).
+and it prints one JSON line: the best of 30 rows' times (ms) of each, their ratio (a cost:
+about 1 for whole GPUs alone), and the same after one pod on a MIG node changed (the one node
+counted again), with the parts the row counted.
 """
 
 from __future__ import annotations
@@ -113,8 +114,7 @@ def main() -> None:
                 "row_after_a_pod_ms": round(after_change, 3),
                 "baseline_after_a_pod_ms": round(baseline_change, 3),
                 "after_a_pod_x_baseline": round(after_change / baseline_change, 2),
-            },
-            indent=1,
+            }
         )
     )
 

@@ -7,7 +7,8 @@ measured in the same run (named ``A_x_B``: A over B) above 1, except bench_datab
 and bench_admission's ``bookings_x_none_p99`` (a cost, about 1: noise puts it on either side),
 bench_bookings' ``p99_x_baseline`` (a cost too: an unrelated request's p99 while bookings are
 checked over its p99 while nothing else happens), bench_queue's ``--held`` ratios (what places
-held cost: about 1 where none can move), and bench_estimate's
+held cost: about 1 where none can move), bench_counts' ratios (what counting a pool's parts
+costs its row), and bench_estimate's
 ``naive_per_gpu_x_ours_*`` (a fairer naive estimate, about as close as ours: either side). bench_density replays a simulated
 day and measures no time: its checks are its ledger's (every session ends one way, once; idle
 GPU-hours within held ones; no node over-committed). bench_spawn's smoke test is in
@@ -617,3 +618,26 @@ def test_estimate_benchmark():
         assert 0 <= result[f"{who}_p50_min"] <= result[f"{who}_p90_min"], who
     assert result["naive_x_ours_p50"] > 1 and result["naive_x_ours_p90"] > 1
     assert result["naive_per_gpu_x_ours_p50"] > 0
+
+
+def test_counts_benchmark():
+    """bench_counts: a pool's row with its parts against the row without them (a cost, about 1
+    for whole GPUs alone: either side); the parts it counted are the nodes' (by hand: 20 whole
+    nodes of 8, 5 MIG A100s in 7 1g.10gb, 5 A10s time-sliced in 4)."""
+    result = run("bench_counts.py", "--whole", 20, "--mig", 5, "--shared", 5)
+    assert set(result) == {
+        "nodes",
+        "parts",
+        "row_ms",
+        "baseline_row_ms",
+        "row_x_baseline",
+        "row_after_a_pod_ms",
+        "baseline_after_a_pod_ms",
+        "after_a_pod_x_baseline",
+    }
+    assert result["parts"] == [
+        ["whole", 160, "160"],
+        ["mig", 35, "5"],
+        ["shared-time-slicing", 20, "5"],
+    ]
+    assert result["row_ms"] > 0 and result["baseline_row_ms"] > 0
