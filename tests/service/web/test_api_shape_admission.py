@@ -75,7 +75,9 @@ async def test_a_mig_instance_and_a_replica_are_admitted_and_scheduled_where_the
     assert row["quota"]["shapes"] == {"mig-3g.40gb": "none", "shared-4": "within"}
     choice = PoolChoice.from_json(row)
     assert pool_status(choice) == ("free", "your quota has room for shared-4 only")
-    assert quota_text(choice) == "0 GPUs within quota; room for shared-4"
+    # in GPU-equivalents: 1 - 3/7 - 1/4 = 9/28 of a GPU is left within her quota
+    assert round(row["quota"]["within_equivalents"], 3) == round(1 - 3 / 7 - 1 / 4, 3)
+    assert quota_text(choice) == "0.32 GPUs (0 whole) within quota; room for shared-4"
     await admin.admit(user="alice", groups=[], pools=[SHARED], gpus=1)
     quotas = await service.user("alice").quotas()
     alice = quotas["pools"][POOL]["users"]["alice"]
