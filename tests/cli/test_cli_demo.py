@@ -155,8 +155,9 @@ def test_get_pools_prints_gpuctls_columns_and_every_pool(gpupool, demo):
     assert status == 0 and rows[0] == GPUCTL_HEADER
     pools = {r[0]: r for r in rows[1:]}
     assert set(pools) == {"training-pool", "inference-pool", "dev-pool", "compute-pool", "default"}
-    # 16 whole A100s on 2 nodes, and the MIG node (its instances are not whole GPUs)
-    assert pools["training-pool"][1:] == ["active", "16", "0", "16", "3"]
+    # 16 whole A100s on 2 nodes, and the MIG node's A100 (its 4 instances, 1 GPU-equivalent)
+    assert pools["training-pool"][1:] == ["active", "17", "0", "17", "3"]
+    assert pools["inference-pool"][1:] == ["active", "9", "0", "9", "3"]  # the A10 in 4 is 1
     assert pools["default"][2] == "4"  # node-6 is in no pool
     assert rows[-1][0] == "default"
     the_same_as_the_api(gpupool, demo, "pools")
@@ -206,7 +207,7 @@ def test_get_jobs_lists_the_servers_of_a_pool(demo, gpupool):
         status, out, _ = gpupool("get", "jobs", "--pool", pool)
         rows = table(out)
         assert rows[0][:4] == ["USER", "SERVER", "POOL", "NODE"]
-        assert ["carol", "-", pool, pod["spec"]["nodeName"]] in [r[:4] for r in rows[1:]]
+        assert ["carol", "(default)", pool, pod["spec"]["nodeName"]] in [r[:4] for r in rows[1:]]
         status, out, _ = gpupool("describe", "pool", pool)
         assert status == 0 and "\nServers:\n  USER" in out and "carol" in out
         the_same_as_the_api(gpupool, demo, "nodes")  # her GPUs counted on her node
