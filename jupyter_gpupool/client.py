@@ -51,9 +51,14 @@ class PoolSummary(TypedDict, total=False):
     name: str
     description: str | None
     status: str  # active | degraded | unavailable | empty
-    gpu_total: int
-    gpu_used: int
-    gpu_free: int
+    # GPU-equivalents (a MIG A100 is 1, an A10 time-sliced in 4 is 1; docs/service.md), an int
+    # when whole; the whole GPUs alone in whole_gpus, the parts in gpu_parts and gpus_text
+    gpu_total: int | float
+    gpu_used: int | float
+    gpu_free: int | float
+    whole_gpus: dict[str, int]
+    gpu_parts: list[dict[str, Any]]
+    gpus_text: str
     gpu_reserved: int
     gpu_available: int  # free on schedulable nodes, minus what admissions hold
     node_count: int
