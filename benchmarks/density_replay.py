@@ -29,12 +29,13 @@ from typing import Any
 
 from density_workload import Session
 
+from jupyter_gpupool.core.admission.holds import Holds
 from jupyter_gpupool.core.admission.queue import (
     Pass,
     Waiting,
+    holds_of,
     never_reason,
     order,
-    promised_pools,
     standing,
 )
 from jupyter_gpupool.core.admission.walk import AdmissionRequest, AdmissionState, Decision, decide
@@ -130,7 +131,7 @@ class Replay:
         self.running: dict[str, Running] = {}
         self.waiting: dict[str, Waiting] = {}
         self.waiting_session: dict[str, Session] = {}
-        self.promised: frozenset[str] = frozenset()
+        self.promised = Holds()
         self.attempts: dict[int, int] = {}
         self.clock = IdleClock()
 
@@ -181,7 +182,7 @@ class Replay:
             w = Waiting(req, s.id, self.now)
             self.waiting[w.id] = w
             self.waiting_session[w.id] = s
-            self.promised |= promised_pools([(w, standing(w, self.state()))])
+            self.promised |= holds_of([(w, standing(w, self.state()))], self.state())
             self.push(s.arrival + self.patience, GIVE_UP, w.id)
         elif self.now + self.retry <= s.arrival + self.patience:
             self.push(self.now + self.retry, RETRY, s)  # refused now: the user tries again
@@ -198,7 +199,7 @@ class Replay:
         if not self.waiting:
             return
         self.result.passes += 1
-        self.promised = frozenset()
+        self.promised = Holds()
         base = self.state()
         ranked = order(self.waiting.values(), base)
         p = Pass(base, self.index.pool_max_free, ranked)

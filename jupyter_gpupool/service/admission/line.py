@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ...core.admission.decision import gpus_text
+from ...core.admission.holds import Holds
 from ...core.admission.queue import (
     ADMITTED,
     CANCELLED,
@@ -46,10 +47,10 @@ from ...core.admission.queue import (
     Kind,
     Pass,
     Waiting,
+    holds_of,
     kind_of,
     never_reason,
     pools_of,
-    promised_pools,
     standing,
     subject_words,
     waiting_words,
@@ -104,8 +105,9 @@ class Line:
         self.reclaiming: set[str] = set()
         #: Taken up after a restart, and not asked for since: kept in place, never admitted
         self.unconfirmed: set[str] = set()
-        #: Pools no borrower may take: a request within quota waits for them
-        self.promised: frozenset[str] = frozenset()
+        #: What no borrower may take: requests within quota wait for it (:mod:`~jupyter_gpupool.
+        #: core.admission.holds`)
+        self.promised = Holds()
         self.seq = 0
         self.dirty = True
         self._kick = asyncio.Event()
@@ -148,8 +150,8 @@ class Line:
             self.unkept[w.id] = written
         # others stand where they stood (a request in line uses no GPUs): only its own standing
         s = self.at.standing(w) or standing(w, self.state.admission_state())
-        # a request within quota holds its pools against borrowers from now
-        self.promised = self.promised | promised_pools([(w, s)])
+        # a request within quota holds what it could use against borrowers from now
+        self.promised = self.promised | holds_of([(w, s)], self.state.admission_state())
         self.moved()  # a request within quota may go ahead of others
         log.info(
             "%s waits in line for %s in %s (%d waiting)",
@@ -237,7 +239,7 @@ class Line:
                 might.extend(members.values())
         ranked = self.at.order(might)  # each kind stood again only if what it reads changed
         p = Pass(base, room, ranked)
-        p.promised |= frozenset(q for q in self.promised if opens.get(q) is False)
+        p.promised |= self.promised.only({q for q, room in opens.items() if not room})
         # a kind of request refused once in this pass is refused again (nothing it reads got
         # better since): the rest of its entries are not decided, and keep its reasons
         refused: dict[Kind, str] = {}
@@ -351,8 +353,8 @@ class Line:
         if written is not None:
             self.unkept[w.id] = written
         # within quota, it holds its pools against borrowers again, as a new entry does
-        s = standing(back, self.state.admission_state())
-        self.promised = self.promised | promised_pools([(back, s)])
+        base = self.state.admission_state()
+        self.promised = self.promised | holds_of([(back, standing(back, base))], base)
         log.info("%s's unused admission %s goes back to the end of the line", user, w.id)
         self.moved()
 
