@@ -4,7 +4,7 @@ on the core under three policies, the whole-GPU ones on two clusters.
 1. ``whole``: whole GPUs only, no idle policy, no queue. A user refused retries every 5 minutes.
 2. ``whole+idle+queue``: whole GPUs, the idle policy (under 5 % for 1 h, warned 15 min before;
    then stopped; measured every 60 s), and the fair queue.
-3. ``shapes+idle+queue``: the same hardware partly partitioned (density_workload.py says how),
+3. ``shapes+idle+queue``: the same hardware, more of it partitioned (density_workload.py says how),
    the idle policy and the queue; a session that needs little asks for a MIG 1g/2g instance or a
    shared replica first, a medium one for a MIG 3g.40gb, then each falls back to whole GPUs.
 
@@ -25,8 +25,8 @@ distribution with its sources) is described in ``density_workload.py``; the repl
 waiting), refused (no pool could ever take it), wait p50/p95 of the served (minutes),
 GPU-hours held and held idle (while the session's use was under the idle threshold; counted in
 GPU-equivalents: a MIG 1g of an A100 is 1/7, a replica of a GPU shared 4 ways 1/4), servers
-the idle policy stopped (and of those, how many the user would have used again), each with its
-ratio to policy 1; users back after an idle stop (served again, gave up), sessions completed
+the idle policy stopped (and of those, how many users came back), each with its ratio to policy
+1; users back after an idle stop (served again, gave up), sessions completed
 (served, and every return of theirs served), servers slowed by their slice. ``--seeds`` runs
 several days and prints, per seed, sessions served and the ratios, then their median and range.
 Run::

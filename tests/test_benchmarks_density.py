@@ -93,6 +93,9 @@ def test_equal_hardware_cluster_has_every_gpu_of_the_demo_whole():
     labels = [n["metadata"]["labels"] for n in nodes]
     assert not [lb for lb in labels if "nvidia.com/gpu.replicas" in lb]
     assert cluster_gpus() == in_file
+    # and the docs say so, in their words and in the benchmark's table they show
+    docs = (ROOT / "docs" / "density.md").read_text()
+    assert f"{in_file} GPUs in four pools" in docs and f"({in_file} GPUs)" in docs
 
 
 def test_user_stopped_as_idle_comes_back_at_their_next_busy_moment():
