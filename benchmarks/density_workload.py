@@ -43,20 +43,24 @@ Sources (found with this project's search tool; the parameters above are ours wh
   Datacenters", SC'21 (https://arxiv.org/abs/2109.01313)
 - B. Carver et al., "NotebookOS: A Replicated Notebook Platform for Interactive Training with
   On-Demand GPUs", ASPLOS'26 (https://arxiv.org/abs/2503.20591)
+- NVIDIA, MIG user guide, "Supported MIG Profiles"
+  (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html)
+- NVIDIA GPU Operator, "Time-Slicing GPUs in Kubernetes"
+  (https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-sharing.html)
 
 **On a slice smaller than its need** (*assumption*, its direction NVIDIA's): a session runs
 slower while it wants more of a GPU than its slice has, and keeps its slice longer. A stretch
 whose use is ``u`` % of a whole GPU, on a slice of share ``f`` of one (a MIG 1g.10gb of an A100
 1/7, 2g.20gb 2/7, 3g.40gb 3/7; a replica of a GPU time-sliced 4 ways 1/4), takes ``u / (100 f)``
 times as long where ``u > 100 f``, as long where not (idle stretches never stretch). A MIG
-instance is a fixed share of the GPU's compute (NVIDIA's MIG user guide: each GPU instance gets
-its own SMs and memory slices; a 1g of an A100 has 14 of its 98 MIG-usable SMs, a 3g 42), so a
-notebook that would use 30 % of the A100 is held to its 1g's 14 % and takes about twice as long:
-the work is taken as bound by the compute it gets. A time-sliced replica isolates nothing
-(NVIDIA's GPU Operator docs on time-slicing: replicas share the GPU's time, with no memory or
-fault isolation); 1/4 is what a replica gets when the four on its GPU are all busy, less than it
-gets when the others idle, so this over-states the slowdown there (the replay does not know which
-replicas share a physical GPU). Whole GPUs never slow down, whatever their model.
+instance is a fixed share of the GPU's compute (NVIDIA's MIG user guide, "Supported MIG
+Profiles": on an A100 a 1g instance has 1/7 of the SMs, a 2g 2/7, a 3g 3/7), so a notebook that
+would use 30 % of the A100 is held to its 1g's 14 % and takes about twice as long: the work is
+taken as bound by the compute it gets. A time-sliced replica isolates nothing (NVIDIA GPU
+Operator, "Time-Slicing GPUs in Kubernetes": the replicas of a GPU interleave on it, with no
+memory or fault isolation); 1/4 is what a replica gets when the four on its GPU are all busy,
+less than it gets when the others idle, so this over-states the slowdown there (the replay does
+not know which replicas share a physical GPU). Whole GPUs never slow down, whatever their model.
 
 **A user whose server the idle policy stopped** comes back at the next busy moment the session
 had (*assumption*: they had not finished; a user who walked away does not come back): a new
