@@ -554,13 +554,25 @@ def test_density_benchmark():
     # a tiny day: 12 users, about 24 sessions; the checks are the ones a reader of its table
     # would make, from the benchmark's own ledger (no figure is a target)
     result = run("bench_density.py", "--users", 12, "--seed", 3, "--json")
-    assert set(result) == {"users", "seed", "sessions", "patience_min", "policies"}
+    assert set(result) == {
+        "users",
+        "seed",
+        "sessions",
+        "patience_min",
+        "gpus",
+        "policies",
+        "equal_hardware",
+    }
     assert (result["users"], result["seed"], result["patience_min"]) == (12, 3, 30)
+    assert result["gpus"] == 34  # examples/cluster.yaml's
     sessions = result["sessions"]
     assert sessions > 0
     policies = result["policies"]
     assert set(policies) == {"whole", "whole_idle_queue", "shapes_idle_queue"}
-    for name, f in policies.items():
+    equal = result["equal_hardware"]
+    assert set(equal) == {"whole", "whole_idle_queue", "shapes_idle_queue_ratios"}
+    runs = {**policies, "whole_equal": equal["whole"], "idle_equal": equal["whole_idle_queue"]}
+    for name, f in runs.items():
         # every session is served, abandoned or refused, exactly once
         ids = [sid for sid, _ in f["ledger"]]
         assert sorted(ids) == list(range(sessions)), name
@@ -576,26 +588,57 @@ def test_density_benchmark():
         # idle time is held time; nothing held beyond the hours sessions could run
         assert 0 <= f["gpu_hours_idle"] <= f["gpu_hours_held"], name
         assert f["gpu_hours_held"] > 0, name
-        assert 0 <= f["idle_stopped_cut_short"] <= f["idle_stopped"] <= f["served"], name
+        assert 0 <= f["idle_stopped_cut_short"] <= f["idle_stopped"], name
+        # every user back after an idle stop asked once more, and that ended one way, once
+        assert f["back"] == f["idle_stopped_cut_short"] == len(f["back_ledger"]), name
+        assert f["back"] == f["back_served"] + f["back_abandoned"], name
+        assert f["served"] - f["back_abandoned"] <= f["completed"] <= f["served"], name
+        served = {sid for sid, how in f["ledger"] if how == "served"}
+        assert {orig for _, orig, _ in f["back_ledger"]} <= served, name
         # no node ever held more of a resource than it has
         for node, peak in f["peak"].items():
             for resource, units in peak.items():
                 assert units <= f["capacity"][node].get(resource, 0), (name, node, resource)
     # no idle policy, no idle stops; ratios are against policy 1, which has none
     assert policies["whole"]["idle_stopped"] == 0 and "ratios" not in policies["whole"]
+    assert equal["whole"]["back"] == 0 and "ratios" not in equal["whole"]
     # the whole-GPU policies hold whole GPUs only; the shapes policy gave out other shapes too
     # (light sessions ask for a MIG instance or a shared replica first)
     assert set(policies["whole"]["served_by_shape"]) == {"whole"}
     assert set(policies["whole_idle_queue"]["served_by_shape"]) == {"whole"}
+    assert set(equal["whole"]["served_by_shape"]) == {"whole"}
+    # only a session on a slice runs slower
+    assert policies["whole"]["slowed"] == equal["whole_idle_queue"]["slowed"] == 0
     assert set(policies["shapes_idle_queue"]["served_by_shape"]) - {"whole"}
-    for name in set(policies) - {"whole"}:
-        assert set(policies[name]["ratios"]) == {
+    ratio_sets = [policies[name]["ratios"] for name in set(policies) - {"whole"}]
+    ratio_sets += [equal["whole_idle_queue"]["ratios"], equal["shapes_idle_queue_ratios"]]
+    for ratios in ratio_sets:
+        assert set(ratios) == {
             "served",
+            "completed",
             "wait_p50_min",
             "wait_p95_min",
             "gpu_hours_held",
             "gpu_hours_idle",
         }
+
+
+def test_density_benchmark_over_seeds():
+    """--seeds: one row a seed, and the median and range over them of what the rows say (80
+    users: enough that policy 1 misses some sessions, so the rows differ)."""
+    result = run("bench_density.py", "--users", 80, "--seeds", "1-3", "--json")
+    assert (result["users"], result["seeds"]) == (80, [1, 2, 3])
+    rows = result["per_seed"]
+    assert [r["seed"] for r in rows] == [1, 2, 3]
+    for r in rows:
+        p1, p3 = r["whole_equal"]["served"], r["shapes_idle_queue"]["served"]
+        assert r["p3_x_p1_equal"] == round(p3 / p1, 3)
+        assert r["ceiling_x_p1_equal"] == round(r["sessions"] / p1, 3) >= r["p3_x_p1_equal"]
+    head = result["summary"]["p3_x_p1_equal"]
+    values = sorted(r["p3_x_p1_equal"] for r in rows)
+    assert (head["min"], head["max"]) == (values[0], values[-1])
+    assert head["median"] == values[1]
+    assert result["claim_holds"] == (head["median"] >= 1.5 and head["min"] >= 1.3)
 
 
 def test_estimate_benchmark():
