@@ -13,8 +13,9 @@ import tempfile
 import time
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parents[1] / "tests"
-sys.path[:0] = [str(TESTS / "pages"), str(TESTS)]  # browser_setup, and the needs it imports
+# browser_setup, and tests/needs.py that it imports
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "pages"))
 
 from browser_setup import chromium, log_in
 

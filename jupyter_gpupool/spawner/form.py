@@ -49,6 +49,7 @@ class ShapeOption:
     isolates: str
     selected: bool
     kind_words: str = ""
+    kind: str = ""
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,7 @@ def shape_options(pool: PoolChoice, chosen: str | None) -> tuple[ShapeOption, ..
             isolates=by_id[i][0].isolates,
             selected=i == wanted,
             kind_words=kind_words(by_id[i][0].kind),
+            kind=by_id[i][0].kind,
         )
         for i in ids
     )

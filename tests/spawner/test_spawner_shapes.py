@@ -115,6 +115,9 @@ async def test_the_form_lists_each_pools_shapes_with_free_counts_and_isolation(
         ),
     ]
     assert page.count("isolates memory and faults") == 1 + 2  # the list, and 2 shapes' tooltips
+    # each radio is described by its kind's line (a screen reader hears it with the choice)
+    described = re.findall(r'type="radio"[^>]*aria-describedby="gpupool-isolates-([^"]+)"', page)
+    assert described == ["whole", "mig", "shared-time-slicing", "mig"]
 
 
 async def test_a_shape_chosen_on_the_form_is_sent_to_the_service_as_a_pool_entry(
