@@ -162,12 +162,23 @@ def replay(
     return r
 
 
-def one_day(run: str, users: int, seed: int, patience: float) -> list[tuple[float, ...]]:
-    """Per request that joined the line: (true wait, ours, naive, naive per GPU errors (signed,
-    seconds; None: no estimate), whether the truth fell in ours' range)."""
+def one_day(
+    run: str, users: int, seed: int, patience: float, counts: dict[str, int]
+) -> list[tuple[float, ...]]:
+    """Per request that joined the line and got in: (true wait, ours, naive, naive per GPU
+    errors (signed, seconds; None: no estimate), whether the truth fell in ours' range); the
+    day's counts added to ``counts``."""
     before = replay(Recording, run, make_day(seed + 1000, users), patience)
     history = History({k: sorted(v) for k, v in before.durations.items()}, 1)
-    r = replay(Estimating, run, make_day(seed, users), patience, history)
+    sessions = make_day(seed, users)
+    r = replay(Estimating, run, sessions, patience, history)
+    for name, n in (
+        ("sessions", len(sessions)),
+        ("history_sessions", sum(len(v) for v in before.durations.values())),
+        ("queued", len(r.joined)),
+        ("admitted_from_line", len(r.admitted)),
+    ):
+        counts[name] = counts.get(name, 0) + n
     out = []
     for sid, (joined, ours, naive, per_gpu, low, high) in r.joined.items():
         if sid not in r.admitted:
@@ -188,8 +199,8 @@ def _abs_minutes(rows: list[tuple[Any, ...]], i: int) -> list[float]:
     return sorted(abs(r[i]) / 60 for r in rows if r[i] is not None)
 
 
-def figures(rows: list[tuple[Any, ...]]) -> dict[str, Any]:
-    out: dict[str, Any] = {"in_line": len(rows)}
+def figures(rows: list[tuple[Any, ...]], counts: dict[str, int]) -> dict[str, Any]:
+    out: dict[str, Any] = {**counts, "in_line": len(rows)}
     true_median = statistics.median(r[0] for r in rows) / 60 if rows else 0.0
     out["true_median_wait_min"] = round(true_median, 2)
     for name, i in (("ours", 1), ("naive", 2), ("naive_per_gpu", 3)):
@@ -273,8 +284,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for run in runs:
         results[run] = {}
         for n in users:
-            rows = [row for seed in seeds for row in one_day(run, n, seed, args.patience * 60)]
-            results[run][n] = figures(rows)
+            counts: dict[str, int] = {}
+            rows = [
+                row for seed in seeds for row in one_day(run, n, seed, args.patience * 60, counts)
+            ]
+            results[run][n] = figures(rows, counts)
     if args.json:
         print(json.dumps({"seeds": seeds, "runs": results}))
     else:
