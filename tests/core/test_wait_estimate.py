@@ -296,3 +296,16 @@ def test_a_server_the_replay_admits_runs_the_median():
     line = [Ask("a", (("p", None),), 1), Ask("b", (("p", None),), 1)]
     got = estimate(line, [server(NOW)], {}, h, NOW)
     assert (got["a"].at, got["b"].at) == (NOW + 10 * MIN, NOW + 20 * MIN)
+
+
+def test_a_range_in_words_stays_one_short_line():
+    from jupyter_gpupool.core.time.wait_estimate import wait_words
+
+    def words(wait: float, low: float, high: float) -> str:
+        return wait_words(wait * MIN, ("p", None), 30, low=low * MIN, high=high * MIN)
+
+    assert words(25, 18, 44) == "about 20-45 min, from the last 30 days of p"
+    assert words(60, 45, 90) == "about 45 min-1 h 30 min, from the last 30 days of p"
+    assert words(5, 0.5, 12) == "within 10 min, from the last 30 days of p"
+    assert words(0.2, 0, 0.5) == "any moment now, from the last 30 days of p"
+    assert words(23, 23, 24) == "about 25 min, from the last 30 days of p"  # alike once rounded
