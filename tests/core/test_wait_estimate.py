@@ -9,6 +9,7 @@ from jupyter_gpupool.core.time.wait_estimate import (
     NO_ESTIMATE,
     OUTLIVED,
     Ask,
+    Estimate,
     Held,
     History,
     Terms,
@@ -309,3 +310,13 @@ def test_a_range_in_words_stays_one_short_line():
     assert words(5, 0.5, 12) == "within 10 min, from the last 30 days of p"
     assert words(0.2, 0, 0.5) == "any moment now, from the last 30 days of p"
     assert words(23, 23, 24) == "about 25 min, from the last 30 days of p"  # alike once rounded
+
+
+def test_only_the_first_of_a_long_line_are_replayed():
+    from jupyter_gpupool.core.time.wait_estimate import MAX_LINE
+
+    line = [Ask(f"x{i}", (("p", None),), 1) for i in range(MAX_LINE + 1)]
+    free = {("p", None, "n"): MAX_LINE + 1}  # room for all of them now
+    got = estimate(line, [], free, hourly("p"), NOW)
+    assert got[f"x{MAX_LINE - 1}"].at == NOW
+    assert got[f"x{MAX_LINE}"] == Estimate(None)

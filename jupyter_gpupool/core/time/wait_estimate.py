@@ -94,7 +94,7 @@ NO_ESTIMATE = "no estimate yet"
 #: The first this many requests of a line are replayed; those further back get no estimate
 #: (*decided*: a replay costs its passes times the requests still waiting, and the service
 #: answers from its event loop)
-MAX_LINE = 500
+MAX_LINE = 200
 
 
 @dataclass(frozen=True)
