@@ -22,7 +22,8 @@ joins the line it gets
   idle policy's stops already warned of (sure ends), and that history;
 - **naive**: its position in line x the mean session duration of its kinds' history;
 - **naive per GPU**: the same divided by the GPUs of the request's pools (servers run side by
-  side: the fairer naive one).
+  side: the fairer naive one), whole or partitioned (``nvidia.com/gpu.count``), so the same
+  figure in both runs.
 
 Prints per run and load (each load's days pooled): the requests that joined the line, the true
 median wait, the p50 and p90 of the absolute error against the true admission time (minutes)
@@ -60,6 +61,8 @@ from jupyter_gpupool.core.usage.rows import ServerUsage
 from jupyter_gpupool.poolfiles import load_paths
 from jupyter_gpupool.service.admission.waits import ask_of, holding
 
+#: GPU Feature Discovery's label: the GPUs of a node, however they are offered
+GPU_COUNT = "nvidia.com/gpu.count"
 #: The goals (issue 38): ours' error at most this times the naive-per-GPU one's, p50 and p90
 GOAL_RATIO = 0.67
 #: and ours' signed median error within this share of the true median wait
@@ -119,6 +122,13 @@ class Estimating(Replay):
         st = self.clock.state(server.admission, self.idle)
         return (st.due_at, "an idle stop") if st is not None and self.now >= st.warn_at else None
 
+    def gpus(self, pool: str) -> int:
+        """The pool's GPUs, whole or cut in MIG instances or shared (GPU Feature Discovery's
+        ``nvidia.com/gpu.count`` of its nodes): the same in both runs."""
+        return sum(
+            int(self.index.node_labels(n).get(GPU_COUNT, 0)) for n in self.index.node_names(pool)
+        )
+
     def started_of(self, server: ServerUsage) -> float | None:
         """When the replay started it (its pods all carry one creation time)."""
         r = self.running.get(server.admission or "")
@@ -138,7 +148,7 @@ class Estimating(Replay):
         place = positions(ranked, base)[aid]
         mean = sum(means) / len(means) if means else None
         naive = self.now + place * mean if mean is not None else None
-        gpus = sum(self.index.pool_totals(p)[0] for p in pools_of(w.request, base))
+        gpus = sum(self.gpus(p) for p in pools_of(w.request, base))
         per_gpu = self.now + place * mean / max(gpus, 1) if mean is not None else None
         return got.at, naive, per_gpu, got.low, got.high
 
