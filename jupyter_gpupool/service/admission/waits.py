@@ -71,7 +71,7 @@ class WaitEstimates:
         self.history = history
         self.sure_end: SureEnd = no_sure_end
         self._kept: tuple[tuple[object, ...], dict[str, Estimate]] | None = None
-        self._asks: dict[str, tuple[Waiting, tuple[object, ...], Ask]] = {}
+        self._asks: dict[str, tuple[Waiting, object, tuple[int, int], Ask]] = {}
 
     def of(self) -> Mapping[str, Estimate]:
         """Each waiting entry's estimate."""
@@ -100,14 +100,14 @@ class WaitEstimates:
         """What an entry asks for, as the estimate reads it (kept while it waits and nothing
         it is charged by changed: its request, the registry, the reservations' and the
         usage's counts)."""
-        mark = (base.registry, len(self.state.index), len(self.state.reservations))
+        mark = (len(self.state.index), len(self.state.reservations))
         kept = self._asks.get(w.id)
-        if kept is not None and kept[0] is w and kept[1] == mark:
-            return kept[2]
+        if kept is not None and kept[0] is w and kept[1] is base.registry and kept[2] == mark:
+            return kept[3]
         ask = ask_of(w, base)
         if len(self._asks) > 2 * len(self.line.waiting) + 100:  # those gone from the line
             self._asks = {i: a for i, a in self._asks.items() if i in self.line.waiting}
-        self._asks[w.id] = (w, mark, ask)
+        self._asks[w.id] = (w, base.registry, mark, ask)
         return ask
 
     def _walk(self, now: float) -> dict[str, Estimate]:
