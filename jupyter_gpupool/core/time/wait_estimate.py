@@ -25,8 +25,8 @@ through the same function and measures its error.
    - quota lets it in (:class:`~.wait_inputs.Terms`, counted from the servers held and those
      the replay let in): a request over its limit waits for its subject's servers to end;
    - it does not borrow where a request still waiting would be within quota
-     (:data:`HOLD_BACK`: the pool, as admission does today; :data:`BY_SHAPE`: that pool and
-     shape only);
+     (:data:`HOLD_BACK`: that pool and shape, as admission holds them; :data:`BY_POOL`: the
+     whole pool, as the line did before);
    - the GPUs are free: whole GPUs on one node (as admission needs them), shapes by their units
      over the pool (approximate: a MIG layout may change; the words say so).
    So requests go ahead of it by quota and share, and further back when they fit and it does
@@ -120,7 +120,7 @@ def estimate(
     """Each request of ``line`` (in its order) with its estimated admission; ``free``: the
     units free now per (pool, shape, node), reservations taken off (node None: the pool as a
     whole, as shapes are counted); ``hold_back``: what a request waiting within quota holds
-    back from borrowers (:data:`BY_POOL`, as admission does today, or :data:`BY_SHAPE`)."""
+    back from borrowers (:data:`BY_SHAPE`, as admission does, or :data:`BY_POOL`)."""
     held, first = list(held), line[:MAX_LINE]
     mid = replay(first, held, free, history, now, 0.5, hold_back)
     low = replay(first, held, free, history, now, LOW_Q, hold_back)

@@ -39,11 +39,13 @@ MIN_SESSIONS = 5
 OUTLIVED = 15 * 60.0
 #: The range: every duration at these quantiles of its kind's (*decided*: the quartiles)
 LOW_Q, HIGH_Q = 0.25, 0.75
-#: What a request waiting within quota holds back from borrowers: its whole pool, or only the
-#: pool and shape it asks for
+#: What a request waiting within quota holds back from borrowers: its whole pool (as the line
+#: did before it held by shape), or only the pool and shape it asks for
 BY_POOL, BY_SHAPE = "pool", "shape"
-#: As admission does it today (``AdmissionState.promised``: whole pools)
-HOLD_BACK = BY_POOL
+#: As admission does it (``AdmissionState.promised``, :mod:`~..admission.holds`: the shape, in
+#: that pool; the replay leaves out that a hold of whole GPUs covers only the nodes of its GPU
+#: type big enough for it)
+HOLD_BACK = BY_SHAPE
 
 Key = tuple[str, "str | None"]  # (pool, shape id or None for whole GPUs)
 Place = tuple[str, "str | None", "str | None"]  # (pool, shape, node or None)
