@@ -32,6 +32,8 @@ from sqlalchemy.orm import Session
 from ..core.usage.history import hourly_averages
 from ..core.usage.utilization import hourly_busy
 from .models import (
+    QUEUE_ENTRIES,
+    RESERVATIONS,
     BookingRow,
     ChangeRecord,
     QueueEntry,
@@ -39,7 +41,7 @@ from .models import (
     ServerSession,
     UsageSample,
 )
-from .writer import DatabaseError, Writer, short_error
+from .writer import DatabaseError, Row, Writer, short_error
 
 __all__ = ["Database", "DatabaseError", "SchemaTooNew", "head_revision", "redacted", "upgrade"]
 
@@ -318,7 +320,7 @@ class Database(Writer):
         """A request is put in line (``entry``: ``id``, ``seq``, ``since``, ``user``,
         ``groups`` and ``pools`` lists, ``gpus``, ``gpu_type``, ``server``, ``reclaim``);
         ``durable``: the future of its commit."""
-        row = QueueEntry(
+        row = dict(
             id=str(entry["id"]),
             seq=int(entry["seq"]),
             since=float(entry["since"]),
@@ -332,11 +334,8 @@ class Database(Writer):
             state="queued",
             ended=None,
         )
-
-        def write(s: Session) -> None:
-            s.merge(row)  # the same entry twice (a retried batch) is one row
-
-        return self._put("queue", write, durable)
+        # the same entry twice (a retried batch) is one row
+        return self._put("queue", Row(QUEUE_ENTRIES, row), durable)
 
     def queue_end(self, entry_id: str, state: str, at: float) -> None:
         """An entry left the line: ``admitted``, ``cancelled`` or ``expired`` (the latest end
@@ -352,12 +351,9 @@ class Database(Writer):
     def reservation_add(self, fields: Mapping[str, Any]) -> Future[None] | None:
         """An admission holds GPUs (``fields``: the columns of :class:`ReservationRow`, the
         fields of a reservation): a durable write, the future of its commit."""
-        row = ReservationRow(**dict(fields))
-
-        def write(s: Session) -> None:
-            s.merge(row)  # the same admission again (admitted from the line anew) is one row
-
-        return self._put("reservation", write, durable=True)
+        # the same admission again (admitted from the line anew) is one row
+        row = Row(RESERVATIONS, dict(fields))
+        return self._put("reservation", row, durable=True)
 
     def reservation_drop(self, admission_id: str) -> None:
         """A reservation is released, expired, or its pod showed up (a plain write: a row
