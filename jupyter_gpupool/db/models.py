@@ -8,9 +8,7 @@ the API answers with, on SQLite and PostgreSQL alike. The schema is versioned by
 
 from __future__ import annotations
 
-from typing import cast
-
-from sqlalchemy import Boolean, Float, Index, Integer, String, Table, Text
+from sqlalchemy import Boolean, Float, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -154,9 +152,3 @@ class BookingRow(Base):
     created: Mapped[float] = mapped_column(Float)
     changed_by: Mapped[str] = mapped_column(String(255))
     changed: Mapped[float] = mapped_column(Float)
-
-
-#: The tables whose rows are durable writes of their own (:class:`~.writer.Row`: a batch's rows
-#: of one table are one DELETE and one INSERT).
-RESERVATIONS = cast(Table, ReservationRow.__table__)
-QUEUE_ENTRIES = cast(Table, QueueEntry.__table__)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.exc import OperationalError
-from test_store import entry, reservation
+from test_store import entry, reservation, session
 
 from jupyter_gpupool.db.store import Database, DatabaseError
 
@@ -125,3 +125,70 @@ def test_a_failed_commit_fails_every_durable_write_of_its_batch_and_keeps_none(
             ]
     finally:
         db.close()
+
+
+def test_saved_work_and_bookings_arriving_during_a_commit_share_the_next_and_each_lands(
+    db_url: str, outside: Engine
+):
+    """While one commit is held, 10 labs report saved work on 10 sessions and 10 bookings are
+    made, changed, deleted and made again: they share one commit, the reports are one UPDATE (an
+    executemany) and each landed on its own session; the bookings are as they were left, in the
+    order of their writes."""
+    db = Database(db_url, batch_seconds=0)
+    db.open()
+    try:
+        for i in range(10):
+            db.open_session(session(f"uid{i}", f"user{i}", 100.0))
+        assert db.flush(timeout=10)
+        commits = Commits(db, outside)
+        statements: list[tuple[str, bool]] = []
+        assert db.engine is not None
+        event.listen(
+            db.engine,
+            "before_cursor_execute",
+            lambda _c, _cur, sql, _p, _ctx, many: statements.append((sql.split()[0], many)),
+        )
+        db.reservation_add(reservation("first", 1e12))
+        commits.wait_first()
+        statements.clear()
+        for i in range(10):
+            paths = f'["{i}.ipynb"]'
+            commits.watched.append(db.session_saved(f"uid{i}", i, paths, 200.0 + i))  # type: ignore[arg-type]
+            commits.watched.append(db.bookings_put([booking_row(f"b{i}")]))  # type: ignore[arg-type]
+        commits.watched.append(db.booking_drop("b3"))  # type: ignore[arg-type]
+        commits.watched.append(db.bookings_put([booking_row("b5", "b5 again")]))  # type: ignore[arg-type]
+        commits.watched.append(db.booking_drop("b5"))  # type: ignore[arg-type]
+        commits.watched.append(db.bookings_put([booking_row("b3", "b3 again")]))  # type: ignore[arg-type]
+        time.sleep(0.3)
+        assert not any(f.done() for f in commits.watched), "answered before any commit"
+        commits.release()
+        for f in commits.watched:
+            f.result(timeout=10)
+        assert len(commits.seen) == 2, "the 24 writes took one commit"
+        with outside.connect() as conn:
+            saved = conn.execute(
+                text("SELECT pod_uid, saved, saved_at, saved_paths FROM server_sessions")
+            )
+            assert sorted(saved) == sorted(
+                (f"uid{i}", i, 200.0 + i, f'["{i}.ipynb"]') for i in range(10)
+            )
+            names = conn.execute(text("SELECT name, document FROM bookings ORDER BY name"))
+            assert list(names) == sorted(
+                [(f"b{i}", '{"kind": "booking"}') for i in range(10) if i not in (3, 5)]
+                + [("b3", "b3 again")]
+            ), "in the order they were made"
+        updates = [many for verb, many in statements if verb.upper() == "UPDATE"]
+        assert updates == [True], "the 10 reports are one UPDATE"
+    finally:
+        db.close()
+
+
+def booking_row(name: str, document: str = '{"kind": "booking"}') -> dict[str, object]:
+    return {
+        "name": name,
+        "document": document,
+        "created_by": "admin",
+        "created": 1.0,
+        "changed_by": "admin",
+        "changed": 1.0,
+    }
