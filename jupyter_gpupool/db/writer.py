@@ -14,11 +14,12 @@ after ``batch_seconds``: the durable writes that arrive meanwhile share one comm
 commit). A write whose future was cancelled before its batch began (its waiter gave up) is
 skipped.
 
-What a batch costs follows its commits, not its writes: a write is either a function of the
-batch's session or a :class:`Row`, and the rows of one table queued one after another (the
-reservations of the admissions answered in the same few milliseconds) are written together, one
-DELETE of their keys and one INSERT of them all, rather than an ORM merge (a SELECT and an
-INSERT) each.
+What a batch costs follows its commits, not its writes: a write is a function of the batch's
+session, a :class:`Row` (rows put in a table) or a :class:`Many` (a statement's parameters). The
+rows of one table in a batch (the reservations of the admissions answered in the same few
+milliseconds) are written together, one DELETE of their keys and one INSERT of them all, rather
+than an ORM merge (a SELECT and an INSERT) each; the uses of one statement (reports of saved
+work) are one executemany (:func:`write_batch` says what may go ahead of what).
 """
 
 from __future__ import annotations
