@@ -5,6 +5,7 @@ expected, as many measurements as requests asked for, every request answered as 
 benchmark of 401s or 500s measures nothing), percentiles in order, and each ratio to the baseline
 measured in the same run (named ``A_x_B``: A over B) above 1, except bench_database's ``on_x_off``
 and bench_admission's ``bookings_x_none_p99`` (a cost, about 1: noise puts it on either side),
+bench_database's durable ``p50_x_commit`` / ``p99_x_commit`` (a wait in commits: about 1 to 2),
 bench_bookings' ``p99_x_baseline`` (a cost too: an unrelated request's p99 while bookings are
 checked over its p99 while nothing else happens), bench_queue's ``--held`` ratios (what places
 held cost: about 1 where none can move), and bench_estimate's
@@ -241,7 +242,7 @@ def test_pages_benchmark():
 
 def test_database_benchmark():
     result = run("bench_database.py", "--quick")
-    assert set(result) == {"admission", "size"}
+    assert set(result) == {"admission", "size", "durable"}
     admission, size = result["admission"], result["size"]
     assert set(admission) == {
         "nodes",
@@ -348,6 +349,21 @@ def test_database_benchmark():
     # the queued writes of the last hours took less time than the hours themselves (real time
     # over write time: above 1)
     assert size["api_headroom"] > 1
+    # each durable write answered, waits in order, answers sharing commits (group commit)
+    durable = result["durable"]
+    assert durable["postgresql"] == "left out (--no-postgresql)"
+    sqlite_runs = durable["sqlite"]
+    kinds = ("reservation", "place_in_line", "booking", "saved_work")
+    assert set(sqlite_runs) == {"baseline_commit_alone", *kinds}
+    base = sqlite_runs["baseline_commit_alone"]
+    assert set(base) == {"n", "per_s", "p50_ms", "p99_ms"} and base["n"] == 20
+    for kind in kinds:
+        r = sqlite_runs[kind]
+        assert set(r) == {*base, "cpu_ms", "per_commit", "p50_x_commit", "p99_x_commit"}
+        assert r["n"] > 0 and 0 < r["p50_ms"] <= r["p99_ms"] and r["cpu_ms"] > 0, (kind, r)
+        assert r["per_commit"] >= 1, (kind, r)
+        # a wait over one commit alone: one to two commits with group commit, either side of 1
+        assert r["p50_x_commit"] == round(r["p50_ms"] / base["p50_ms"], 2)
 
 
 def test_utilization_benchmark():

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import heapq
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -46,6 +47,7 @@ from ...core.admission.queue import (
     QUEUED,
     Kind,
     Pass,
+    Standing,
     Waiting,
     holds_of,
     kind_of,
@@ -68,6 +70,14 @@ log = logging.getLogger(__name__)
 
 #: Seconds between two passes when nothing kicks one (heartbeats are checked then too).
 PASS_EVERY = 5.0
+
+
+def first_in_line(stood: list[tuple[Waiting, Standing]]) -> Iterator[tuple[Waiting, Standing]]:
+    """``stood`` first in line first, sorted only as far as it is walked (a heap)."""
+    heap = [(s.key(w.seq), i) for i, (w, s) in enumerate(stood)]
+    heapq.heapify(heap)
+    while heap:
+        yield stood[heapq.heappop(heap)[1]]
 
 
 @dataclass(frozen=True)
@@ -229,21 +239,29 @@ class Line:
         # stays held, in the pools some entry still waits for. A pass costs the entries that
         # might move, not every entry held.
         opens: dict[str, bool] = {}
-        might: list[Waiting] = []
-        for members in self.at.kinds.values():
+        might: list[Kind] = []
+        for kind, members in self.at.kinds.items():
             pools = pools_of(next(iter(members.values())).request, base)
             for pool in pools:
                 if pool not in opens:
                     opens[pool] = room(pool) > 0 or may_reclaim(pool)
             if any(opens[q] for q in pools):
-                might.extend(members.values())
-        ranked = self.at.order(might)  # each kind stood again only if what it reads changed
-        p = Pass(base, room, ranked)
-        p.promised |= self.promised.only({q for q, room in opens.items() if not room})
+                might.append(kind)
+        stood = self.at.stood(might)  # each kind stood again only if what it reads changed
+        p = Pass(base, room, stood)
+        p.promised |= self.promised.only({q for q, has_room in opens.items() if not has_room})
+        # walked first in line first (taken from a heap: sorted only as far as walked), and
+        # only while one may still get in: once no pool ranked has room, only a request within
+        # quota can (by reclaiming from borrowers), and those stand ahead of all others: the
+        # entries behind cannot move in this pass and are not looked at
+        with_room = {q for q in opens if room(q) > 0}
+        reclaimable = {q for q in opens if may_reclaim(q)}
         # a kind of request refused once in this pass is refused again (nothing it reads got
         # better since): the rest of its entries are not decided, and keep its reasons
         refused: dict[Kind, str] = {}
-        for w, s in ranked:
+        for w, s in first_in_line(stood):
+            if not with_room and not (s.within and reclaimable):
+                break
             if w.id in self.reclaiming or w.id in self.unconfirmed:
                 continue
             kind = kind_of(w.request)
@@ -258,7 +276,10 @@ class Line:
             decision = decide(w.request, replace(state.admission_state(), promised=p.promised))
             if decision.admitted:
                 self._admit(w, decision)
-                rooms.pop(str(decision.pool), None)  # less room there now
+                pool = str(decision.pool)
+                rooms.pop(pool, None)  # less room there now
+                if room(pool) <= 0:
+                    with_room.discard(pool)
                 continue
             self.reasons[w.id] = decision.message
             if decision.reclaim is not None and s.within:
