@@ -28,10 +28,16 @@ and how big it grows.
    Figures: the file's size, bytes per row, rows per table, and the cost of one tick's ``seen_open``
    and one ``prune`` on the 30-day database.
 
+3. **Durable writes** (``durable_writes.py``): each write an answer waits for (a reservation, a
+   place in line, a booking, saved work), ``--writers`` at a time through the service's
+   Database, on SQLite and PostgreSQL: answers a second, wait p50 / p99, CPU per answer, answers
+   per commit, and the waits over one row committed alone in the same run.
+
 Prints one JSON line on stdout, and a summary table on stderr. Run::
 
     python benchmarks/bench_database.py            # full size (a few minutes)
     python benchmarks/bench_database.py --quick    # tiny: 20 nodes, 1 simulated day
+    python benchmarks/bench_database.py --only durable    # part 3 alone
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import aiohttp
+import durable_writes
 from bigcluster import (
     ADMIN_TOKEN,
     SYNC_TIMEOUT,
@@ -744,12 +751,43 @@ def table(result: dict[str, Any]) -> str:
             f"  hourly prune         p50 {size['prune_p50_ms']} ms, max {size['prune_max_ms']} ms",
             f"  bulk load            {size['bulk_hours']} h in {size['bulk_load_s']} s",
         ]
+    for name, runs in (result.get("durable") or {}).items():
+        lines += ["", f"Durable writes on {name} (wait p50 / p99 ms, x one commit alone):"]
+        if isinstance(runs, str):
+            lines.append(f"  {runs}")
+            continue
+        base = runs["baseline_commit_alone"]
+        lines.append(f"  one commit alone     {base['p50_ms']} / {base['p99_ms']}")
+        for kind, r in runs.items():
+            if kind != "baseline_commit_alone":
+                lines.append(
+                    f"  {kind:<21}{r['p50_ms']} / {r['p99_ms']} ({r['p50_x_commit']}x / "
+                    f"{r['p99_x_commit']}x), {r['per_s']}/s, {r['cpu_ms']} ms CPU, "
+                    f"{r['per_commit']} per commit"
+                )
     return "\n".join(lines)
+
+
+def durable_part(args: argparse.Namespace) -> dict[str, Any]:
+    """Part 3 (durable_writes.py): each durable write's answer on SQLite and PostgreSQL."""
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        print("  sqlite:", file=sys.stderr)
+        out["sqlite"] = asyncio.run(durable_writes.one_database(f"sqlite:///{tmp}/d.db", args))
+    with postgresql(not args.no_postgresql) as (url, why):
+        if url is None:
+            out["postgresql"] = why
+        else:
+            print("  postgresql:", file=sys.stderr)
+            out["postgresql"] = asyncio.run(durable_writes.one_database(url, args))
+    return out
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", choices=("admission", "size"), help="run one part only")
+    parser.add_argument(
+        "--only", choices=("admission", "size", "durable"), help="run one part only"
+    )
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for the smoke test")
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pools", type=int, default=50)
@@ -780,12 +818,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=2,
         help="the last hours written through the Database's queued writes (the rest in bulk)",
     )
+    durable_writes.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.nodes, args.pools, args.pods, args.groups = 20, 3, 40, 4
         args.clients, args.seconds, args.warmup, args.churn = 2, 2.5, 0.5, 5
         args.no_postgresql = True
         args.days, args.users, args.user_groups, args.api_hours = 1, 30, 6, 2
+        args.writers, args.durable_seconds, args.baseline_n = 4, 1.0, 20
     return args
 
 
@@ -798,6 +838,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.only in (None, "size"):
         print(f"database size after {args.days:g} simulated days:", file=sys.stderr)
         result["size"] = size_part(args)
+    if args.only in (None, "durable"):
+        print(f"durable writes, {args.writers} writers:", file=sys.stderr)
+        result["durable"] = durable_part(args)
     print(table(result), file=sys.stderr)
     return result
 

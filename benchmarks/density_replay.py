@@ -6,13 +6,17 @@ it. An admission is ``core.admission.walk.decide`` over a ``core.usage.index.Usa
 cluster's Node objects and ``core.usage.reservations.Reservations``; the admitted server's pod then
 appears in the index as the watch would show it (bound to the decided node, with the
 decision's overrides' labels, annotations and resources), which drops its reservation; it
-vanishes when the session ends or the idle policy stops it. The line is ``core.admission.queue``'s
+vanishes when the session ends or the idle policy stops it. A session on a slice runs on its
+slice's clock (``Session.on_slice``: slower while it wants more than the slice), and a user whose
+server the idle policy stopped asks again at their next busy moment (``Session.rest``;
+``returns=True``), as ``density_workload.py`` says. The line is ``core.admission.queue``'s
 order and passes, run as the service's line runs them (a pass whenever GPUs come free), and the
 idle policy is ``core.time.idle``'s clock fed one measurement per server every ``poll`` seconds.
 
 The replay keeps its own ledger, apart from the index: per node and resource, the units held
 now and at most, against the node's allocatable (the smoke test checks no node was
-over-committed), and per session how it ended.
+over-committed), per session how it ended, and per return (a user back after an idle stop) how
+that ended.
 
 What the service does that is left out: reclaiming borrowed GPUs (requests ask with
 ``reclaim=False``, so every policy falls through to the next pool instead), budgets, the pod's
@@ -29,12 +33,13 @@ from typing import Any
 
 from density_workload import Session
 
+from jupyter_gpupool.core.admission.holds import Holds
 from jupyter_gpupool.core.admission.queue import (
     Pass,
     Waiting,
+    holds_of,
     never_reason,
     order,
-    promised_pools,
     standing,
 )
 from jupyter_gpupool.core.admission.walk import AdmissionRequest, AdmissionState, Decision, decide
@@ -65,6 +70,7 @@ class Running:
     equivalents: Fraction  # GPU-equivalents held
     start: float
     pool: str
+    timeline: Session  # the session as it runs where it was placed (slower on a small slice)
 
 
 @dataclass
@@ -77,6 +83,11 @@ class Result:
     idle_gpu_hours: float = 0.0
     idle_stopped: int = 0
     cut_short: int = 0  # stopped idle, though the user would have used the GPU again
+    back_of: dict[int, int] = field(default_factory=dict)  # return -> the session it continues
+    back_outcome: dict[int, str] = field(default_factory=dict)  # return -> served | abandoned...
+    back_waits: list[float] = field(default_factory=list)  # seconds, returns served
+    slowed: int = 0  # servers placed on a slice smaller than some of their session's use
+    slowed_hours: float = 0.0  # what that adds to their sessions (run to their end)
     served_by_pool: dict[str, int] = field(default_factory=dict)
     served_by_shape: dict[str, int] = field(default_factory=dict)
     need: dict[int, str] = field(default_factory=dict)  # session -> its need's name
@@ -102,8 +113,13 @@ class Replay:
         patience: float,
         retry: float,
         poll: float,
+        returns: bool = False,
     ):
+        """``returns``: a user whose server the idle policy stopped comes back at their next
+        busy moment (bench_density's honest model; off, they are gone for good, as the replay
+        had it before issue 38, which bench_estimate's figures were measured with)."""
         self.registry = registry
+        self.returns = returns
         self.request_for = request_for
         self.queue, self.idle = queue, idle
         self.patience, self.retry, self.poll = patience, retry, poll
@@ -130,9 +146,10 @@ class Replay:
         self.running: dict[str, Running] = {}
         self.waiting: dict[str, Waiting] = {}
         self.waiting_session: dict[str, Session] = {}
-        self.promised: frozenset[str] = frozenset()
+        self.promised = Holds()
         self.attempts: dict[int, int] = {}
         self.clock = IdleClock()
+        self.next_id = 0
 
     # --- the event loop --------------------------------------------------------------------------
 
@@ -144,6 +161,7 @@ class Replay:
         for s in sessions:
             self.push(s.arrival, ARRIVE, s)
             self.result.need[s.id] = s.need.name
+        self.next_id = max((s.id for s in sessions), default=-1) + 1
         if self.idle is not None:
             self.push(self.poll, POLL, None)
         handlers = {
@@ -176,29 +194,35 @@ class Replay:
             self.start(s, decision)
             return
         if never_reason(req, self.state(), self.index.largest_node_gpus) is not None:
-            self.result.outcome[s.id] = "refused"  # no pool could ever take it
+            self.settle(s, "refused")  # no pool could ever take it
         elif self.queue:
             w = Waiting(req, s.id, self.now)
             self.waiting[w.id] = w
             self.waiting_session[w.id] = s
-            self.promised |= promised_pools([(w, standing(w, self.state()))])
+            self.promised |= holds_of([(w, standing(w, self.state()))], self.state())
             self.push(s.arrival + self.patience, GIVE_UP, w.id)
         elif self.now + self.retry <= s.arrival + self.patience:
             self.push(self.now + self.retry, RETRY, s)  # refused now: the user tries again
         else:
-            self.result.outcome[s.id] = "abandoned"
+            self.settle(s, "abandoned")
 
     def on_give_up(self, admission_id: str) -> None:
         if self.waiting.pop(admission_id, None) is not None:
-            s = self.waiting_session.pop(admission_id)
-            self.result.outcome[s.id] = "abandoned"
+            self.settle(self.waiting_session.pop(admission_id), "abandoned")
+
+    def settle(self, s: Session, how: str) -> None:
+        """How a session's request ended: the day's ledger, or the returns' for a user back."""
+        if s.back_from is None:
+            self.result.outcome[s.id] = how
+        else:
+            self.result.back_outcome[s.id] = how
 
     def line_pass(self) -> None:
         """The line's pass: in fair order, admit what fits (reclaim left out)."""
         if not self.waiting:
             return
         self.result.passes += 1
-        self.promised = frozenset()
+        self.promised = Holds()
         base = self.state()
         ranked = order(self.waiting.values(), base)
         p = Pass(base, self.index.pool_max_free, ranked)
@@ -232,16 +256,23 @@ class Replay:
         # the core's own figure, where it gives one (issue 29's admission by shape)
         core_eq = getattr(decision, "equivalents", None)
         assert core_eq is None or Fraction(core_eq) == eq, (core_eq, eq, units, node)
+        timeline = s.on_slice(float(eq) / s.need.gpus)  # a whole GPU's share is 1
+        if timeline.duration > s.duration:
+            self.result.slowed += 1
+            self.result.slowed_hours += (timeline.duration - s.duration) / 3600
+        aid = decision.request.admission_id
+        self.running[aid] = Running(s, aid, pod, node, units, eq, self.now, decision.pool, timeline)
+        self.settle(s, "served")
+        self.push(self.now + timeline.duration, END, aid)
+        if s.back_from is not None:
+            self.result.back_waits.append(self.now - s.arrival)
+            return  # the day's figures count each session once, when first served
+        self.result.waits.append(self.now - s.arrival)
         shape = pod["metadata"]["labels"].get(SHAPE_LABEL, "whole")
         shapes = self.result.served_by_shape
         shapes[shape] = shapes.get(shape, 0) + 1
-        aid = decision.request.admission_id
-        self.running[aid] = Running(s, aid, pod, node, units, eq, self.now, decision.pool)
-        self.result.outcome[s.id] = "served"
-        self.result.waits.append(self.now - s.arrival)
         pools = self.result.served_by_pool
         pools[decision.pool] = pools.get(decision.pool, 0) + 1
-        self.push(self.now + s.duration, END, aid)
 
     def on_end(self, admission_id: str) -> None:
         r = self.running.pop(admission_id, None)
@@ -254,7 +285,7 @@ class Replay:
         below = self.idle.below_percent if self.idle else 5.0
         self.result.held_gpu_hours += float(r.equivalents) * ran / 3600
         self.result.idle_gpu_hours += (
-            float(r.equivalents) * r.session.idle_seconds(ran, below) / 3600
+            float(r.equivalents) * r.timeline.idle_seconds(ran, below) / 3600
         )
         self.clock.since.pop(admission_id, None)
         self.line_pass()
@@ -263,16 +294,30 @@ class Replay:
         assert self.idle is not None
         policy = self.idle
         for aid, r in list(self.running.items()):
-            util = r.session.util_at(self.now - r.start)
+            util = r.timeline.util_at(self.now - r.start)
             self.clock.observe(aid, util, self.now, policy.below_percent)
             st = self.clock.state(aid, policy)
             if st is not None and self.now >= st.due_at and policy.action == "stop":
                 self.result.idle_stopped += 1
-                if r.session.busy_after(self.now - r.start, policy.below_percent):
+                back = r.timeline.next_busy(self.now - r.start, policy.below_percent)
+                if back is not None:  # the user had not finished: back when next busy
                     self.result.cut_short += 1
+                    if self.returns:
+                        self.come_back(r, back)
                 self.on_end(aid)
         if self.heap:
             self.push(self.now + self.poll, POLL, None)
+
+    def come_back(self, r: Running, stretch: int) -> None:
+        """The user of a server stopped as idle asks again at the start of its stretch
+        ``stretch`` (its next busy one), for the rest of the session's work."""
+        at = r.start + r.timeline.starts[stretch]
+        back = r.session.rest(stretch, self.next_id, at)
+        self.next_id += 1
+        assert back.back_from is not None
+        self.result.back_of[back.id] = back.back_from
+        self.result.need[back.id] = back.need.name
+        self.push(at, ARRIVE, back)
 
 
 def pod_object(s: Session, decision: Decision) -> dict[str, Any]:

@@ -43,14 +43,41 @@ Sources (found with this project's search tool; the parameters above are ours wh
   Datacenters", SC'21 (https://arxiv.org/abs/2109.01313)
 - B. Carver et al., "NotebookOS: A Replicated Notebook Platform for Interactive Training with
   On-Demand GPUs", ASPLOS'26 (https://arxiv.org/abs/2503.20591)
+- NVIDIA, MIG user guide, "Supported MIG Profiles"
+  (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html)
+- NVIDIA GPU Operator, "Time-Slicing GPUs in Kubernetes"
+  (https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-sharing.html)
 
-**The cluster** is ``examples/cluster.yaml`` (32 GPUs: 16 A100-80G in training-pool, 8 A10 in
-inference-pool, 4 RTX 4090 in dev-pool, 4 T4 on node-6, the ``default`` pool), read by the
-simulator's own parser and turned into the Node objects the service's watch would see. The
-partitioned variant (policy 3) keeps the hardware and cuts some of it, as docs/sim.md's
-cluster files do: gpu-node-1's 8 A100s in MIG mixed mode (4 x 3g.40gb, 6 x 2g.20gb,
-30 x 1g.10gb over the node: 2 GPUs as 3g+3g, 2 as 2g+2g+2g+1g, 4 as 7 x 1g), and the A10
-nodes time-sliced, 4 replicas a GPU (16 a node); gpu-node-2, dev-pool and node-6 stay whole.
+**On a slice smaller than its need** (*assumption*, its direction NVIDIA's): a session runs
+slower while it wants more of a GPU than its slice has, and keeps its slice longer. A stretch
+whose use is ``u`` % of a whole GPU, on a slice of share ``f`` of one (a MIG 1g.10gb of an A100
+1/7, 2g.20gb 2/7, 3g.40gb 3/7; a replica of a GPU time-sliced 4 ways 1/4), takes ``u / (100 f)``
+times as long where ``u > 100 f``, as long where not (idle stretches never stretch). A MIG
+instance is a fixed share of the GPU's compute (NVIDIA's MIG user guide, "Supported MIG
+Profiles": on an A100 a 1g instance has 1/7 of the SMs, a 2g 2/7, a 3g 3/7), so a notebook that
+would use 30 % of the A100 is held to its 1g's 14 % and takes about twice as long: the work is
+taken as bound by the compute it gets. A time-sliced replica isolates nothing (NVIDIA GPU
+Operator, "Time-Slicing GPUs in Kubernetes": the replicas of a GPU interleave on it, with no
+memory or fault isolation); 1/4 is what a replica gets when the four on its GPU are all busy,
+less than it gets when the others idle, so this over-states the slowdown there (the replay does
+not know which replicas share a physical GPU). Whole GPUs never slow down, whatever their model.
+
+**A user whose server the idle policy stopped** comes back at the next busy moment the session
+had (*assumption*: they had not finished; a user who walked away does not come back): a new
+request, at that moment, for the same need, that waits and gives up like any other, and if served
+runs the rest of the session's work (its stretches from that busy one on) as a new session.
+
+**The cluster** is ``examples/cluster.yaml`` (34 GPUs: 17 A100-80G in training-pool, one of them
+MIG-cut on gpu-node-mig-1; 9 A10 in inference-pool, one of them time-sliced 4 ways on
+gpu-node-shared-1; 4 RTX 4090 in dev-pool; 4 T4 on node-6, the ``default`` pool), read by the
+simulator's own parser and turned into the Node objects the service's watch would see, in three
+variants: ``demo`` (the file as it is), ``whole`` (the equal-hardware comparison for the
+whole-GPU policies: the demo's MIG A100 and time-sliced A10 given back whole, as the MIG manager
+with mig-parted's ``all-disabled`` config and a device plugin without time-slicing would offer
+them) and ``partitioned`` (policy 3: the demo's cluster with more of it cut, as docs/sim.md's
+cluster files do: gpu-node-1's 8 A100s in MIG mixed mode (4 x 3g.40gb, 6 x 2g.20gb, 30 x 1g.10gb
+over the node: 2 GPUs as 3g+3g, 2 as 2g+2g+2g+1g, 4 as 7 x 1g), and the A10 nodes gpu-node-3
+and -4 time-sliced, 4 replicas a GPU (16 a node); gpu-node-2, dev-pool and node-6 stay whole).
 """
 
 from __future__ import annotations
@@ -59,7 +86,7 @@ import bisect
 import itertools
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +152,8 @@ class Session:
     need: Need
     starts: tuple[float, ...]
     utils: tuple[float, ...]
+    #: the session this one continues, when it is a user back after an idle stop
+    back_from: int | None = None
 
     @property
     def groups(self) -> tuple[str, ...]:
@@ -147,12 +176,44 @@ class Session:
 
     def busy_after(self, t: float, below: float) -> bool:
         """Whether the user would have used the GPU again after ``t`` (before the end)."""
+        return self.next_busy(t, below) is not None
+
+    def next_busy(self, t: float, below: float) -> int | None:
+        """The first stretch after ``t`` in which the user uses the GPU (its index), if any."""
         i = bisect.bisect_right(self.starts, t)
-        return any(
-            u >= below
-            for s, u in zip(self.starts[i:], self.utils[i:], strict=True)
-            if s < self.duration
+        for j in range(i, len(self.starts)):
+            if self.starts[j] < self.duration and self.utils[j] >= below:
+                return j
+        return None
+
+    def rest(self, stretch: int, new_id: int, arrival: float) -> Session:
+        """The session's work from its stretch ``stretch`` on, asked for again at ``arrival``
+        (the user back after an idle stop): a new session, of the same need and user."""
+        cut = self.starts[stretch]
+        return replace(
+            self,
+            id=new_id,
+            arrival=arrival,
+            duration=self.duration - cut,
+            starts=tuple(s - cut for s in self.starts[stretch:]),
+            utils=self.utils[stretch:],
+            back_from=self.id if self.back_from is None else self.back_from,
         )
+
+    def on_slice(self, share: float) -> Session:
+        """The session as it runs on a slice of ``share`` of a GPU: each stretch whose use is
+        over the slice's ``100 x share`` percent takes ``use / (100 x share)`` times as long
+        (the module's docstring); the same stretches, in the same order, so stretch ``i`` here is
+        stretch ``i`` of the session's work. A whole GPU (``share >= 1``): the session itself."""
+        if share >= 1:
+            return self
+        cap = 100 * share
+        starts, t = [], 0.0
+        ends = (*self.starts[1:], self.duration)
+        for start, end, util in zip(self.starts, ends, self.utils, strict=True):
+            starts.append(t)
+            t += (min(end, self.duration) - start) * (util / cap if util > cap else 1.0)
+        return replace(self, duration=t, starts=tuple(starts))
 
 
 def diurnal(t: float) -> float:
@@ -239,14 +300,35 @@ SHARED_NODES = ("gpu-node-3", "gpu-node-4")
 SHARED_REPLICAS = 4
 
 
-def cluster_nodes(partitioned: bool) -> list[dict[str, Any]]:
-    """The demo cluster's Node objects (as the API would serve them), partitioned or not."""
+#: The demo's own slices (examples/cluster.yaml): made whole for the equal-hardware comparison
+DEMO_SLICED = ("gpu-node-mig-1", "gpu-node-shared-1")
+HARDWARE = ("demo", "whole", "partitioned")
+
+
+def cluster_nodes(partitioned: bool, *, hardware: str | None = None) -> list[dict[str, Any]]:
+    """The demo cluster's Node objects (as the API would serve them). ``hardware`` (one of
+    HARDWARE; the module's docstring says what each is) wins over ``partitioned``, which is
+    ``partitioned`` when true and ``demo`` when false."""
+    kind = hardware or ("partitioned" if partitioned else "demo")
+    if kind not in HARDWARE:
+        raise ValueError(f"hardware {kind!r}: expected one of {', '.join(HARDWARE)}")
     data = yaml.safe_load(EXAMPLE_CLUSTER.read_text())
-    if partitioned:
-        for node in data["nodes"]:
-            if node["name"] == MIG_NODE:
-                node["gpu"]["mig"] = {"strategy": "mixed", "devices": dict(MIG_DEVICES)}
-            elif node["name"] in SHARED_NODES:
-                node["gpu"]["sharing"] = {"strategy": "time-slicing", "replicas": SHARED_REPLICAS}
+    for node in data["nodes"]:
+        if kind == "partitioned" and node["name"] == MIG_NODE:
+            node["gpu"]["mig"] = {"strategy": "mixed", "devices": dict(MIG_DEVICES)}
+        elif kind == "partitioned" and node["name"] in SHARED_NODES:
+            node["gpu"]["sharing"] = {"strategy": "time-slicing", "replicas": SHARED_REPLICAS}
+        elif kind == "whole" and node["name"] in DEMO_SLICED:
+            node["gpu"].pop("mig", None)
+            node["gpu"].pop("sharing", None)
+            labels = node.get("labels") or {}
+            if "nvidia.com/mig.config" in labels:
+                labels["nvidia.com/mig.config"] = "all-disabled"
     spec = parse_cluster(yaml.safe_dump(data), str(EXAMPLE_CLUSTER))
     return [node_object(n, 0.0) for n in spec.nodes]
+
+
+def cluster_gpus() -> int:
+    """The physical GPUs in the demo's cluster file (every variant has these, cut or whole)."""
+    spec = parse_cluster(EXAMPLE_CLUSTER.read_text(), str(EXAMPLE_CLUSTER))
+    return sum(n.gpu.count for n in spec.nodes)

@@ -1,8 +1,9 @@
 """Regenerate the README's screenshots: `python docs/make_screenshots.py` (needs chromium and
 playwright, as the browser tests do: it launches and logs in through tests/pages/browser_setup).
 
-Starts `gpupool demo` in a temporary state dir, starts a 4-GPU server for bob so the pages have
-something to show, then photographs alice's spawn form and the admin's pools page.
+Starts `gpupool demo` in a temporary state dir, starts a 4-GPU server for bob and one on a MIG
+1g.10gb instance for carol so the pages have something to show, then photographs, at a laptop's
+1,024 px, alice's spawn form and the admin's pools page.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
+# browser_setup, and tests/needs.py that it imports
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "pages"))
 
 from browser_setup import chromium, log_in
@@ -23,11 +26,13 @@ OUT = Path(__file__).resolve().parent / "images"
 
 def main() -> int:
     with DemoProcess.start(Path(tempfile.mkdtemp(prefix="gpupool-shots-"))) as demo:
-        status, body = demo.api(
-            "POST", "/hub/api/users/bob/server", {"pools": ["training-pool"], "gpus": 4}
-        )
-        if status not in (201, 202):
-            raise SystemExit(f"cannot start bob's server: {status} {body!r}")
+        for user, options in (
+            ("bob", {"pools": ["training-pool"], "gpus": 4}),
+            ("carol", {"pools": [{"pool": "training-pool", "shape": "mig-1g.10gb"}], "gpus": 1}),
+        ):
+            status, body = demo.api("POST", f"/hub/api/users/{user}/server", options)
+            if status not in (201, 202):
+                raise SystemExit(f"cannot start {user}'s server: {status} {body!r}")
         time.sleep(3)
         OUT.mkdir(exist_ok=True)
         with chromium() as browser:
@@ -35,7 +40,7 @@ def main() -> int:
                 ("alice", "/hub/spawn", "spawn-form.png"),
                 ("admin", "/services/gpupool/pools", "pools-page.png"),
             ):
-                page = browser.new_page(viewport={"width": 1280, "height": 820})
+                page = browser.new_page(viewport={"width": 1024, "height": 820})
                 log_in(page, demo.url, user)
                 page.goto(demo.url + path)
                 page.wait_for_timeout(1500)

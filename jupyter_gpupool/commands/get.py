@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..core.words.gpu_counts import count_text
+from ..core.words.health_rows import HEALTH_FIELDS, health_rows
 from ..core.words.reports import gpu_hours_text, quota_rows
 from ..core.words.tables import age, human_duration, server_words
 from .connection import CommandError, add_connection_options, run, write
@@ -234,65 +235,8 @@ BOOKING_COLUMNS = (
 )
 
 
-HEALTH_COLUMNS = (
-    Column("PART", "part"),
-    Column("STATE", "state"),
-    Column("LAST", "last"),
-    Column("EVERY", "every"),
-    Column("RUNS", "runs"),
-    Column("FAILURES", "failures"),
-    Column("PROBLEM", "problem"),
-)
-
-
-def _seconds_ago(value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return "-"
-    return f"{human_duration(value)} ago"
-
-
-def health_rows(answer: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """``get health``'s table: a row per loop, per kind of the watch, and the database."""
-    rows = []
-    for loop in answer.get("loops") or ():
-        state = "late" if loop.get("late") else "running" if loop.get("running") else "stopped"
-        rows.append(
-            {
-                "part": f"loop {loop['name']}",
-                "state": state,
-                "last": _seconds_ago(loop.get("last_run_seconds_ago")),
-                "every": human_duration(loop["interval_seconds"]),
-                "runs": loop.get("runs"),
-                "failures": loop.get("failures"),
-                "problem": loop.get("last_error") or "",
-            }
-        )
-    for kind, w in (answer.get("watch") or {}).items():
-        rows.append(
-            {
-                "part": f"watch {kind}",
-                "state": w.get("phase"),
-                "last": _seconds_ago(w.get("age_seconds")),
-                "every": "-",
-                "runs": "-",
-                "failures": "-",
-                "problem": w.get("error") or "",
-            }
-        )
-    db = answer.get("database") or {}
-    if db.get("configured"):
-        rows.append(
-            {
-                "part": "database",
-                "state": "writing" if db.get("writing") else "not writing",
-                "last": f"backlog {db.get('backlog', 0)}",
-                "every": "-",
-                "runs": db.get("written"),
-                "failures": db.get("dropped"),
-                "problem": db.get("problem") or "",
-            }
-        )
-    return rows
+#: ``get health``'s table: the same rows as the admins' health page (core/words/health_rows.py).
+HEALTH_COLUMNS = tuple(Column(heading.upper(), field) for field, heading in HEALTH_FIELDS)
 
 
 def add_output_option(parser: argparse.ArgumentParser, choices: tuple[str, ...] = OUTPUTS) -> None:

@@ -39,7 +39,15 @@ from .models import (
     ServerSession,
     UsageSample,
 )
-from .writer import DatabaseError, Writer, short_error
+from .statements import (
+    BOOKINGS,
+    DROP_BOOKING,
+    QUEUE_ENTRIES,
+    RESERVATIONS,
+    SAVED,
+    STOPPING,
+)
+from .writer import DatabaseError, Many, Row, Writer, short_error
 
 __all__ = ["Database", "DatabaseError", "SchemaTooNew", "head_revision", "redacted", "upgrade"]
 
@@ -275,15 +283,7 @@ class Database(Writer):
         its session is to end so (``reclaimed``): a durable write before the stop is asked,
         so that a crash between the two still knows why it stopped. Its ``stopped`` stays
         empty until the pod is gone."""
-
-        def write(s: Session) -> None:
-            s.execute(
-                update(ServerSession)
-                .where(ServerSession.pod_uid == pod_uid, ServerSession.stopped.is_(None))
-                .values(ended=ended)
-            )
-
-        return self._put("session", write, durable=True)
+        return self._put("session", Many(STOPPING, {"s_uid": pod_uid, "s_ended": ended}), True)
 
     def idle_warned(self, pod_uid: str, at: float) -> None:
         """The idle policy warned the open session of ``pod_uid`` at ``at`` (the latest
@@ -304,21 +304,14 @@ class Database(Writer):
         """The user's lab saved ``count`` documents (``paths_json``) before a stop of the
         session of ``pod_uid``: a durable write, the future of its commit (the API's answer
         says it is recorded). A later report replaces an earlier one."""
-
-        def write(s: Session) -> None:
-            s.execute(
-                update(ServerSession)
-                .where(ServerSession.pod_uid == pod_uid)
-                .values(saved=count, saved_at=at, saved_paths=paths_json)
-            )
-
-        return self._put("session", write, durable=True)
+        params = {"s_uid": pod_uid, "s_saved": count, "s_at": at, "s_paths": paths_json}
+        return self._put("session", Many(SAVED, params), durable=True)
 
     def queue_add(self, entry: Mapping[str, Any], durable: bool = False) -> Future[None] | None:
         """A request is put in line (``entry``: ``id``, ``seq``, ``since``, ``user``,
         ``groups`` and ``pools`` lists, ``gpus``, ``gpu_type``, ``server``, ``reclaim``);
         ``durable``: the future of its commit."""
-        row = QueueEntry(
+        row = dict(
             id=str(entry["id"]),
             seq=int(entry["seq"]),
             since=float(entry["since"]),
@@ -332,11 +325,8 @@ class Database(Writer):
             state="queued",
             ended=None,
         )
-
-        def write(s: Session) -> None:
-            s.merge(row)  # the same entry twice (a retried batch) is one row
-
-        return self._put("queue", write, durable)
+        # the same entry twice (a retried batch) is one row
+        return self._put("queue", Row(QUEUE_ENTRIES, (row,)), durable)
 
     def queue_end(self, entry_id: str, state: str, at: float) -> None:
         """An entry left the line: ``admitted``, ``cancelled`` or ``expired`` (the latest end
@@ -352,12 +342,9 @@ class Database(Writer):
     def reservation_add(self, fields: Mapping[str, Any]) -> Future[None] | None:
         """An admission holds GPUs (``fields``: the columns of :class:`ReservationRow`, the
         fields of a reservation): a durable write, the future of its commit."""
-        row = ReservationRow(**dict(fields))
-
-        def write(s: Session) -> None:
-            s.merge(row)  # the same admission again (admitted from the line anew) is one row
-
-        return self._put("reservation", write, durable=True)
+        # the same admission again (admitted from the line anew) is one row
+        row = Row(RESERVATIONS, (dict(fields),))
+        return self._put("reservation", row, durable=True)
 
     def reservation_drop(self, admission_id: str) -> None:
         """A reservation is released, expired, or its pod showed up (a plain write: a row
@@ -370,26 +357,13 @@ class Database(Writer):
 
     def bookings_put(self, rows: Sequence[Mapping[str, Any]]) -> Future[None] | None:
         """Bookings are created or replaced together (``rows``: the columns of
-        :class:`BookingRow` each): one durable write, so one commit takes all of them or none."""
-        made = [BookingRow(**dict(fields)) for fields in rows]
-        names = [row.name for row in made]
-
-        def write(s: Session) -> None:
-            # the rows they replace go first (in chunks the drivers' parameter limits allow):
-            # one statement per 500 rather than a merge's SELECT per booking
-            for i in range(0, len(names), 500):
-                s.execute(delete(BookingRow).where(BookingRow.name.in_(names[i : i + 500])))
-            s.add_all(made)
-
-        return self._put("booking", write, durable=True)
+        :class:`BookingRow` each): one durable write, so one commit takes all of them or none
+        (the rows they replace go first, one DELETE per 500 names)."""
+        return self._put("booking", Row(BOOKINGS, tuple(dict(r) for r in rows)), durable=True)
 
     def booking_drop(self, name: str) -> Future[None] | None:
         """A booking is deleted: a durable write, the future of its commit."""
-
-        def write(s: Session) -> None:
-            s.execute(delete(BookingRow).where(BookingRow.name == name))
-
-        return self._put("booking", write, durable=True)
+        return self._put("booking", Many(DROP_BOOKING, {"b_name": name}), durable=True)
 
     def seen_open(self, now: float) -> None:
         """Every open session was still running at ``now`` (one statement, however many; the

@@ -13,26 +13,130 @@ on it drops what it stands for). While a durable write waits the writer commits 
 after ``batch_seconds``: the durable writes that arrive meanwhile share one commit (group
 commit). A write whose future was cancelled before its batch began (its waiter gave up) is
 skipped.
+
+What a batch costs follows its commits, not its writes: a write is a function of the batch's
+session, a :class:`Row` (rows put in a table) or a :class:`Many` (a statement's parameters). The
+rows of one table in a batch (the reservations of the admissions answered in the same few
+milliseconds) are written together, one DELETE of their keys and one INSERT of them all, rather
+than an ORM merge (a SELECT and an INSERT) each; the uses of one statement (reports of saved
+work) are one executemany (:func:`write_batch` says what may go ahead of what).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, cast
 
-from sqlalchemy import Engine
+from sqlalchemy import Column, Delete, Engine, Table, Update, delete, insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 log = logging.getLogger("jupyter_gpupool.db.store")
 
 Write = Callable[[Session], None]
-#: A queued write: its kind, the write, and its future when it is durable.
-Queued = tuple[str, Write, "Future[None] | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """Rows put in ``table``, each replacing the row of the same primary key if there is one.
+
+    Rows of one table queued one after another are written together: one DELETE of their keys
+    and one INSERT of them all (an executemany), whatever their number, so that a batch of N
+    admissions costs two statements, not N round trips of an ORM merge."""
+
+    table: Table
+    rows: tuple[dict[str, Any], ...]
+
+    def __post_init__(self) -> None:
+        # a wrong column fails its caller now, not the batch it would share with others
+        columns = self.table.columns.keys()
+        for row in self.rows:
+            if wrong := row.keys() - columns:
+                raise TypeError(f"{self.table.name} has no column {sorted(wrong)[0]!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Many:
+    """One of the statements below (an UPDATE or DELETE with bound parameters) with its
+    parameters: the same statement queued one after another runs once with all of theirs (an
+    executemany), so that N reports of saved work in a batch are one UPDATE."""
+
+    statement: Update | Delete
+    params: dict[str, Any]
+
+
+#: A queued write: its kind, the write (a function of the batch's session, rows, or a
+#: statement's parameters), and its future when it is durable.
+Queued = tuple[str, "Write | Row | Many", "Future[None] | None"]
+
+#: Keys per DELETE ... IN (...): within every driver's limit on parameters.
+KEYS_PER_DELETE = 500
+
+
+@functools.cache
+def _key(table: Table) -> Column[Any]:
+    (key,) = table.primary_key.columns
+    return key
+
+
+def write_rows(session: Session, table: Table, rows: Sequence[dict[str, Any]]) -> None:
+    """Put ``rows`` in ``table``, each replacing the row of its key (the last of one key wins)."""
+    key = _key(table)
+    last = {row[key.name]: row for row in rows}
+    keys = list(last)
+    for i in range(0, len(keys), KEYS_PER_DELETE):
+        session.execute(delete(table).where(key.in_(keys[i : i + KEYS_PER_DELETE])))
+    if last:
+        session.execute(insert(table), list(last.values()))
+
+
+def _group(write: Write | Row | Many) -> tuple[object, Table] | None:
+    """What ``write`` is written together with (its table's rows, its statement), and the
+    table it writes; None for a function of the session (it may write anything)."""
+    if isinstance(write, Row):
+        return write.table, write.table
+    if isinstance(write, Many):
+        return write.statement, cast(Table, write.statement.table)
+    return None
+
+
+def write_batch(session: Session, batch: Sequence[Queued]) -> None:
+    """The batch's writes, each write with the later ones it is written together with (rows of
+    its table, its statement's parameters): those go ahead of writes of other tables (which
+    they cannot change) but never past a write of the same table, nor past a function of the
+    session."""
+    done = [False] * len(batch)
+    for i, (_, write, _) in enumerate(batch):
+        if done[i]:
+            continue
+        group = _group(write)
+        if group is None:
+            write(session)  # type: ignore[operator]
+            continue
+        together = [write]
+        for j in range(i + 1, len(batch)):
+            if done[j]:
+                continue
+            other = _group(batch[j][1])
+            if other is None:
+                break
+            if other[0] is group[0]:
+                together.append(batch[j][1])
+                done[j] = True
+            elif other[1] is group[1]:
+                break
+        if isinstance(write, Row):
+            rows = [row for w in together for row in w.rows]  # type: ignore[union-attr]
+            write_rows(session, write.table, rows)
+        else:
+            session.execute(write.statement, [w.params for w in together])  # type: ignore[union-attr]
 
 
 class DatabaseError(Exception):
@@ -92,7 +196,9 @@ class Writer:
                 self._cond.wait(min(left, 0.1))
         return True
 
-    def _put(self, kind: str, write: Write, durable: bool = False) -> Future[None] | None:
+    def _put(
+        self, kind: str, write: Write | Row | Many, durable: bool = False
+    ) -> Future[None] | None:
         future: Future[None] | None = Future() if durable else None
         with self._cond:
             self._queue.append((kind, write, future))
@@ -145,8 +251,7 @@ class Writer:
             try:
                 assert self.engine is not None
                 with Session(self.engine) as session, session.begin():
-                    for _, write, _ in batch:
-                        write(session)
+                    write_batch(session, batch)
             except SQLAlchemyError as e:
                 failed = DatabaseError(f"the database did not take the write: {short_error(e)}")
                 for _, _, future in batch:

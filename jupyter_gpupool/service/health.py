@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from . import views
 from .loops import Loop
 
 #: A kind of the watch not heard from for this long is stale. The API server ends each watch
@@ -75,3 +76,25 @@ def health_report(
         "utilization": dict(utilization),
         "bookings_left_out": dict(bookings_left_out or {}),
     }
+
+
+def service_health(ctx: Any, now: float) -> dict[str, Any]:
+    """The service's health now (the API's answer and the health page's): what each part of
+    ``ctx`` (the service context) says of itself, through :func:`health_report`."""
+    last_poll = ctx.utilization.last_poll
+    utilization = {
+        "source": ctx.utilization.name,
+        "interval_seconds": ctx.utilization.interval,
+        "last_poll": views.iso(last_poll) if last_poll is not None else None,
+        "last_poll_seconds_ago": None if last_poll is None else round(now - last_poll, 3),
+        "problem": ctx.utilization.problem or None,
+    }
+    return health_report(
+        ctx.loops,
+        ctx.view.health(now),
+        ctx.records.health(),
+        utilization,
+        now,
+        views.iso,
+        bookings_left_out=ctx.bookings.book.left_out,
+    )

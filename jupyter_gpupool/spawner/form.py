@@ -8,8 +8,9 @@ that the magics and the ``LaunchPanel`` word them as the form does.
 
 The form works without JavaScript: each pool row has a priority number field
 (``priority.POOL``, empty: not used) and, when the pool's nodes offer shapes, a radio
-button per shape (``shape.POOL``: whole GPUs, MIG instances, shared GPUs...) with its free count
-and what it isolates; the GPU count and type are plain selects, and a checkbox
+button per shape (``shape.POOL``: whole GPUs, MIG instances, shared GPUs...), one line each with
+its free count; what each kind of shape isolates is said once above the pools, folded (a
+``<details>``: on demand), and in each shape's tooltip; the GPU count and type are plain selects, and a checkbox
 says whether to wait in line when no pool can take the server now (``queue``). With JavaScript,
 rows get a "use" checkbox and up/down buttons (keyboard operable) that renumber the priorities.
 """
@@ -31,7 +32,7 @@ from ..core.words.launch_options import (
     pool_status,
     quota_text,
 )
-from ..core.words.shape_choice import ShapeChoice, default_shape, shape_ids
+from ..core.words.shape_choice import ShapeChoice, default_shape, kind_words, shape_ids
 from .options import PRIORITY_FIELD, SHAPE_FIELD, SpawnOptions, default_order, order_rows
 
 DEFAULT_TEMPLATE = "gpupool_form.html"
@@ -40,12 +41,24 @@ DEFAULT_TEMPLATE = "gpupool_form.html"
 @dataclass(frozen=True)
 class ShapeOption:
     """One shape a pool row offers: ``text`` the service's line(s) with the free count ("MIG
-    3g.40gb: 2 free"; one per GPU model offering it), ``isolates`` in words."""
+    3g.40gb: 2 free"; one per GPU model offering it), ``isolates`` in words, ``kind_words``
+    its kind ("a MIG instance")."""
 
     id: str
     text: str
     isolates: str
     selected: bool
+    kind_words: str = ""
+    kind: str = ""
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """What one kind of shape on the form isolates, said once: ``words`` "A MIG instance"."""
+
+    kind: str
+    words: str
+    isolates: str
 
 
 @dataclass(frozen=True)
@@ -82,9 +95,22 @@ def shape_options(pool: PoolChoice, chosen: str | None) -> tuple[ShapeOption, ..
             text="; ".join(s.text for s in by_id[i]),
             isolates=by_id[i][0].isolates,
             selected=i == wanted,
+            kind_words=kind_words(by_id[i][0].kind),
+            kind=by_id[i][0].kind,
         )
         for i in ids
     )
+
+
+def isolation(pools: Sequence[PoolChoice]) -> list[Isolation]:
+    """Each kind of shape the pools offer, once, in the order the form first shows it."""
+    kinds: dict[str, Isolation] = {}
+    for p in pools:
+        for s in p.shapes:
+            if s.kind not in kinds and s.isolates:
+                words = kind_words(s.kind)
+                kinds[s.kind] = Isolation(s.kind, words[:1].upper() + words[1:], s.isolates)
+    return list(kinds.values())
 
 
 def default_note(default_pools: Sequence[str]) -> str:
@@ -109,7 +135,8 @@ def form_context(
     choice, HTML, when profiles are configured), ``budgets`` (``text`` and ``spent`` of each
     GPU-hour budget of the user and their groups), ``queue`` (whether "wait in line" is
     ticked), ``user``, ``server``, ``catalog``. Each row lists its pool's shapes (``shapes``,
-    :class:`ShapeOption`) when there are any."""
+    :class:`ShapeOption`) when there are any; ``isolation`` (:class:`Isolation`) says once what
+    each kind of them isolates."""
     shapes: dict[str, str | None] = {}
     for pool, shape in chosen.choices():
         shapes.setdefault(pool, shape)  # a pool chosen twice: its first entry's shape
@@ -137,6 +164,7 @@ def form_context(
     defaults = list(default_order(catalog))
     return {
         "rows": rows,
+        "isolation": isolation([p for p, _ in order_rows(catalog, chosen.pools)]),
         "default_pools": defaults,
         "default_note": default_note(defaults),
         "gpu_choices": choices if len(choices) < MAX_GPU_CHOICES else [],

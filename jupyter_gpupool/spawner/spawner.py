@@ -289,9 +289,10 @@ class GPUPoolSpawner(PlacingSpawner):
         `gpupool_form.html` is a good start for your own). The template gets `rows` (one per
         pool: `name`, `field`, `priority`, `description`, `gpu_types`, `free`,
         `largest_free_block`, `quota`, `status`, `status_text`, and the pool's shapes:
-        `shape_field` and `shapes`, each with `id`, `text`, `isolates`, `selected`),
-        `gpu_choices`, `gpus`, `max_gpus`, `gpu_types`, `gpu_type`, `queue` (whether "wait in
-        line" is ticked), `profile_form` (KubeSpawner's profile choice, when `profile_list` is
+        `shape_field` and `shapes`, each with `id`, `text`, `isolates`, `selected`,
+        `kind_words`, `kind`), `isolation` (each kind of shape offered, once: `kind`,
+        `words`, `isolates`), `gpu_choices`, `gpus`, `max_gpus`, `gpu_types`, `gpu_type`,
+        `queue` (whether "wait in line" is ticked), `profile_form` (KubeSpawner's profile choice, when `profile_list` is
         set), `user` and `server`. Fields named `priority.POOL`, `shape.POOL`, `gpus`,
         `gpu_type` and `queue` are what the spawner reads back (`shape.POOL`: a shape id of
         the pool's, missing or `whole` for whole GPUs; `queue`: a hidden `off`, then the

@@ -13,12 +13,16 @@
  *   `45% (max 90%), memory 31.0 of 160 GiB`, `idle since 14:05 UTC; will be stopped at
  *   16:05 UTC`, durations as the idle policy says them (`1h05m`, `55m`, `30s`).
  * - The poll stands by while the page is hidden (`standby: 'when-hidden'`).
+ * - Once the server is gone (a `ServerGoneError`: the hub answers its routes), the model says it
+ *   was stopped, and why when the last notice it saw was a stop come due (src/stopped.ts), and
+ *   stops polling.
  */
 
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { INotice, noticeLabel, noticeWords, stopNotice } from './notice';
+import { ServerGoneError, stoppedLabel, stoppedTitle } from './stopped';
 
 /** `GET /gpupool/status`: this server's placement. */
 export interface IStatus {
@@ -459,11 +463,23 @@ export class GPUPoolModel {
   }
 
   get label(): string {
+    if (this._stoppedAt !== null) {
+      return stoppedLabel(this._lastNotice, this._stoppedAt);
+    }
     return statusLabel(this._status, this._use, this.now);
   }
 
   get title(): string {
+    if (this._stoppedAt !== null) {
+      const at = this._stoppedAt;
+      return stoppedTitle(this._lastNotice, at, clockWords(at, at));
+    }
     return statusTitle(this._status, this._use, this.now, this._useError);
+  }
+
+  /** Whether this server was seen stopped (its routes gone); the poll is then disposed. */
+  get stopped(): boolean {
+    return this._stoppedAt !== null;
   }
 
   /** The tooltip's line about the GPUs' utilization; '' without GPUs. */
@@ -497,7 +513,12 @@ export class GPUPoolModel {
   /** Whether the status item shows in the warning colour: the server runs over quota, its
    * idle GPUs will get it stopped, or a notice says it will be stopped. */
   get warning(): boolean {
-    return (!!this._status && this._status.over_quota) || this.idleWarning || this.noticeWarning;
+    return (
+      this.stopped ||
+      (!!this._status && this._status.over_quota) ||
+      this.idleWarning ||
+      this.noticeWarning
+    );
   }
 
   /** Whether the side panel is open: pools and servers are asked for only then. */
@@ -537,11 +558,25 @@ export class GPUPoolModel {
       }
       this._error = '';
     } catch (reason) {
+      if (reason instanceof ServerGoneError) {
+        this._gone();
+        return;
+      }
       this._error = reason instanceof Error ? reason.message : String(reason);
       this._changed.emit();
       throw reason;
     }
     this._changed.emit();
+  }
+
+  /** The server is gone: keep the last notice seen (why it stopped), say so, stop polling
+   * (after this tick: the poll is not disposed from inside its own factory). */
+  private _gone(): void {
+    this._lastNotice = (this._use && this._use.notice) || null;
+    this._stoppedAt = this.now;
+    this._error = '';
+    this._changed.emit();
+    void Promise.resolve().then(() => this.poll.dispose());
   }
 
   dispose(): void {
@@ -580,5 +615,7 @@ export class GPUPoolModel {
   private _servers: IServer[] = [];
   private _error = '';
   private _panelOpen = false;
+  private _stoppedAt: number | null = null;
+  private _lastNotice: INotice | null = null;
   private _changed = new Signal<this, void>(this);
 }

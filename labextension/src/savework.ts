@@ -2,12 +2,14 @@
  * Work saved before a stop (issue 31), in JupyterLab: at each change of the model, the
  * `StopWatcher` (src/stopsave.ts) says which notices are new and whether a stop is near.
  *
- * - A new notice: a JupyterLab notification (Lab 4's notification API) with its words and a
- *   "Details" link to the service's My GPUs page.
+ * - A new notice: a JupyterLab notification (Lab 4's notification API), short enough for a
+ *   toast ("Runtime limit: this server stops at 14:05 UTC.", stopsave.announceWords), and a
+ *   "Details" link to the service's My GPUs page, where its words are.
  * - A stop within a minute: the documents open in the main area that have unsaved changes are
- *   counted, `docmanager:save-all` saves them, a notification says why ("Saving your work:
- *   this server is stopped at 14:05 UTC because ...") and then how many were saved
- *   ("1 notebook saved: this server is stopped at ..."), and
+ *   counted, `docmanager:save-all` saves them, a notification says so ("Saving your work:
+ *   this server stops at 14:05 UTC.") and then how many were saved ("1 notebook saved: this
+ *   server stops at 14:05 UTC."; with nothing unsaved, that at once: "Nothing unsaved: ..."),
+ *   the why behind its Details link, and
  *   `POST /gpupool/saved` tells the server extension which (it records them in the service's
  *   ledger, so that the stop says "3 notebooks saved before the stop").
  */
@@ -98,23 +100,31 @@ async function saveWork(
   actions: Notification.IAction[]
 ): Promise<void> {
   const before = dirtyPaths(app);
-  const id = Notification.warning(savingWords(notice, now), { autoClose: false, actions });
-  try {
-    if (before.length) {
+  let saved: string[] = [];
+  if (!before.length) {
+    // nothing to save: say so at once (a "Saving..." toast updated in the same tick is never
+    // shown updated: the toast is not on the page yet, and the update is lost)
+    Notification.warning(savedNoticeWords(saved, notice, now), { autoClose: 20 * 1000, actions });
+  } else {
+    const id = Notification.warning(savingWords(notice, now), { autoClose: false, actions });
+    try {
       await app.commands.execute('docmanager:save-all');
+    } catch (reason) {
+      console.warn('jupyter-gpupool: save-all failed', reason);
     }
-  } catch (reason) {
-    console.warn('jupyter-gpupool: save-all failed', reason);
+    const still = new Set(dirtyPaths(app));
+    saved = before.filter(p => !still.has(p));
+    const done = {
+      message: savedNoticeWords(saved, notice, now),
+      type: (saved.length < before.length ? 'error' : 'warning') as Notification.TypeOptions,
+      autoClose: false as const,
+      actions
+    };
+    if (!Notification.update({ id, ...done })) {
+      Notification.dismiss(id);
+      Notification.emit(done.message, done.type, { autoClose: false, actions });
+    }
   }
-  const still = new Set(dirtyPaths(app));
-  const saved = before.filter(p => !still.has(p));
-  Notification.update({
-    id,
-    message: savedNoticeWords(saved, notice, now),
-    type: saved.length < before.length ? 'error' : 'warning',
-    autoClose: false,
-    actions
-  });
   try {
     await post({
       count: saved.length,

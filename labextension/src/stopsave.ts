@@ -39,40 +39,59 @@ export function stopIsNear(notice: INotice, now: number, lead: number = SAVE_LEA
   );
 }
 
-/** `this server is stopped at 14:05 UTC because <the notice's words>`. */
+/** A toast's longest message: JupyterLab's notifications cut a message after 140 characters. */
+export const TOAST_LENGTH = 140;
+
+/** What each kind of notice is called in a toast (the details are behind its link). */
+const KIND_TITLES: { [kind: string]: string } = {
+  idle: 'Idle GPUs',
+  runtime: 'Runtime limit',
+  budget: 'GPU-hour budget',
+  booking: 'Booking'
+};
+
+/** `Runtime limit`: a notice's kind, as a toast starts. */
+export function kindTitle(notice: INotice): string {
+  return KIND_TITLES[notice.kind] || notice.kind || 'Notice';
+}
+
+/** `this server stops at 14:05 UTC`, `this server is being stopped` once due. */
 export function stopWords(notice: INotice, now: number): string {
-  const when =
-    typeof notice.deadline === 'number' && notice.deadline > now
-      ? `is stopped at ${clockWords(notice.deadline, now)}`
-      : 'is being stopped';
-  return `this server ${when} because ${notice.words}`;
+  return typeof notice.deadline === 'number' && notice.deadline > now
+    ? `this server stops at ${clockWords(notice.deadline, now)}`
+    : 'this server is being stopped';
 }
 
-/** `Saving your work: this server is stopped at 14:05 UTC because ...` (what comes first
- * stays in sight: a toast cuts a long message). */
+/** `Saving your work: this server stops at 14:05 UTC.` */
 export function savingWords(notice: INotice, now: number): string {
-  return `Saving your work: ${stopWords(notice, now)}`;
+  return `Saving your work: ${stopWords(notice, now)}.`;
 }
 
-/** `1 notebook saved: this server is stopped at 14:05 UTC because ...`, once saved. */
+/** `1 notebook saved: this server stops at 14:05 UTC.`, `Nothing unsaved: ...`, once saved. */
 export function savedNoticeWords(paths: string[], notice: INotice, now: number): string {
-  return `${savedWords(paths)}: ${stopWords(notice, now)}`;
+  return `${savedWords(paths)}: ${stopWords(notice, now)}.`;
 }
 
-/** `this server's GPUs have been idle since ...` as a notification: the words, the time left. */
+/**
+ * A new notice as a toast, said once and short: `Runtime limit: this server stops at 14:05
+ * UTC.` for a stop (the service's words, which say why and say the time again, are behind the
+ * toast's Details link and in the status item's tooltip); a notice that only reports in its own
+ * words, or `Booking: see Details.` where they would not fit a toast.
+ */
 export function announceWords(notice: INotice, now: number): string {
-  if (typeof notice.deadline !== 'number') {
-    return notice.words;
+  const title = kindTitle(notice);
+  if (notice.action === 'stop') {
+    return `${title}: ${stopWords(notice, now)}.`;
   }
-  const when = clockWords(notice.deadline, now);
-  return `${notice.words} (${notice.action === 'stop' ? 'this server stops' : 'due'} at ${when})`;
+  const words = notice.words.trim();
+  const said = `${words.charAt(0).toUpperCase()}${words.slice(1)}${/[.!?]$/.test(words) ? '' : '.'}`;
+  return said.length <= TOAST_LENGTH ? said : `${title}: see Details.`;
 }
 
-/** `1 notebook saved`, `3 notebooks saved`, `2 documents saved` (a mix), `Nothing unsaved to
- * save`. */
+/** `1 notebook saved`, `3 notebooks saved`, `2 documents saved` (a mix), `Nothing unsaved`. */
 export function savedWords(paths: string[]): string {
   if (!paths.length) {
-    return 'Nothing unsaved to save';
+    return 'Nothing unsaved';
   }
   const notebooks = paths.every(p => p.endsWith('.ipynb'));
   const what = notebooks ? 'notebook' : 'document';

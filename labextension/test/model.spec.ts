@@ -16,6 +16,7 @@ import {
   utilizationLine
 } from '../src/model';
 import { poolState, quotaWords, serverState } from '../src/panelwords';
+import { ServerGoneError, goneAnswer } from '../src/stopped';
 
 const STATUS: IStatus = {
   label: 'GPU 2\u00d7 A100-80G · training-pool',
@@ -73,10 +74,14 @@ function scripted(status: IStatus = STATUS, use: IUse = USE) {
     asked,
     failing: false,
     useFailing: false,
+    gone: false,
     status,
     use,
     fetch: async (route: string) => {
       asked.push(route);
+      if (server.gone) {
+        throw new ServerGoneError(404); // the hub's "not found" page: the server is gone
+      }
       if (server.failing || (route === 'use' && server.useFailing)) {
         throw new Error('502: no answer from the gpupool service');
       }
@@ -371,6 +376,66 @@ describe('GPUPoolModel', () => {
     expect(model.label).toBe('GPU 2\u00d7 A100-80G · training-pool · 0%');
     expect(model.title).toContain('GPUs idle since 21:08 UTC; reported to admins');
     model.dispose();
+  });
+
+  it('says the server was stopped and why, and stops polling, once its routes are gone', async () => {
+    const booking = {
+      kind: 'booking',
+      words: 'this server borrows GPUs booked for ml-ops from 22:14 UTC: it is stopped then',
+      deadline: NOW + 40,
+      action: 'stop'
+    };
+    const server = scripted(STATUS, { ...USE, notice: booking, notices: [booking] });
+    const model = new GPUPoolModel({
+      fetch: server.fetch,
+      standby: 'never',
+      interval: 20,
+      clock: () => NOW * 1000
+    });
+    await model.poll.start();
+    await sleep(30);
+    expect(model.label).toBe('GPU 2\u00d7 A100-80G · training-pool · 45% · booking, stops in 40s');
+    server.gone = true;
+    await sleep(200);
+    expect(model.stopped).toBe(true);
+    expect(model.label).toBe('Server stopped · booking');
+    expect(model.title).toBe(
+      'This server was stopped (seen at 22:13 UTC): a booking needed its GPUs.\n' +
+        'Start a new one from the hub’s home page; My GPUs says more.'
+    );
+    expect(model.title).not.toContain('<');
+    expect(model.error).toBe('');
+    expect(model.warning).toBe(true);
+    // no more requests: the poll is disposed
+    expect(model.poll.isDisposed).toBe(true);
+    const asked = server.asked.length;
+    await sleep(100);
+    expect(server.asked.length).toBe(asked);
+    model.dispose();
+  });
+
+  it('says a server stopped without a notice due was stopped by someone', async () => {
+    const server = scripted();
+    const model = new GPUPoolModel({ fetch: server.fetch, standby: 'never', clock: () => NOW * 1000 });
+    await model.refresh();
+    server.gone = true;
+    await model.refresh(); // resolves: a stopped server is no failure to back off from
+    expect(model.label).toBe('Server stopped');
+    expect(model.title.split('\n')[0]).toBe(
+      'This server was stopped (seen at 22:13 UTC), by you, an admin or the hub.'
+    );
+    await sleep(10);
+    expect(model.poll.isDisposed).toBe(true);
+    model.dispose();
+  });
+
+  it("tells the hub's answers from the extension's", () => {
+    expect(goneAnswer(404, false)).toBe(true); // the hub's 404 page
+    expect(goneAnswer(424, false)).toBe(true);
+    expect(goneAnswer(503, false)).toBe(true);
+    expect(goneAnswer(404, true)).toBe(false); // the extension's own JSON 404
+    expect(goneAnswer(502, false)).toBe(false); // the service does not answer: try again
+    expect(goneAnswer(500, false)).toBe(false);
   });
 
   it('backs off while the server fails, and comes back to its interval', async () => {

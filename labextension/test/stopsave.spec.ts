@@ -1,6 +1,7 @@
 import {
   SAVE_LEAD,
   StopWatcher,
+  TOAST_LENGTH,
   announceWords,
   savedNoticeWords,
   savedWords,
@@ -69,22 +70,39 @@ describe('the stop watcher', () => {
 });
 
 describe('the words', () => {
-  it('say why the work is saved', () => {
-    expect(savingWords(IDLE, NOW + 250)).toBe(
-      `Saving your work: this server is stopped at 08:05 UTC because ${IDLE.words}`
-    );
-    expect(savingWords(IDLE, NOW + 400)).toBe(
-      `Saving your work: this server is being stopped because ${IDLE.words}`
-    );
+  it('say a stop once, short enough for a toast', () => {
+    expect(savingWords(IDLE, NOW + 250)).toBe('Saving your work: this server stops at 08:05 UTC.');
+    expect(savingWords(IDLE, NOW + 400)).toBe('Saving your work: this server is being stopped.');
     expect(savedNoticeWords(['a.ipynb'], IDLE, NOW + 250)).toBe(
-      `1 notebook saved: this server is stopped at 08:05 UTC because ${IDLE.words}`
+      '1 notebook saved: this server stops at 08:05 UTC.'
     );
-    expect(announceWords(IDLE, NOW)).toBe(`${IDLE.words} (this server stops at 08:05 UTC)`);
-    expect(announceWords(BUDGET, NOW)).toBe(`${BUDGET.words} (due at 08:00 UTC)`);
+    expect(savedNoticeWords([], IDLE, NOW + 250)).toBe(
+      'Nothing unsaved: this server stops at 08:05 UTC.'
+    );
+    // a stop: its kind and when; the words (which say the time too) are behind Details
+    expect(announceWords(IDLE, NOW)).toBe('Idle GPUs: this server stops at 08:05 UTC.');
+    const booking = {
+      kind: 'booking',
+      words:
+        'this server borrows GPUs booked for ml-ops from 04:54 UTC: it is stopped then',
+      deadline: NOW + 600,
+      action: 'stop'
+    };
+    expect(announceWords(booking, NOW)).toBe('Booking: this server stops at 08:10 UTC.');
+    // a report in its own words, once (no time added after them)
+    expect(announceWords(BUDGET, NOW)).toBe('Your budget of 10 GPU-hours per day is 92% spent.');
+    const long = { ...BUDGET, words: 'x'.repeat(TOAST_LENGTH) };
+    expect(announceWords(long, NOW)).toBe('GPU-hour budget: see Details.');
+    for (const n of [IDLE, booking, BUDGET, long]) {
+      for (const words of [announceWords(n, NOW), savingWords(n, NOW), savedNoticeWords(['a.ipynb', 'b.ipynb'], n, NOW)]) {
+        expect(words.length).toBeLessThanOrEqual(TOAST_LENGTH);
+        expect(words.match(/UTC/g)?.length ?? 0).toBeLessThanOrEqual(1); // the time said once
+      }
+    }
   });
 
   it('count what was saved', () => {
-    expect(savedWords([])).toBe('Nothing unsaved to save');
+    expect(savedWords([])).toBe('Nothing unsaved');
     expect(savedWords(['a.ipynb'])).toBe('1 notebook saved');
     expect(savedWords(['a.ipynb', 'b/c.ipynb', 'd.ipynb'])).toBe('3 notebooks saved');
     expect(savedWords(['a.ipynb', 'notes.md'])).toBe('2 documents saved');

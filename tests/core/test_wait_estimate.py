@@ -1,16 +1,21 @@
-"""The wait estimate (issue 31): figures worked out by hand from the method in the module's
+"""The wait estimate (issues 31, 38): figures worked out by hand from the method in the module's
 docstring, with a moved clock (``NOW``)."""
 
 from __future__ import annotations
 
 from jupyter_gpupool.core.time.wait_estimate import (
+    BY_POOL,
+    BY_SHAPE,
     NO_ESTIMATE,
     OUTLIVED,
     Ask,
+    Estimate,
     Held,
     History,
+    Terms,
     estimate,
     expected_end,
+    staggered,
 )
 
 NOW = 1_800_000_000.0
@@ -110,14 +115,16 @@ def test_shapes_are_counted_per_shape_and_said_approximate():
 
 def test_whole_gpus_are_counted_per_node():
     # one GPU free on each of two nodes: a 2-GPU request needs them on one node, so it waits
-    # for n1's server (10 min), not for nothing
+    # for n1's server, not for nothing
     held = [Held("p", None, 1, NOW, node="n1"), Held("p", None, 3, NOW - 600, node="n2")]
     free = {("p", None, "n1"): 1, ("p", None, "n2"): 1}
     h = history(p=[600.0, 1200.0, 1200.0, 3600.0, 3600.0])
-    # n1's server (age 0): median of all = 1200 s; n2's (age 600): of 1200, 1200, 3600, 3600
-    # the median 2400 s from its start, 1800 s from now
+    # n1's server (age 0) ends at its kind's median 1200 s from now, n2's (age 600) at the
+    # median of the longer 1200, 1200, 3600, 3600: 2400 s from its start; so n1's ends first.
+    # The first of the two to end: the chance either has ended by 600 s from now is 1/5 (n1)
+    # + 2/4 (n2: those of 1200 s) = 0.7, over a half: the first end is at 600 s, n1's
     got = estimate([Ask("a", (("p", None),), 2)], held, free, h, NOW)
-    assert got["a"].at == NOW + 1200
+    assert got["a"].at == NOW + 600
 
 
 def test_the_words_round_coarser_as_the_wait_grows():
@@ -131,3 +138,185 @@ def test_the_words_round_coarser_as_the_wait_grows():
         "about 1 h",
         "about 1 h 40 min",
     ]
+
+
+# --- issue 38: what decides the order, and how sure it is -------------------------------------
+
+HOUR = 3600.0
+
+
+def hourly(*pools: str) -> History:
+    """Every session of these pools (whole GPUs) ran an hour: a server started at ``s`` ends
+    at ``s + 1 h``, and one the replay admits runs an hour."""
+    return History({(p, None): [HOUR] * 5 for p in pools}, 30)
+
+
+def group(name: str, guaranteed: float, limit: float) -> Terms:
+    """A group's guarantee and limit in pool p (borrowing allowed), as wait_terms writes them."""
+    counter = f"p group:{name}"
+    return Terms(((counter, guaranteed),), ((counter, limit, guaranteed),))
+
+
+def server(started: float, node: str = "n", counters: tuple[str, ...] = (), units: int = 1):
+    return Held("p", None, units, started, node=node, counters=counters, amount=float(units))
+
+
+def test_a_request_over_its_limit_waits_for_its_subjects_servers():
+    # group g may have 2 GPUs in p (limit 2) and has them: a server ending in 30 min and
+    # one in 50 min. One GPU is free now and another subject's server ends in 10 min; g's
+    # request gets in only when g's first server ends, at 30 min
+    g = ("p group:g",)
+    held = [
+        server(NOW - HOUR + 30 * MIN, counters=g),
+        server(NOW - HOUR + 50 * MIN, counters=g),
+        server(NOW - HOUR + 10 * MIN, counters=("p group:other",)),
+    ]
+    line = [Ask("x", (("p", None),), 1, (group("g", 0, 2),))]
+    got = estimate(line, held, {("p", None, "n"): 1}, hourly("p"), NOW)["x"]
+    assert got.at == NOW + 30 * MIN
+    assert got.words == "about 30 min, from the last 30 days of p; waits for its quota"
+
+
+def test_a_user_limit_is_a_cap_whatever_the_group():
+    # within the group's guarantee, but the user's own limit (1 GPU in p) is used up by their
+    # server ending in 40 min: the free GPU is not theirs before that
+    me = ("p group:g", "p all of user:u")
+    held = [server(NOW - HOUR + 40 * MIN, counters=me)]
+    terms = Terms((("p group:g", 8.0),), (), True, (("p all of user:u", 1.0),))
+    line = [Ask("x", (("p", None),), 1, (terms,))]
+    got = estimate(line, held, {("p", None, "n"): 1}, hourly("p"), NOW)["x"]
+    assert got.at == NOW + 40 * MIN
+
+
+def test_fair_share_ranks_again_as_servers_come_and_go():
+    # a (group A: 1 of its 2 guaranteed GPUs used, by a server ending in 60 min) came first,
+    # then b1 and b2 (group B: none of its 2 used). Shares: a 1/2, b 0, so b1 goes first when a
+    # GPU comes free at 10 min; then B's share is 1/2 too, the tie goes to who came first: a,
+    # at 20 min, and b2 waits for the next end, A's server's at 60 min
+    held = [
+        server(NOW - HOUR + 10 * MIN),
+        server(NOW - HOUR + 20 * MIN),
+        server(NOW, counters=("p group:A",)),
+    ]
+    line = [
+        Ask("a", (("p", None),), 1, (group("A", 2, 4),)),
+        Ask("b1", (("p", None),), 1, (group("B", 2, 4),)),
+        Ask("b2", (("p", None),), 1, (group("B", 2, 4),)),
+    ]
+    got = estimate(line, held, {}, hourly("p"), NOW)
+    assert [got[x].at for x in ("b1", "a", "b2")] == [NOW + 10 * MIN, NOW + 20 * MIN, NOW + HOUR]
+
+
+def test_within_quota_goes_ahead_and_holds_its_pool_back_from_borrowers():
+    # b borrows (group B has no guarantee) and came first; w (group W, 2 guaranteed) needs 2 GPUs
+    # on the node. A GPU comes free at 10 min, another at 20: b may not take the first while w
+    # waits within quota there, so w gets both at 20 min and b the next end, w's own, at 80
+    held = [server(NOW - HOUR + 10 * MIN), server(NOW - HOUR + 20 * MIN)]
+    line = [
+        Ask("b", (("p", None),), 1, (group("B", 0, 4),)),
+        Ask("w", (("p", None),), 2, (group("W", 2, 4),)),
+    ]
+    got = estimate(line, held, {}, hourly("p"), NOW)
+    assert (got["w"].at, got["b"].at) == (NOW + 20 * MIN, NOW + 80 * MIN)
+
+
+def test_what_a_request_within_quota_holds_back_the_pool_or_its_shape():
+    # w waits within quota for 2 whole GPUs of p (none free); b borrows a MIG instance of p,
+    # one free now. As admission does it today (BY_POOL) b waits while w does: w gets in when
+    # the server ends (at 1 h), b too (the MIG instance was free all along); held back by
+    # shape (BY_SHAPE, issue 38's line by shape) b gets its instance now
+    mig = ("p", "mig-1g.10gb")
+    history = History({("p", None): [HOUR] * 5, mig: [HOUR] * 5}, 30)
+    held = [server(NOW, units=2)]
+    line = [
+        Ask("w", (("p", None),), 2, (group("W", 2, 4),)),
+        Ask("b", (mig,), 1, (group("B", 0, 4),)),
+    ]
+    free = {("p", "mig-1g.10gb", None): 1}
+    by_pool = estimate(line, held, free, history, NOW, hold_back=BY_POOL)
+    assert (by_pool["w"].at, by_pool["b"].at) == (NOW + HOUR, NOW + HOUR)
+    by_shape = estimate(line, held, free, history, NOW, hold_back=BY_SHAPE)
+    assert (by_shape["w"].at, by_shape["b"].at) == (NOW + HOUR, NOW)
+
+
+def test_a_request_further_back_that_fits_goes_ahead():
+    # one GPU free now, the node's other GPU held until 30 min: big (2 GPUs, first in line)
+    # does not fit, small (1 GPU) behind it does and goes in now; big then waits until both
+    # are free: small's end, an hour after it started
+    held = [server(NOW - HOUR + 30 * MIN)]
+    line = [Ask("big", (("p", None),), 2), Ask("small", (("p", None),), 1)]
+    got = estimate(line, held, {("p", None, "n"): 1}, hourly("p"), NOW)
+    assert (got["small"].at, got["big"].at) == (NOW, NOW + HOUR)
+
+
+def test_a_request_takes_the_first_of_its_shapes_that_lets_it_in():
+    # it asks for a MIG instance first, then a whole GPU: no instance comes free before 30
+    # min, a whole GPU at 10 min; at 10 min its first choice that fits is the whole GPU
+    mig = ("p", "mig-1g.10gb")
+    history = History({("p", None): [HOUR] * 5, mig: [HOUR] * 5}, 30)
+    held = [
+        Held("p", "mig-1g.10gb", 1, NOW - HOUR + 30 * MIN),
+        server(NOW - HOUR + 10 * MIN),
+    ]
+    got = estimate([Ask("x", (mig, ("p", None)), 1)], held, {}, history, NOW)["x"]
+    assert (got.at, got.pool) == (NOW + 10 * MIN, "p")
+    assert got.words == "about 10 min, from the last 30 days of p"
+
+
+def test_the_range_comes_from_the_spread_of_the_durations():
+    # one server, started now, holds the only GPU; its kind ran 10, 20, 30, 40 and 50 min. The
+    # chance it has ended: 1/5 by 10 min, 2/5 by 20, 3/5 by 30, 4/5 by 40. Its end: the median
+    # at 30 min (3/5 is the first over a half); the range, where the chance is a half within
+    # 0.67 standard deviations (sd = sqrt(p(1-p))): from 20 min (0.4 + 0.67 x 0.49 = 0.73) to
+    # 40 min (0.8 - 0.67 x 0.4 = 0.53; at 30 min 0.6 - 0.67 x 0.49 = 0.27)
+    h = History({("p", None): [600.0, 1200.0, 1800.0, 2400.0, 3000.0]}, 30)
+    got = estimate([Ask("x", (("p", None),), 1)], [server(NOW)], {}, h, NOW)["x"]
+    assert (got.at, got.low, got.high) == (NOW + 30 * MIN, NOW + 20 * MIN, NOW + 40 * MIN)
+    assert got.words == "about 20-40 min, from the last 30 days of p"
+
+
+def test_the_first_of_many_busy_servers_ends_sooner_than_any_ones_median():
+    # four servers started now, each expected (its median) to run 30 min of the 10-50 min its
+    # kind ran; but one of four ends much sooner: by 10 min the four have ended 4 x 1/5 = 0.8
+    # on average, over a half. The j-th end is where that count first reaches j - 1/2: 10, 20,
+    # 40 and 50 min (by 30 min it is 4 x 3/5 = 2.4, short of 2.5)
+    durations = [600.0, 1200.0, 1800.0, 2400.0, 3000.0]
+    ends = staggered([server(NOW) for _ in range(4)], durations, NOW)
+    assert [mid for mid, _, _ in ends] == [NOW + m * MIN for m in (10, 20, 40, 50)]
+    h = History({("p", None): durations}, 30)
+    got = estimate(
+        [Ask("x", (("p", None),), 1)], [server(NOW, node=f"n{i}") for i in range(4)], {}, h, NOW
+    )
+    assert got["x"].at == NOW + 10 * MIN
+
+
+def test_a_server_the_replay_admits_runs_the_median():
+    # sessions of 10, 10, 10, 10 and 60 min: median 10 min (mean 20). a gets the GPU when the
+    # server started now ends (10 min: 4/5 by then) and holds it the median, 10 min: b at 20
+    h = History({("p", None): [600.0] * 4 + [3600.0]}, 30)
+    line = [Ask("a", (("p", None),), 1), Ask("b", (("p", None),), 1)]
+    got = estimate(line, [server(NOW)], {}, h, NOW)
+    assert (got["a"].at, got["b"].at) == (NOW + 10 * MIN, NOW + 20 * MIN)
+
+
+def test_a_range_in_words_stays_one_short_line():
+    from jupyter_gpupool.core.time.wait_estimate import wait_words
+
+    def words(wait: float, low: float, high: float) -> str:
+        return wait_words(wait * MIN, ("p", None), 30, low=low * MIN, high=high * MIN)
+
+    assert words(25, 18, 44) == "about 20-45 min, from the last 30 days of p"
+    assert words(60, 45, 90) == "about 45 min-1 h 30 min, from the last 30 days of p"
+    assert words(5, 0.5, 12) == "within 10 min, from the last 30 days of p"
+    assert words(0.2, 0, 0.5) == "any moment now, from the last 30 days of p"
+    assert words(23, 23, 24) == "about 25 min, from the last 30 days of p"  # alike once rounded
+
+
+def test_only_the_first_of_a_long_line_are_replayed():
+    from jupyter_gpupool.core.time.wait_estimate import MAX_LINE
+
+    line = [Ask(f"x{i}", (("p", None),), 1) for i in range(MAX_LINE + 1)]
+    free = {("p", None, "n"): MAX_LINE + 1}  # room for all of them now
+    got = estimate(line, [], free, hourly("p"), NOW)
+    assert got[f"x{MAX_LINE - 1}"].at == NOW
+    assert got[f"x{MAX_LINE}"] == Estimate(None)

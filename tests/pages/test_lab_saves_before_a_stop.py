@@ -131,14 +131,15 @@ def test_an_idle_stop_saves_the_open_notebook_first(demo, browser):
         assert code in (200, 201), answer
         set_utilization(kubeconfig, pod["namespace"], pod["name"], 0)
         toasts = page.locator(".Toastify__toast")
-        expect(toasts.filter(has_text="this server's GPUs have been idle since")).not_to_have_count(
-            0, timeout=45_000
+        # said once and short: the kind and the time, the policy's words behind Details
+        announced = toasts.filter(
+            has_text=re.compile(r"^Idle GPUs: this server stops at \d\d:\d\d UTC\.")
         )
-        # "Saving your work: this server is stopped at ...", then what was saved
+        expect(announced).not_to_have_count(0, timeout=45_000)
+        assert announced.first.inner_text().count("UTC") == 1, announced.first.inner_text()
+        # "Saving your work: this server stops at ...", then what was saved
         saving = toasts.filter(
-            has_text=re.compile(
-                r"^1 notebook saved: this server is stopped at \d\d:\d\d UTC because"
-            )
+            has_text=re.compile(r"^1 notebook saved: this server stops at \d\d:\d\d UTC\.")
         )
         expect(saving).to_have_count(1, timeout=45_000)
         expect(saving.get_by_text("Details")).to_be_visible()
@@ -149,6 +150,17 @@ def test_an_idle_stop_saves_the_open_notebook_first(demo, browser):
         while demo.server_running("alice") and time.monotonic() < deadline:
             time.sleep(1)
         assert not demo.server_running("alice"), "the idle policy did not stop the server"
+        # the status item says so, and why, without the hub's 404 page, and stops asking
+        status = page.locator("#jp-gpupool-status")
+        expect(status).to_have_text("Server stopped · idle", timeout=60_000)
+        title = status.get_attribute("title") or ""
+        assert title.startswith("This server was stopped (seen at ") and "idle" in title, title
+        assert "<" not in title and "404" not in title, title
+        asked = []
+        page.on("request", lambda r: asked.append(r.url) if "/gpupool/" in r.url else None)
+        time.sleep(25)  # more than two of the status item's 10 s polls
+        assert asked == [], asked
+        shoot(page, "lab-server-stopped")
         saved = json.loads(path.read_text())
         assert EDIT in "".join(saved["cells"][0]["source"]), saved["cells"][0]
 

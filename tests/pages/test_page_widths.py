@@ -31,6 +31,7 @@ PAGES = {
     "idle": ("admin", "idle"),
     "bookings": ("admin", "bookings"),
     "admin": ("admin", "admin"),
+    "health": ("admin", "health"),
     "admin/pools/([^/]+)/delete": ("admin", "admin/pools/dev-pool/delete"),
 }
 LAPTOPS, PHONE = (1024, 1280, 1366), 390

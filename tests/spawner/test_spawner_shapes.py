@@ -9,6 +9,8 @@ in MIG instances (a pool with no whole GPUs).
 
 from __future__ import annotations
 
+import html
+import re
 from html.parser import HTMLParser
 
 import pytest
@@ -56,13 +58,13 @@ class Shapes(HTMLParser):
             self.fields[self._select] = [a["value"]]
         elif tag == "label" and a.get("for"):
             self._for = a["for"]
-        elif tag == "span" and a.get("id"):
+        elif tag in ("span", "li") and a.get("id"):
             self._id = a["id"]
 
     def handle_endtag(self, tag):
         if tag == "label":
             self._for = None
-        elif tag == "span":
+        elif tag in ("span", "li"):
             self._id = None
         elif tag == "select":
             self._select = None
@@ -95,13 +97,27 @@ async def test_the_form_lists_each_pools_shapes_with_free_counts_and_isolation(
         "MIG 1g.10gb: 7 free",
     ):
         assert text in labels
-    isolation = [t for k, t in parsed.texts.items() if k.startswith("gpupool-isolates-")]
-    assert isolation == [
-        "isolates everything: the whole GPU is the server's",
-        "isolates memory and faults: its own memory and compute, and a crash stays inside it",
-        "isolates nothing: every server sees all the GPU's memory, and one crash ends them all",
-        "isolates memory and faults: its own memory and compute, and a crash stays inside it",
+    # what each kind isolates is said once (three kinds, four shapes: two are MIG instances)
+    said = re.findall(
+        r'<li id="gpupool-isolates-([^"]+)"><b>([^<]+)</b> isolates ([^<]+)</li>', page
+    )
+    assert [(kind, words, html.unescape(isolates)) for kind, words, isolates in said] == [
+        ("whole", "A whole GPU", "everything: the whole GPU is the server's"),
+        (
+            "mig",
+            "A MIG instance",
+            "memory and faults: its own memory and compute, and a crash stays inside it",
+        ),
+        (
+            "shared-time-slicing",
+            "A time-sliced GPU",
+            "nothing: every server sees all the GPU's memory, and one crash ends them all",
+        ),
     ]
+    assert page.count("isolates memory and faults") == 1 + 2  # the list, and 2 shapes' tooltips
+    # each radio is described by its kind's line (a screen reader hears it with the choice)
+    described = re.findall(r'type="radio"[^>]*aria-describedby="gpupool-isolates-([^"]+)"', page)
+    assert described == ["whole", "mig", "shared-time-slicing", "mig"]
 
 
 async def test_a_shape_chosen_on_the_form_is_sent_to_the_service_as_a_pool_entry(

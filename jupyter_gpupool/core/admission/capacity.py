@@ -13,7 +13,8 @@ then the node whose victims are newer).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,20 +37,29 @@ class Fit:
 class Capacity:
     """Capacity of the candidate node groups of one pool, reservations counted as used."""
 
-    def __init__(self, groups: list[PlacementGroup], ctx: Context, pool: str):
+    def __init__(
+        self,
+        groups: list[PlacementGroup],
+        ctx: Context,
+        pool: str,
+        held: Collection[str] = (),
+    ):
         self.groups = groups
         self.ctx = ctx
         ids = {id(g) for g in groups}
         # Reserved nodes of the candidate groups: node -> (free, free after reservations), and
-        # how many reserved nodes of each group have each number of free GPUs.
+        # how many reserved nodes of each group have each number of free GPUs. A ``held`` node
+        # (:mod:`.holds`: a request within quota waits for it) counts as having none free.
         self.reserved: dict[int, dict[str, tuple[int, int]]] = {}
         self.reserved_at: dict[int, dict[int, int]] = {}
         usage = ctx.usage
-        for node, held in ctx.res.pool_nodes(pool).items():
+        reserved = ctx.res.pool_nodes(pool)
+        for node in itertools.chain(reserved, (h for h in held if h not in reserved)):
             g = usage.node_group(node)
             if g is not None and id(g) in ids:
                 free = usage.node_free(node)
-                self.reserved.setdefault(id(g), {})[node] = (free, free - held)
+                eff = 0 if node in held else free - reserved[node]
+                self.reserved.setdefault(id(g), {})[node] = (free, eff)
                 at = self.reserved_at.setdefault(id(g), {})
                 at[free] = at.get(free, 0) + 1
 

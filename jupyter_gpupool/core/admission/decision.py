@@ -20,6 +20,7 @@ from ..usage.records import PlacementGroup, ShapeCount
 from ..usage.reservations import Reservation
 from ..usage.rows import ServerUsage
 from ..usage.shapes import Shape
+from .holds import Holds
 
 
 class UsageView(Protocol):
@@ -27,6 +28,7 @@ class UsageView(Protocol):
 
     def placement_groups(self, pool: str) -> Iterable[PlacementGroup]: ...
     def node_free(self, node: str) -> int: ...
+    def node_gpus(self, node: str) -> int: ...
     def node_group(self, node: str) -> PlacementGroup | None: ...
     def node_hostname(self, node: str) -> str: ...
     def node_labels(self, node: str) -> Mapping[str, str]: ...
@@ -100,9 +102,9 @@ class AdmissionState:
     pool_label: str = POOL_LABEL
     budgets: BudgetSessions | None = None
     now: float = 0.0
-    #: Pools where a request waiting in line within its quota is not admitted yet: they take
-    #: no request over quota (the GPUs that come free there are the waiting one's)
-    promised: frozenset[str] = frozenset()
+    #: What requests waiting in line within their quota hold back from borrowers: the shape
+    #: each asks for, on the nodes that could take it (:mod:`.holds`)
+    promised: Holds = field(default_factory=Holds)
     #: The bookings and their windows (:mod:`..time.bookings_in_force`); None: no bookings
     bookings: Calendar | None = None
 

@@ -17,10 +17,12 @@ GPUs may have come free, and carries the admissions out under the admission lock
 
 A pass walks the line in that order and admits every request that fits, so nothing overtakes a
 request ahead of it that fits now. A request further back may be admitted when those ahead do
-not fit (smaller requests fill the gaps), but **never over quota in a pool where a request
-within quota there waits**, wherever that one stands in line: those GPUs are the waiting one's
-as they come free (:class:`Pass`; the same holds for requests that do not wait, through
-``AdmissionState.promised``).
+not fit (smaller requests fill the gaps), but **never over quota on what a request within
+quota there waits for**, wherever that one stands in line: the shape it asks for, of its GPU
+type, on the nodes that could take it (:mod:`.holds`); those are the waiting one's as they come
+free (:class:`Pass`; the same holds for requests that do not wait, through
+``AdmissionState.promised``). What it could never use (a MIG instance beside a request waiting
+for whole GPUs, a node too small for it) stays free for borrowers.
 
 A request is not queued when no pool of its list could ever take it (:func:`never_reason`):
 no access, no such pool, a GPU count the pool's limits refuse, a GPU type it does not have, or
@@ -40,6 +42,7 @@ from .decision import (
     Context,
     gpus_text,
 )
+from .holds import Hold, Holds
 from .shape_fit import need_of, offered
 from .walk import validate_gpus
 
@@ -51,11 +54,11 @@ __all__ = [
     "Pass",
     "Standing",
     "Waiting",
+    "holds_of",
     "kind_of",
     "never_reason",
     "order",
     "positions",
-    "promised_pools",
     "standing",
     "subject_words",
     "waiting_words",
@@ -92,6 +95,9 @@ class Standing:
     share: float
     subject: str | None = None
     within_pools: frozenset[str] = frozenset()
+    #: The ``(pool, shape)`` choices of its list it would be within quota in (shape None:
+    #: whole GPUs)
+    within_choices: frozenset[tuple[str, str | None]] = frozenset()
 
     def key(self, seq: int) -> tuple[bool, float, int]:
         return (not self.within, self.share, seq)
@@ -118,6 +124,7 @@ def standing(w: Waiting, state: AdmissionState) -> Standing:
     ctx = Context(req, state)
     best: Standing | None = None
     within: set[str] = set()
+    choices: set[tuple[str, str | None]] = set()
     pools = req.pools or tuple(state.registry.default_pool_order(req.groups))
     for name, shape_id in req.choices(pools):
         pool = state.registry.pool(name) or Pool(name)
@@ -134,11 +141,12 @@ def standing(w: Waiting, state: AdmissionState) -> Standing:
         here = Standing(not over, share, subject)
         if not over:
             within.add(name)
+            choices.add((name, shape_id))
         if best is None or (not here.within, here.share) < (not best.within, best.share):
             best = here
     if best is None:
         return Standing(False, float("inf"))
-    return replace(best, within_pools=frozenset(within))
+    return replace(best, within_pools=frozenset(within), within_choices=frozenset(choices))
 
 
 #: What a request waits for, apart from who sent it and when: requests of one kind stand
@@ -238,14 +246,15 @@ def never_reason(
 
 
 class Pass:
-    """One walk down the line, and the pools promised to requests waiting within quota
-    (:attr:`promised`, for :attr:`AdmissionState.promised <.decision.AdmissionState>`).
+    """One walk down the line, and what requests waiting within quota hold back from
+    borrowers (:attr:`promised`, for :attr:`AdmissionState.promised <.decision.AdmissionState>`).
 
-    Built from :func:`order`'s ranking: a pool where some waiting request would be within quota
-    takes no borrower during the pass, whether that request stands ahead or behind (it is
-    decided within quota there, which ``promised`` never blocks). For each ``(waiting,
-    standing)``: :meth:`worth_deciding` first (a cheap upper bound: a pool of its list has a
-    node with enough free GPUs, or it may reclaim there); if so, decide it with ``promised``."""
+    Built from :func:`order`'s ranking: what a waiting request within quota could use
+    (:func:`holds_of`) takes no borrower during the pass, whether that request stands ahead or
+    behind (it is decided within quota there, which ``promised`` never blocks). For each
+    ``(waiting, standing)``: :meth:`worth_deciding` first (a cheap upper bound: a pool of its
+    list has a node with enough free GPUs, or it may reclaim there); if so, decide it with
+    ``promised``."""
 
     def __init__(
         self,
@@ -256,7 +265,7 @@ class Pass:
         self.state = state
         #: Per pool, the most free GPUs on one node, reservations not counted (an upper bound)
         self.max_free = max_free
-        self.promised: frozenset[str] = state.promised | promised_pools(ranked)
+        self.promised: Holds = state.promised | holds_of(ranked, state)
 
     def worth_deciding(self, w: Waiting, s: Standing, may_reclaim: Callable[[str], bool]) -> bool:
         pools = pools_of(w.request, self.state)
@@ -265,9 +274,36 @@ class Pass:
         return s.within and any(may_reclaim(p) for p in pools)
 
 
-def promised_pools(ranked: Iterable[tuple[Waiting, Standing]]) -> frozenset[str]:
-    """The pools where a waiting request (of GPUs) would be within quota: no borrower there."""
-    return frozenset(p for w, s in ranked if w.request.gpus for p in s.within_pools)
+def holds_of(ranked: Iterable[tuple[Waiting, Standing]], state: AdmissionState) -> Holds:
+    """What the waiting requests (of GPUs) would be within quota for, held against borrowers
+    (:mod:`.holds`): in each pool and shape of their lists where they would be within quota,
+    the shape, of the GPU type they would get there, and for whole GPUs the GPUs they ask."""
+    out: set[Hold] = set()
+    for w, s in ranked:
+        req = w.request
+        if not req.gpus:
+            continue
+        for pool_name, shape_id in s.within_choices:
+            if shape_id is not None:
+                out.add(Hold(pool_name, shape_id, req.gpu_type))
+                continue
+            out.add(Hold(pool_name, None, _whole_type(req, state, pool_name), req.gpus))
+    return Holds.of(out)
+
+
+def _whole_type(req: AdmissionRequest, state: AdmissionState, pool_name: str) -> str | None:
+    """The GPU type a request of whole GPUs gets in a pool, as the walk resolves it: the
+    type it asks for (its platform's, where the pool has platforms), else the pool's default
+    platform's; None: any."""
+    pool = state.registry.pool(pool_name)
+    if pool is None:
+        return req.gpu_type
+    if req.gpu_type:
+        platform = pool.platform_for(req.gpu_type) if pool.platforms else None
+        return platform.gpu_type if platform is not None else req.gpu_type
+    if pool.default_platform:
+        return pool.platforms[pool.default_platform].gpu_type
+    return None
 
 
 def waiting_words(

@@ -7,9 +7,10 @@ decisions are serialized. It walks the user's pools in order and takes the first
 1. **access** - the user or one of their groups is allowed (pools without ``access``: everyone);
 2. **validation** - the GPU count passes the pool's ``limits`` and the GPU type exists there;
 3. **quota** - a subject can be charged (:mod:`.quota` says who), and neither the user's GPU-hour
-   budget nor that of the group charged is spent there (:mod:`..accounting.budgets`); no borrowing (over
-   quota) in a pool where a request within quota waits in line (``AdmissionState.promised``,
-   :mod:`.queue`);
+   budget nor that of the group charged is spent there (:mod:`..accounting.budgets`); a borrower
+   (over quota) takes nothing a request waiting in line within its quota there could use
+   (``AdmissionState.promised``, :mod:`.holds`): not that shape, of that GPU type, on the nodes
+   that could take it;
 4. **capacity** - ONE schedulable, Ready node has the GPUs free, reservations counted as used
    (free GPUs spread over several nodes are no use to one pod: fragmentation).
 
@@ -79,10 +80,10 @@ __all__ = [
 ]
 
 
-#: Why a pool takes no borrower while a request within quota waits in line for it.
+#: Why a borrower is refused what is free: requests within quota wait in line for it.
 PROMISED = (
-    "its GPUs are promised to requests waiting in line within their quota: "
-    "none may be borrowed here now"
+    "what is free here is promised to requests waiting in line within their quota: "
+    "it may not be borrowed now"
 )
 
 
@@ -151,9 +152,15 @@ def _evaluate(name: str, shape_id: str | None, ctx: Context) -> _Outcome:
 
     groups, untolerated = candidate_groups(pool, platform, type_filter, ctx)
     groups = unit_groups(groups, None)
-    placement = Capacity(groups, ctx, name)
-    fit = placement.fit(n, spread=pool.placement == "spread")
+    spread = pool.placement == "spread"
+    mine, held = groups, frozenset[str]()
+    if over_quota and n and ctx.state.promised:
+        mine, held = ctx.state.promised.whole(name, groups, ctx.usage.node_gpus)
+    placement = Capacity(mine, ctx, name, held)
+    fit = placement.fit(n, spread=spread)
     if fit.node is None or fit.group is None:
+        if (len(mine) < len(groups) or held) and Capacity(groups, ctx, name).fit(n, spread).node:
+            return _Outcome(Skip(name, PROMISED))
         skip = Skip(name, no_fit_reason(pool, n, fit, groups, untolerated, type_filter, ctx))
         if n and not over_quota and req.reclaim and guaranteed:
             plan = placement.reclaim(name, n)
@@ -205,8 +212,6 @@ def _charge(pool: Pool, ctx: Context, shape_id: str | None = None) -> tuple[str,
     charged, over_quota = charge
     if booking_of(charged) is not None:
         return charged, over_quota
-    if over_quota and ctx.need and name in ctx.state.promised:
-        return Skip(name, PROMISED)
     book = ctx.state.budgets
     if ctx.need and book is not None and reg.budgets:
         spent = refusal(reg.budgets, req.user, charged, name, book, ctx.state.now)
@@ -244,20 +249,31 @@ def _evaluate_shape(pool: Pool, shape_id: str, ctx: Context) -> _Outcome:
     gpu_type, nodes_fit, largest = "", 0, 0
     plan: ReclaimPlan | None = None
     reclaims = not over_quota and req.reclaim and guaranteed
+    holds = ctx.state.promised if over_quota else None
+    held_back = False  # a unit would fit, but only one a request within quota waits for
     if counts[0].shape.resource == GPU_RESOURCE:
-        placement = Capacity(unit_groups(groups, shape_id), ctx, name)
+        units = unit_groups(groups, shape_id)
+        mine = holds.free_shape_groups(name, shape_id, units) if holds else units
+        placement = Capacity(mine, ctx, name)
         fit = placement.fit(n, spread=spread)
         if fit.node is not None and fit.group is not None:
             node, shape, gpu_type = fit.node, fit.group.shape, fit.group.gpu_type
         elif reclaims:
             plan = placement.reclaim(name, n)
+        elif len(mine) < len(units):
+            held_back = Capacity(units, ctx, name).fit(n, spread).node is not None
         nodes_fit, largest = fit.nodes_fit, fit.largest
     else:
-        ufit = fit_units(counts, n, spread, groups, ctx, name)
+        free = holds.free_counts(name, shape_id, counts) if holds else counts
+        ufit = fit_units(free, n, spread, groups, ctx, name)
         node, shape, gpu_type = ufit.node, ufit.shape, ufit.gpu_type
         nodes_fit, largest = ufit.nodes_fit, ufit.largest
         if node is None and reclaims:
             plan = reclaim_units(counts, shape_id, n, groups, ctx, name)
+        elif node is None and len(free) < len(counts):
+            held_back = fit_units(counts, n, spread, groups, ctx, name).node is not None
+    if held_back:
+        return _Outcome(Skip(name, PROMISED))
     if node is None or shape is None:
         if not groups and untolerated:
             why = "its nodes' taints are not tolerated by this pool's template"

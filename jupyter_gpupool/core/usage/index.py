@@ -151,6 +151,11 @@ class UsageIndex(PodBook):
         n = self._nodes.get(node)
         return n.free if n is not None else 0
 
+    def node_gpus(self, node: str) -> int:
+        """The ``nvidia.com/gpu`` units the node holds, free or not (0 for an unknown node)."""
+        n = self._nodes.get(node)
+        return n.gpu_total if n is not None else 0
+
     def node_group(self, node: str) -> PlacementGroup | None:
         """The placement group a schedulable node is in (None when it takes no servers)."""
         n = self._nodes.get(node)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import heapq
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -38,6 +39,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ...core.admission.decision import gpus_text
+from ...core.admission.holds import Holds
 from ...core.admission.queue import (
     ADMITTED,
     CANCELLED,
@@ -45,11 +47,12 @@ from ...core.admission.queue import (
     QUEUED,
     Kind,
     Pass,
+    Standing,
     Waiting,
+    holds_of,
     kind_of,
     never_reason,
     pools_of,
-    promised_pools,
     standing,
     subject_words,
     waiting_words,
@@ -67,6 +70,14 @@ log = logging.getLogger(__name__)
 
 #: Seconds between two passes when nothing kicks one (heartbeats are checked then too).
 PASS_EVERY = 5.0
+
+
+def first_in_line(stood: list[tuple[Waiting, Standing]]) -> Iterator[tuple[Waiting, Standing]]:
+    """``stood`` first in line first, sorted only as far as it is walked (a heap)."""
+    heap = [(s.key(w.seq), i) for i, (w, s) in enumerate(stood)]
+    heapq.heapify(heap)
+    while heap:
+        yield stood[heapq.heappop(heap)[1]]
 
 
 @dataclass(frozen=True)
@@ -104,8 +115,9 @@ class Line:
         self.reclaiming: set[str] = set()
         #: Taken up after a restart, and not asked for since: kept in place, never admitted
         self.unconfirmed: set[str] = set()
-        #: Pools no borrower may take: a request within quota waits for them
-        self.promised: frozenset[str] = frozenset()
+        #: What no borrower may take: requests within quota wait for it (:mod:`~jupyter_gpupool.
+        #: core.admission.holds`)
+        self.promised = Holds()
         self.seq = 0
         self.dirty = True
         self._kick = asyncio.Event()
@@ -148,8 +160,8 @@ class Line:
             self.unkept[w.id] = written
         # others stand where they stood (a request in line uses no GPUs): only its own standing
         s = self.at.standing(w) or standing(w, self.state.admission_state())
-        # a request within quota holds its pools against borrowers from now
-        self.promised = self.promised | promised_pools([(w, s)])
+        # a request within quota holds what it could use against borrowers from now
+        self.promised = self.promised | holds_of([(w, s)], self.state.admission_state())
         self.moved()  # a request within quota may go ahead of others
         log.info(
             "%s waits in line for %s in %s (%d waiting)",
@@ -227,21 +239,29 @@ class Line:
         # stays held, in the pools some entry still waits for. A pass costs the entries that
         # might move, not every entry held.
         opens: dict[str, bool] = {}
-        might: list[Waiting] = []
-        for members in self.at.kinds.values():
+        might: list[Kind] = []
+        for kind, members in self.at.kinds.items():
             pools = pools_of(next(iter(members.values())).request, base)
             for pool in pools:
                 if pool not in opens:
                     opens[pool] = room(pool) > 0 or may_reclaim(pool)
             if any(opens[q] for q in pools):
-                might.extend(members.values())
-        ranked = self.at.order(might)  # each kind stood again only if what it reads changed
-        p = Pass(base, room, ranked)
-        p.promised |= frozenset(q for q in self.promised if opens.get(q) is False)
+                might.append(kind)
+        stood = self.at.stood(might)  # each kind stood again only if what it reads changed
+        p = Pass(base, room, stood)
+        p.promised |= self.promised.only({q for q, has_room in opens.items() if not has_room})
+        # walked first in line first (taken from a heap: sorted only as far as walked), and
+        # only while one may still get in: once no pool ranked has room, only a request within
+        # quota can (by reclaiming from borrowers), and those stand ahead of all others: the
+        # entries behind cannot move in this pass and are not looked at
+        with_room = {q for q in opens if room(q) > 0}
+        reclaimable = {q for q in opens if may_reclaim(q)}
         # a kind of request refused once in this pass is refused again (nothing it reads got
         # better since): the rest of its entries are not decided, and keep its reasons
         refused: dict[Kind, str] = {}
-        for w, s in ranked:
+        for w, s in first_in_line(stood):
+            if not with_room and not (s.within and reclaimable):
+                break
             if w.id in self.reclaiming or w.id in self.unconfirmed:
                 continue
             kind = kind_of(w.request)
@@ -256,7 +276,10 @@ class Line:
             decision = decide(w.request, replace(state.admission_state(), promised=p.promised))
             if decision.admitted:
                 self._admit(w, decision)
-                rooms.pop(str(decision.pool), None)  # less room there now
+                pool = str(decision.pool)
+                rooms.pop(pool, None)  # less room there now
+                if room(pool) <= 0:
+                    with_room.discard(pool)
                 continue
             self.reasons[w.id] = decision.message
             if decision.reclaim is not None and s.within:
@@ -351,8 +374,8 @@ class Line:
         if written is not None:
             self.unkept[w.id] = written
         # within quota, it holds its pools against borrowers again, as a new entry does
-        s = standing(back, self.state.admission_state())
-        self.promised = self.promised | promised_pools([(back, s)])
+        base = self.state.admission_state()
+        self.promised = self.promised | holds_of([(back, standing(back, base))], base)
         log.info("%s's unused admission %s goes back to the end of the line", user, w.id)
         self.moved()
 

@@ -143,13 +143,11 @@ class Places:
             marks.extend((index.subject_used(p, s), held.subject_reserved(p, s)) for s in subjects)
         return tuple(marks)
 
-    def order(self, entries: list[Waiting]) -> list[tuple[Waiting, Standing]]:
-        """``entries`` as they stand now, first in line first (for a pass: those that might
-        get in)."""
+    def stood(self, kinds: list[Kind]) -> list[tuple[Waiting, Standing]]:
+        """The entries of ``kinds`` with their standings now, in no order (for a pass: those
+        that might get in, walked first in line first only as far as needed)."""
         self._look()
-        ranked = [(w, self._stood[kind_of(w.request)][1]) for w in entries]
-        ranked.sort(key=lambda pair: pair[1].key(pair[0].seq))
-        return ranked
+        return [(w, self._stood[k][1]) for k in kinds for w in self.kinds[k].values()]
 
     def _look(self) -> None:
         """Stand again each kind whose marks changed (every kind, every FULL seconds or when

@@ -1,8 +1,10 @@
 """Wait estimates for the line's rows (rules: :mod:`jupyter_gpupool.core.time.wait_estimate`).
 
-Gathers what the service knows now: the line in its order, the servers that hold GPUs in each
-pool with their start (the pods' creation, as the ledger's sessions start), the reservations
-(held from now), the free units per pool and shape (reservations taken off), what will end a
+Gathers what the service knows now: the line in its order, each entry's pools (those it may
+use) with how quota lets it in (:func:`~...core.admission.wait_terms.terms`), the servers that
+hold GPUs in each pool with their start (the pods' creation, as the ledger's sessions start)
+and the quota counters they count against, the reservations (held from now), the free units
+per pool and shape (reservations taken off), what will end a
 server for sure (:attr:`WaitEstimates.sure_end`: the idle policy's stop once it warned, a
 notice's deadline), and the durations the ledger keeps (:mod:`..records.durations`). One
 walk gives every entry its estimate; it is kept for :data:`KEEP` seconds, or until the line
@@ -18,8 +20,11 @@ from typing import TYPE_CHECKING
 from ...core.accounting.ledger import parse_time
 from ...core.admission.decision import AdmissionState
 from ...core.admission.queue import Waiting, pools_of
+from ...core.admission.wait_terms import counters, terms
 from ...core.time.notices import STOP, Notice
 from ...core.time.wait_estimate import Ask, Estimate, Held, History, estimate
+from ...core.usage.index import UsageIndex
+from ...core.usage.reservations import Reservations
 from ...core.usage.rows import ServerUsage
 from ...core.usage.shapes import WHOLE
 from .. import clock
@@ -66,7 +71,7 @@ class WaitEstimates:
         self.history = history
         self.sure_end: SureEnd = no_sure_end
         self._kept: tuple[tuple[object, ...], dict[str, Estimate]] | None = None
-        self._asks: dict[str, tuple[Waiting, object, Ask]] = {}
+        self._asks: dict[str, tuple[Waiting, object, tuple[int, int], Ask]] = {}
 
     def of(self) -> Mapping[str, Estimate]:
         """Each waiting entry's estimate."""
@@ -92,43 +97,83 @@ class WaitEstimates:
         return found
 
     def _ask(self, w: Waiting, base: AdmissionState) -> Ask:
-        """What an entry asks for, as the estimate reads it (kept while it waits: it reads
-        only the request, and the registry's default pools for one without pools)."""
+        """What an entry asks for, as the estimate reads it (kept while it waits and nothing
+        it is charged by changed: its request, the registry, the reservations' and the
+        usage's counts)."""
+        mark = (len(self.state.index), len(self.state.reservations))
         kept = self._asks.get(w.id)
-        if kept is not None and kept[0] is w and kept[1] is base.registry:
-            return kept[2]
-        ask = Ask(w.id, tuple(w.request.choices(pools_of(w.request, base))), w.request.gpus)
+        if kept is not None and kept[0] is w and kept[1] is base.registry and kept[2] == mark:
+            return kept[3]
+        ask = ask_of(w, base)
         if len(self._asks) > 2 * len(self.line.waiting) + 100:  # those gone from the line
             self._asks = {i: a for i, a in self._asks.items() if i in self.line.waiting}
-        self._asks[w.id] = (w, base.registry, ask)
+        self._asks[w.id] = (w, base.registry, mark, ask)
         return ask
 
     def _walk(self, now: float) -> dict[str, Estimate]:
-        state, index = self.state, self.state.index
+        state = self.state
         base = state.admission_state()
         asks = [self._ask(w, base) for w in self.line.ranked()]
-        pools = {p for a in asks for p, _ in a.choices}
-        held = []
-        for s in (s for pool in pools for s in index.servers(pool)):
-            if s.pool is None or not (s.gpus or s.units):
-                continue
-            sure = (now, "a stop under way") if s.state == "terminating" else self.sure_end(s)
-            started = parse_time(s.created) or now
-            units = s.gpus if not s.shape else max(s.units, 1)
-            end, why = sure or (None, "")
-            held.append(Held(s.pool, s.shape, units, started, end, why, s.node))
-        for r in state.reservations:
-            if r.pool in pools:
-                held.append(Held(r.pool, r.shape, r.gpus, now, node=r.node))
-        free: dict[tuple[str, str | None, str | None], int] = {}
-        for pool in pools:
-            reserved = state.reservations.pool_nodes(pool)
-            for n in index.node_names(pool):
-                free[(pool, None, n)] = max(0, index.node_free(n) - reserved.get(n, 0))
-            held_units = state.reservations.pool_units(pool)
-            for c in index.shape_counts(pool):
-                if c.shape.id == WHOLE:
-                    continue
-                taken = sum(u for (_, res), u in held_units.items() if res == c.shape.resource)
-                free[(pool, c.shape.id, None)] = max(0, c.free - taken)
+        held, free = holding(asks, state.index, state.reservations, now, self.sure_end)
         return estimate(asks, held, free, self.history(), now)
+
+
+def ask_of(w: Waiting, base: AdmissionState) -> Ask:
+    """An entry as the estimate reads it: its pools (and shapes) in order, the pools it may use,
+    and how quota lets it into each (:func:`~...core.admission.wait_terms.terms`)."""
+    req = w.request
+    choices = [
+        (p, sh)
+        for p, sh in req.choices(pools_of(req, base))
+        if (pool := base.registry.pool(p)) is None or pool.allows(req.user, req.groups)
+    ]
+    return Ask(
+        w.id,
+        tuple(choices),
+        req.gpus,
+        tuple(terms(req, p, sh, base) for p, sh in choices),
+    )
+
+
+def holding(
+    asks: Iterable[Ask],
+    index: UsageIndex,
+    reservations: Reservations,
+    now: float,
+    sure_end: SureEnd = no_sure_end,
+    started_of: Callable[[ServerUsage], float | None] = lambda s: parse_time(s.created),
+) -> tuple[list[Held], dict[tuple[str, str | None, str | None], int]]:
+    """What the estimate reads of the pools the ``asks`` list: the servers and reservations
+    that hold GPUs there (with their quota counters), and the units free per pool, shape and
+    node (whole GPUs per node, shapes per pool; reservations taken off). A server started at
+    its pod's creation (``started_of``), as the ledger's sessions start."""
+    pools = {p for a in asks for p, _ in a.choices}
+    held = []
+    for s in (s for pool in pools for s in index.servers(pool)):
+        if s.pool is None or not (s.gpus or s.units):
+            continue
+        sure = (now, "a stop under way") if s.state == "terminating" else sure_end(s)
+        started = started_of(s) or now
+        units = s.gpus if not s.shape else max(s.units, 1)
+        end, why = sure or (None, "")
+        charged, amount = counters(s)
+        held.append(Held(s.pool, s.shape, units, started, end, why, s.node, charged, amount))
+    for r in reservations:
+        if r.pool in pools:
+            charged, amount = counters(r)
+            held.append(Held(r.pool, r.shape, r.gpus, now, None, "", r.node, charged, amount))
+    free: dict[tuple[str, str | None, str | None], int] = {}
+    for pool in pools:
+        reserved = reservations.pool_nodes(pool)
+        for n in index.node_names(pool):
+            # whole GPUs: on the nodes that take servers, whose nvidia.com/gpu units are GPUs
+            # (not a shared GPU's replicas or MIG devices: those are shapes)
+            if index.node_group(n) is not None and index.node_gpus_whole(n):
+                free[(pool, None, n)] = max(0, index.node_free(n) - reserved.get(n, 0))
+        held_units = reservations.pool_units(pool)
+        for c in index.shape_counts(pool):
+            if c.shape.id == WHOLE:
+                continue
+            taken = sum(u for (_, res), u in held_units.items() if res == c.shape.resource)
+            free[(pool, c.shape.id, None)] = max(0, c.free - taken)
+    return held, free

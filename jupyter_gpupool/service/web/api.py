@@ -21,7 +21,7 @@ from ...core.words.reports import quota_rows
 from .. import clock, views
 from ..bodies import parse_groups, parse_json, parse_label_patch, text_body
 from ..errors import ApiError
-from ..health import health_report
+from ..health import service_health
 from ..records import changelog
 from ..registry.bookingdesk import booking_documents_of
 from .auth import ADMIN_SCOPE, METRICS_SCOPE, USE_SCOPE
@@ -61,25 +61,7 @@ class HealthHandler(APIHandler):
     scopes = {}  # admins only
 
     async def get(self) -> None:
-        ctx, now = self.ctx, clock.now()
-        last_poll = ctx.utilization.last_poll
-        utilization = {
-            "source": ctx.utilization.name,
-            "interval_seconds": ctx.utilization.interval,
-            "last_poll": views.iso(last_poll) if last_poll is not None else None,
-            "problem": ctx.utilization.problem or None,
-        }
-        self.write_json(
-            health_report(
-                ctx.loops,
-                ctx.view.health(now),
-                ctx.records.health(),
-                utilization,
-                now,
-                views.iso,
-                bookings_left_out=ctx.bookings.book.left_out,
-            )
-        )
+        self.write_json(service_health(self.ctx, clock.now()))
 
 
 class PoolsHandler(APIHandler):

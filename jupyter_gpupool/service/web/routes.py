@@ -12,7 +12,7 @@ from typing import Any
 import tornado.web
 
 from . import admissionapi, api, bookingapi, savedapi, waitapi
-from .pages import admin, base, bookings, idle, nodes, pools, reports, user
+from .pages import admin, base, bookings, health, idle, nodes, pools, reports, user
 from .pages.templating import STATIC
 
 access_log = logging.getLogger("gpupool.access")
@@ -55,6 +55,7 @@ def route_table(prefix: str) -> list[tuple[str, type[tornado.web.RequestHandler]
         (prefix + "api/(.*)", api.NotFoundHandler),
         (prefix + "oauth_callback", base.OAuthCallbackHandler),
         (prefix + "static/(.*)", tornado.web.StaticFileHandler, {"path": str(STATIC)}),
+        (prefix + "health", health.HealthPage),
         (prefix + "pools", pools.PoolsPage),
         (prefix + "pools/usage.svg", pools.UsageChart),
         (prefix + "pools/([^/]+)", pools.PoolPage),

@@ -18,8 +18,13 @@ from sqlalchemy import create_engine, text
 
 from jupyter_gpupool.core.accounting.ledger import parse_time
 from jupyter_gpupool.core.time.notices import REPORT, STOP, Notice
+from jupyter_gpupool.core.time.wait_estimate import Ask
+from jupyter_gpupool.core.usage.index import UsageIndex
+from jupyter_gpupool.core.usage.reservations import Reservations
 from jupyter_gpupool.db.store import Database
-from jupyter_gpupool.service.admission.waits import sure_end_of
+from jupyter_gpupool.service.admission.waits import holding, sure_end_of
+from jupyter_gpupool.sim.cluster import node_object
+from jupyter_gpupool.sim.nodes.spec import example_cluster_spec
 
 
 async def ask(admin, user: str, gpus: int) -> Any:
@@ -114,3 +119,43 @@ def test_only_a_notice_that_stops_is_a_sure_end():
     assert sure_end_of([report, None]) is None
     assert sure_end_of([later, report, stop]) == (2800.0, "a runtime limit")
     assert sure_end_of([Notice("booking", "stopped at the start", None, STOP)]) is None
+
+
+async def test_a_request_over_its_quota_waits_for_its_own_servers(start_service, tmp_path):
+    """bob (students) runs 2 GPUs of dev-pool's 4, his limit there (2 a user); he asks for one
+    more and waits in line: the 2 GPUs free are not his before his server ends, its start +
+    the median 20 minutes (issue 38: quotas in the estimate), and the words say why."""
+    url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    db = Database(url)
+    db.open()
+    db.close()
+    seed(url, "dev-pool", [1200.0] * 6, time.time() - 86400)
+    service = await start_service(db_url=url, queue_heartbeat=3600)
+    admin, cluster = service.admin(), service.cluster
+    bob = await admin.admit(user="bob", groups=["students"], pools=["dev-pool"], gpus=2)
+    b = await start_pod(cluster, bob, "bob-nb")
+    assert (await ask(admin, "bob", 1)).code == 202
+    [row] = (await admin.request("GET", "api/v1/queue")).json()["queue"]
+    bob_ends = parse_time(b["metadata"]["creationTimestamp"]) + 1200
+    assert abs(row["estimate"] - bob_ends) < 2
+    assert row["estimate_words"] == (
+        "about 20 min, from the last 90 days of dev-pool; waits for its quota"
+    )
+
+
+def test_a_shared_gpus_replicas_are_no_whole_gpus_free():
+    """The demo cluster's inference-pool (examples/cluster.yaml): gpu-node-3 and gpu-node-4 with
+    4 A10s each, gpu-node-shared-1 one A10 time-sliced in 4. Nothing runs: a request for a
+    whole GPU can have gpu-node-3's or gpu-node-4's 4, not the shared node's replicas (its
+    ``nvidia.com/gpu`` units), which count as the shape ``shared-4``."""
+    index = UsageIndex()
+    for n in example_cluster_spec().nodes:
+        index.apply_node("ADDED", node_object(n, 0.0))
+    asks = [Ask("x", (("inference-pool", None),), 1)]
+    held, free = holding(asks, index, Reservations(), time.time())
+    assert held == []
+    assert {k: v for k, v in free.items() if v} == {
+        ("inference-pool", None, "gpu-node-3"): 4,
+        ("inference-pool", None, "gpu-node-4"): 4,
+        ("inference-pool", "shared-4", None): 4,
+    }

@@ -279,23 +279,36 @@ class World:
         limit = self.quota[pool][g].get("limit")
         return limit is None or self.used(pool, g) + a.gpus <= limit
 
-    def held_pools(self) -> set[str]:
-        """Pools where a waiting request would be within quota: no borrower there."""
-        return {p for a in self.waiting.values() for p in a.pools if self.within(a, p)}
+    def held_nodes(self) -> set[tuple[str, str]]:
+        """The nodes a waiting request would be within quota on, of pools it lists, and big
+        enough for it: no borrower there (one too small for it may take a borrower)."""
+        return {
+            (p, n)
+            for a in self.waiting.values()
+            for p in a.pools
+            if self.within(a, p)
+            for n, q in self.node_pool.items()
+            if q == p and self.capacity[n] >= a.gpus
+        }
 
-    def free_node(self, pool: str, gpus: int) -> bool:
+    def free_nodes(self, pool: str, gpus: int) -> list[str]:
         on = Counter()
         for r in self.running.values():
             on[r.node] += r.gpus
-        return any(self.capacity[n] - on[n] >= gpus for n, p in self.node_pool.items() if p == pool)
+        return [
+            n for n, p in self.node_pool.items() if p == pool and self.capacity[n] - on[n] >= gpus
+        ]
 
     def fits(self, a: Asked) -> str | None:
         """Where ``a`` could be admitted now, by the test's rules; None if nowhere."""
-        held = self.held_pools()
+        held = self.held_nodes()
         for p in a.pools:
-            if not self.free_node(p, a.gpus):
+            free = self.free_nodes(p, a.gpus)
+            if not free:
                 continue
-            if self.within(a, p) or (self.may_borrow(a, p) and p not in held):
+            if self.within(a, p):
+                return p
+            if self.may_borrow(a, p) and any((p, n) not in held for n in free):
                 return p
         return None
 
@@ -340,12 +353,12 @@ class World:
                     if r.pool == p and r.charged == f"group:{g}" and not r.over_quota
                 )
                 assert within <= entry["guaranteed"], f"{g}: {within} within quota in {p}, {entry}"
-        held = self.held_pools()
+        held = self.held_nodes()
         for r in self.admitted_now:
             if r.over_quota and r.aid in self.running:
-                assert r.pool not in held, (
-                    f"{r.aid} admitted over quota in {r.pool} while a request within quota "
-                    f"waits for it: {[a for a in self.waiting.values() if r.pool in a.pools]}"
+                assert (r.pool, r.node) not in held, (
+                    f"{r.aid} admitted over quota on {r.node} of {r.pool} while a request within "
+                    f"quota waits for it: {[a for a in self.waiting.values() if r.pool in a.pools]}"
                 )
         for a in self.waiting.values():
             assert self.fits(a) is None, f"{a} waits but fits in {self.fits(a)} now"
@@ -356,9 +369,10 @@ class World:
 
 
 def test_a_borrower_never_takes_gpus_a_request_within_quota_waits_for():
-    """The starvation case spelled out: bob's group is guaranteed 3 GPUs of p and he waits
-    for them; when 2 GPUs come free on the small node, a smaller request over quota that
-    waits behind him does not take them (nor does an immediate one)."""
+    """The starvation case spelled out: u0's group is guaranteed 3 GPUs of p and he waits
+    for them; a smaller request over quota that waits behind him (or an immediate one) takes
+    no GPU of the big node, the only one that could hold his 3, but may take the small node's,
+    which he could never use."""
     quota = {
         "p": {"g1": {"guaranteed": 3}, "g2": {"guaranteed": 0}},
         "q": {"g1": {"guaranteed": 0}, "g2": {"guaranteed": 0}},
@@ -367,20 +381,25 @@ def test_a_borrower_never_takes_gpus_a_request_within_quota_waits_for():
         quota, [("big", "p", 4), ("small", "p", 2)], dict(zip(USERS, GROUPS * 2, strict=True))
     )
     try:
-        world.ask("u1", ("p",), 4, queue=False)  # g2 borrows all of big
-        world.ask("u3", ("p",), 1, queue=False)  # and a GPU of small
+        world.ask("u3", ("p",), 1, queue=False)  # g2 borrows a GPU: of small (binpack)
+        world.ask("u1", ("p",), 2, queue=False)  # and 2 of big: 2 are left there
         world.check()
         world.ask("u0", ("p",), 3, queue=True)  # g1, within its guarantee: waits for big
-        world.ask("u1", ("p",), 1, queue=True)  # over quota: waits
-        world.ask("u3", ("p",), 1, queue=False)  # over quota, not waiting: refused
         world.check()
-        assert [r.user for r in world.running.values()] == ["u1", "u3"]
-        world.stop(1)  # small is free: 2 GPUs, too few for u0's 3
+        assert [a.user for a in world.waiting.values()] == ["u0"]
+        world.ask("u1", ("p",), 1, queue=True)  # over quota: small's last GPU, not big's
+        world.ask("u3", ("p",), 1, queue=False)  # over quota: big's 2 are u0's, refused
         world.check()
-        assert sorted(a.user for a in world.waiting.values()) == ["u0", "u1"]
-        world.stop(0)  # big is free: u0 first, then u1 on small
+        assert [(r.user, r.node) for r in world.running.values()] == [
+            ("u3", "small"),
+            ("u1", "big"),
+            ("u1", "small"),
+        ]
+        assert [a.user for a in world.waiting.values()] == ["u0"]
+        world.stop(1)  # u1's 2 of big end: u0 gets big
         world.check()
         assert not world.waiting
+        assert ("u0", "big") in [(r.user, r.node) for r in world.running.values()]
     finally:
         world.close()
 

@@ -257,6 +257,7 @@ TABLE: dict[tuple[str, str], Row] = {
     ("static/(.*)", "GET"): Row("static/gpupool.css", "open"),
     ("static/(.*)", "HEAD"): Row("static/gpupool.css", "open"),
     ("", "GET"): Row("", "page"),
+    ("health", "GET"): Row("health", "admin-page"),
     ("pools", "GET"): Row("pools", "admin-page"),
     ("pools/usage.svg", "GET"): Row("pools/usage.svg", "admin-page"),
     ("pools/([^/]+)", "GET"): Row("pools/dev-pool", "admin-page"),

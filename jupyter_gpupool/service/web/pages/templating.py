@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup, escape
 
 from ....core.usage.amounts import parse_amount
 from ....core.words.reports import gpu_hours_text
@@ -65,6 +66,7 @@ def make_environment(extra_paths: Sequence[str] = ()) -> Environment:
     env.filters["percent"] = percent
     env.filters["age"] = lambda timestamp: age(timestamp, time.time())
     env.filters["isotime"] = iso
+    env.filters["breakable"] = breakable
     return env
 
 
@@ -132,6 +134,21 @@ def gpus(value: Any) -> str:
 def gpu_hours(value: float | None) -> str:
     """GPU-hours for a page, as the CLI writes them (:func:`~....core.words.reports.gpu_hours_text`)."""
     return gpu_hours_text(value)
+
+
+#: Where a label may break across lines: after these, never inside a word.
+BREAK_AFTER = "/.=-_"
+
+
+def breakable(text: Any) -> Markup:
+    """``text`` escaped, with a ``<wbr>`` after each of :data:`BREAK_AFTER`: a long label
+    (``beta.kubernetes.io/arch=amd64``) breaks between its parts, not mid-word."""
+    out = []
+    for ch in str(text):
+        out.append(str(escape(ch)))
+        if ch in BREAK_AFTER:
+            out.append("<wbr>")
+    return Markup("".join(out))
 
 
 def percent(part: float | None, whole: float | None) -> float:

@@ -96,8 +96,11 @@ async def test_every_user_sees_their_pools_quota_and_servers(service, alice):
     assert 'href="/hub/static/css/style.min.css"' in html and 'href="/hub/home"' in html
     assert "training-pool" in page and "A100-80G" in page
     assert "2 in use, 2 guaranteed, limit 8; group ml-research: 2 in use of 12 guaranteed" in page
+    # her own servers: no User column (each is hers)
     assert re.search(
-        r"alice \(default\) training-pool 2 gpu-node-\d running \d+s within quota", page
+        r"Server Pool GPUs Node State Since Quota \(default\) training-pool 2 gpu-node-\d running \d+s "
+        r"within quota",
+        page,
     )
     # a user sees no admin navigation, and may not open the admin pages
     assert 'href="/services/gpupool/nodes"' not in html
@@ -203,7 +206,10 @@ async def test_the_nodes_page_filters_by_pool_status_and_name(service, admin):
     await service.settled()
     status, html, _ = await admin.get("nodes")
     assert status == 200 and len(re.findall(r'<tr data-key="[^"]', html)) == 10
-    assert "runwhere.ai/pool=training-pool" in html  # labels are shown
+    # labels are shown, folded, each breakable between its parts only
+    assert "<summary>" in html and "labels</summary>" in html
+    assert "runwhere.<wbr>ai/<wbr>pool=<wbr>training-<wbr>pool" in html
+    assert "runwhere.ai/pool=training-pool" in text(html.replace("<wbr>", ""))
     status, html, _ = await admin.get("nodes?status=cordoned")
     rows = re.findall(r'<tr data-key="([^"]+)"', html)
     assert rows == ["gpu-node-3"] and "cordoned (scheduling disabled)" in text(html)

@@ -287,7 +287,9 @@ async def test_the_reports_page_shows_the_ledgers_gpu_hours_with_bars_and_its_cs
         # the window is said in words, and the admin navigation leads here
         status, html, _ = await admin.get("reports?by=pool&since=30d")
         assert "Per pool, from 2026-12-17T02:00:00Z to 2027-01-16T02:00:00Z (now)" in text(html)
-        assert 'class="nav-link active" href="/services/gpupool/reports"' in html
+        assert (
+            'class="nav-link active" aria-current="page" href="/services/gpupool/reports"' in html
+        )
         # users may not see everyone's hours
         status, html, _ = await browsers(service, "alice", ["ml-research"]).get("reports")
         assert status == 403 and "needs the custom:gpupool:admin scope" in text(html)

@@ -183,14 +183,26 @@
       } else if (fmt === "spark") {
         c.setAttribute("points", spark(v));
       } else if (fmt === "labels") {
-        c.replaceChildren(
-          ...Object.keys(v || {}).sort().map((k) => {
-            const s = document.createElement("span");
-            s.className = "gpupool-label";
-            s.textContent = k + "=" + v[k];
-            return s;
-          })
-        );
+        // as macros.html's label_list: folded ("N labels"), kept open if it was, each label
+        // breakable after "/", ".", "=", "-" and "_" only (templating.breakable)
+        const keys = Object.keys(v || {}).sort();
+        const was = c.querySelector("details");
+        const list = document.createElement("details");
+        list.className = "gpupool-label-list";
+        list.open = !!(was && was.open);
+        const summary = document.createElement("summary");
+        summary.textContent = keys.length + (keys.length === 1 ? " label" : " labels");
+        list.append(summary);
+        keys.forEach((k) => {
+          const s = document.createElement("span");
+          s.className = "gpupool-label";
+          (k + "=" + v[k]).split(/(?<=[\/.=\-_])/).forEach((part, i) => {
+            if (i) s.append(document.createElement("wbr"));
+            s.append(part);
+          });
+          list.append(s, " ");
+        });
+        c.replaceChildren(list);
       } else {
         c.textContent = show(v);
       }

@@ -1,0 +1,194 @@
+"""Group commit of the durable writes (issue 39), on SQLite and PostgreSQL: the durable writes that
+arrive while a commit runs share the next one, each is answered (its future done) only once that
+commit returned, and a commit that fails fails every durable write of its batch, none of whose rows
+is left in the database.
+
+The commits are counted and held back through the engine's own ``commit`` event (a slow disk, as
+the writer sees it); what is in the database is read through a connection of the test's own.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.exc import OperationalError
+from test_store import entry, reservation, session
+
+from jupyter_gpupool.db.store import Database, DatabaseError
+
+
+@pytest.fixture
+def outside(db_url: str) -> Iterator[Engine]:
+    """An engine of the test's own on the same database."""
+    engine = create_engine(db_url)
+    yield engine
+    engine.dispose()
+
+
+def count(engine: Engine, table: str) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(text(f"SELECT count(*) FROM {table}")).scalar_one())
+
+
+class Commits:
+    """The writer's commits as the database driver is asked for them: at each, which of
+    ``watched`` were already done and how many reservations an outside connection saw; the
+    first is held until :meth:`release` (and ``fail``, when set, makes the next one fail)."""
+
+    def __init__(self, db: Database, outside: Engine):
+        self.seen: list[tuple[list[bool], int]] = []
+        self.watched: list[Future[None]] = []
+        self.outside = outside
+        self.fail: Callable[[], bool] = lambda: False
+        self._gate = threading.Event()
+        assert db.engine is not None
+        event.listen(db.engine, "commit", self._commit)
+
+    def _commit(self, _conn: Any) -> None:
+        self.seen.append(([f.done() for f in self.watched], count(self.outside, "reservations")))
+        if len(self.seen) == 1:
+            self._gate.wait(20)
+        elif self.fail():
+            raise OperationalError("COMMIT", {}, Exception("disk I/O error"))
+
+    def wait_first(self) -> None:
+        deadline = time.monotonic() + 10
+        while not self.seen:
+            assert time.monotonic() < deadline, "the writer never committed"
+            time.sleep(0.01)
+
+    def release(self) -> None:
+        self._gate.set()
+
+
+def test_durable_writes_arriving_during_a_commit_share_the_next_and_are_done_after_it(
+    db_url: str, outside: Engine
+):
+    """While one commit is held, 20 reservations and 5 places in line are written: none is
+    done before its commit, all 25 share one commit, and every row is in the database once
+    they are done."""
+    db = Database(db_url, batch_seconds=0)
+    db.open()
+    try:
+        commits = Commits(db, outside)
+        first = db.reservation_add(reservation("first", 1e12))
+        commits.wait_first()  # the writer is inside its first commit
+        commits.watched += [db.reservation_add(reservation(f"a{i}", 1e12)) for i in range(20)]  # type: ignore[misc]
+        commits.watched += [db.queue_add(entry(f"q{i}", i), durable=True) for i in range(5)]  # type: ignore[misc]
+        time.sleep(0.3)
+        assert not any(f.done() for f in commits.watched), "answered before any commit"
+        commits.release()
+        assert first is not None
+        first.result(timeout=10)
+        for f in commits.watched:
+            f.result(timeout=10)
+        assert len(commits.seen) == 2, "the 25 writes took one commit"
+        # at that commit none of them was answered yet, and only the first row was in
+        assert commits.seen[1] == ([False] * 25, 1)
+        assert count(outside, "reservations") == 21
+        assert count(outside, "queue_entries") == 5
+    finally:
+        db.close()
+
+
+def test_a_failed_commit_fails_every_durable_write_of_its_batch_and_keeps_none(
+    db_url: str, outside: Engine
+):
+    """The commit of a batch of 10 reservations fails: each of the 10 fails (their answers are
+    503s), none of their rows is in the database, not even later; a plain write of the same
+    batch is written again and lands."""
+    db = Database(db_url, batch_seconds=0, retry_cap=0.2)
+    db.open()
+    try:
+        commits = Commits(db, outside)
+        failing = [True]
+        commits.fail = lambda: failing.pop() if failing else False
+        db.reservation_add(reservation("first", 1e12))
+        commits.wait_first()
+        db.add_change(1.0, "user admin", "in the failed batch", "API")
+        commits.watched += [db.reservation_add(reservation(f"a{i}", 1e12)) for i in range(10)]  # type: ignore[misc]
+        commits.release()
+        for f in commits.watched:
+            with pytest.raises(DatabaseError, match="disk I/O error"):
+                f.result(timeout=10)
+        assert db.flush(timeout=10)
+        assert count(outside, "reservations") == 1, "only the first batch's reservation"
+        with outside.connect() as conn:
+            assert list(conn.execute(text("SELECT what FROM changes"))) == [
+                ("in the failed batch",)
+            ]
+    finally:
+        db.close()
+
+
+def test_saved_work_and_bookings_arriving_during_a_commit_share_the_next_and_each_lands(
+    db_url: str, outside: Engine
+):
+    """While one commit is held, 10 labs report saved work on 10 sessions and 10 bookings are
+    made, changed, deleted and made again: they share one commit, the reports are one UPDATE (an
+    executemany) and each landed on its own session; the bookings are as they were left, in the
+    order of their writes."""
+    db = Database(db_url, batch_seconds=0)
+    db.open()
+    try:
+        for i in range(10):
+            db.open_session(session(f"uid{i}", f"user{i}", 100.0))
+        assert db.flush(timeout=10)
+        commits = Commits(db, outside)
+        statements: list[tuple[str, bool]] = []
+        assert db.engine is not None
+        event.listen(
+            db.engine,
+            "before_cursor_execute",
+            lambda _c, _cur, sql, _p, _ctx, many: statements.append((sql.split()[0], many)),
+        )
+        db.reservation_add(reservation("first", 1e12))
+        commits.wait_first()
+        statements.clear()
+        for i in range(10):
+            paths = f'["{i}.ipynb"]'
+            commits.watched.append(db.session_saved(f"uid{i}", i, paths, 200.0 + i))  # type: ignore[arg-type]
+            commits.watched.append(db.bookings_put([booking_row(f"b{i}")]))  # type: ignore[arg-type]
+        commits.watched.append(db.booking_drop("b3"))  # type: ignore[arg-type]
+        commits.watched.append(db.bookings_put([booking_row("b5", "b5 again")]))  # type: ignore[arg-type]
+        commits.watched.append(db.booking_drop("b5"))  # type: ignore[arg-type]
+        commits.watched.append(db.bookings_put([booking_row("b3", "b3 again")]))  # type: ignore[arg-type]
+        time.sleep(0.3)
+        assert not any(f.done() for f in commits.watched), "answered before any commit"
+        commits.release()
+        for f in commits.watched:
+            f.result(timeout=10)
+        assert len(commits.seen) == 2, "the 24 writes took one commit"
+        with outside.connect() as conn:
+            saved = conn.execute(
+                text("SELECT pod_uid, saved, saved_at, saved_paths FROM server_sessions")
+            )
+            assert sorted(saved) == sorted(
+                (f"uid{i}", i, 200.0 + i, f'["{i}.ipynb"]') for i in range(10)
+            )
+            names = conn.execute(text("SELECT name, document FROM bookings ORDER BY name"))
+            assert list(names) == sorted(
+                [(f"b{i}", '{"kind": "booking"}') for i in range(10) if i not in (3, 5)]
+                + [("b3", "b3 again")]
+            ), "in the order they were made"
+        updates = [many for verb, many in statements if verb.upper() == "UPDATE"]
+        assert updates == [True], "the 10 reports are one UPDATE"
+    finally:
+        db.close()
+
+
+def booking_row(name: str, document: str = '{"kind": "booking"}') -> dict[str, object]:
+    return {
+        "name": name,
+        "document": document,
+        "created_by": "admin",
+        "created": 1.0,
+        "changed_by": "admin",
+        "changed": 1.0,
+    }
