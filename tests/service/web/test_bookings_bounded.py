@@ -13,11 +13,11 @@ import json
 
 import pytest
 from sqlalchemy import create_engine, event, text
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 from sqlrows import sql
 
 from jupyter_gpupool.client import GPUPoolError
-from jupyter_gpupool.db.models import BookingRow
 
 
 def once(name: str, start: str, end: str, tz: str = "UTC", **more) -> dict:
@@ -148,17 +148,21 @@ async def test_a_stored_booking_that_cannot_be_used_is_named_in_health_and_the_l
 
 
 async def test_a_body_of_several_bookings_is_kept_all_or_nothing(db_url, start_service):
-    """The database fails on the second row of a three-booking body: none of them is kept,
-    and the answer says nothing changed."""
+    """The database fails while the rows of a three-booking body go in (the statement that
+    inserts them, after the first row's): none of them is kept, and the answer says nothing
+    changed."""
     service = await start_service(db_url=db_url)
     inserted = []
 
-    def second_fails(mapper, connection, target) -> None:
-        inserted.append(target.name)
-        if len(inserted) == 2:
-            raise OperationalError("INSERT INTO bookings", {}, Exception("server closed"))
+    def insert_fails(conn, cursor, statement, parameters, context, executemany) -> None:
+        if not statement.lstrip().upper().startswith("INSERT INTO BOOKINGS"):
+            return
+        rows = parameters if executemany else [parameters]
+        inserted.extend(rows)
+        if len(inserted) >= 2:
+            raise OperationalError(statement, {}, Exception("server closed"))
 
-    event.listen(BookingRow, "before_insert", second_fails)
+    event.listen(Engine, "before_cursor_execute", insert_fails)
     try:
         body = "\n---\n".join(
             json.dumps(once(f"b{i}", f"2027-01-2{i}T10:00", f"2027-01-2{i}T12:00"))
@@ -166,7 +170,7 @@ async def test_a_body_of_several_bookings_is_kept_all_or_nothing(db_url, start_s
         )
         e = await refused(service.admin().create_bookings(body))
     finally:
-        event.remove(BookingRow, "before_insert", second_fails)
+        event.remove(Engine, "before_cursor_execute", insert_fails)
     assert e.status == 503 and "nothing changed" in e.message
     assert len(inserted) >= 2, "the database was asked"
     assert kept(db_url) == []
