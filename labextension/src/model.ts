@@ -290,7 +290,7 @@ export function shaped(status: IStatus): boolean {
 }
 
 /**
- * `GPU 2× A100-80G · training-pool`, `MIG 1g.10gb of an A100-80G · training-pool` (a shape
+ * `2 × A100-80G · training-pool`, `MIG 1g.10gb of an A100-80G · training-pool` (a shape
  * other than whole GPUs), `CPU · compute-pool`, `not in a GPU pool`; with what the
  * GPUs do when measured (`· 45%`) and, idle under a policy that stops it, the time left
  * (`· idle, stops in 55m`, `· idle, stopping` once due). `now`: the server's clock (seconds).
@@ -309,12 +309,10 @@ export function statusLabel(
   if (!status.gpus) {
     return `CPU · ${status.pool}`;
   }
-  const kind = status.gpu_type ? ` ${status.gpu_type}` : '';
   // what it has in every surface's words (the service's `shape_text`: `2 × A100-80G`, `MIG
-  // 1g.10gb of an A100-80G`); a spawner without them gave the count and type alone
-  let label = status.shape_text
-    ? `${status.shape_text} · ${status.pool}`
-    : `GPU ${status.gpus}${TIMES}${kind} · ${status.pool}`;
+  // 1g.10gb of an A100-80G`); a spawner without them gave the count and type alone, said alike
+  const has = status.shape_text || `${status.gpus} ${TIMES} ${status.gpu_type || 'GPU'}`;
+  let label = `${has} · ${status.pool}`;
   if (!use) {
     return label;
   }

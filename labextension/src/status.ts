@@ -1,5 +1,5 @@
 /**
- * The status bar item: `GPU 2× A100-80G · training-pool · 45%` or `CPU · compute-pool`, in the
+ * The status bar item: `2 × A100-80G · training-pool · 45%` or `CPU · compute-pool`, in the
  * warning colour when the server runs over quota (`jp-gpupool-warning`) or when its GPUs are
  * idle and it will be stopped (`jp-gpupool-warning` and `jp-gpupool-idle`; the label says the
  * time left: `· idle, stops in 55m`), or when another notice ends in a stop (a runtime limit,

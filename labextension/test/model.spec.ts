@@ -19,7 +19,7 @@ import { poolState, quotaWords, serverState } from '../src/panelwords';
 import { ServerGoneError, goneAnswer } from '../src/stopped';
 
 const STATUS: IStatus = {
-  label: 'GPU 2\u00d7 A100-80G · training-pool',
+  label: '2 \u00d7 A100-80G · training-pool',
   in_pool: true,
   pool: 'training-pool',
   platform: null,
@@ -97,9 +97,9 @@ function sleep(ms: number): Promise<void> {
 
 describe('labels', () => {
   it('says the GPUs and the pool, or CPU', () => {
-    expect(statusLabel(STATUS)).toBe('GPU 2\u00d7 A100-80G · training-pool');
+    expect(statusLabel(STATUS)).toBe('2 \u00d7 A100-80G · training-pool');
     expect(statusLabel({ ...STATUS, gpus: 0, pool: 'compute-pool' })).toBe('CPU · compute-pool');
-    expect(statusLabel({ ...STATUS, gpu_type: null, gpus: 1 })).toBe('GPU 1\u00d7 · training-pool');
+    expect(statusLabel({ ...STATUS, gpu_type: null, gpus: 1 })).toBe('1 \u00d7 GPU · training-pool');
     expect(statusLabel({ ...STATUS, pool: null })).toBe('not in a GPU pool');
     expect(statusLabel(null)).toBe('GPU pool…');
   });
@@ -116,7 +116,7 @@ describe('labels', () => {
     const whole = { ...STATUS, shape: 'whole', shape_text: '2 \u00d7 A100-80G' };
     expect(statusLabel(whole)).toBe('2 \u00d7 A100-80G · training-pool');
     // a spawner that gave no words: the count and the type
-    expect(statusLabel(STATUS)).toBe('GPU 2\u00d7 A100-80G · training-pool');
+    expect(statusLabel(STATUS)).toBe('2 \u00d7 A100-80G · training-pool');
     expect(statusLabel({ ...mig, gpus: 0, pool: 'compute-pool' })).toBe('CPU · compute-pool');
   });
 
@@ -211,7 +211,7 @@ describe('the words of %gpupool status (jupyter_gpupool/core/words/gpu_use.py)',
 });
 
 describe("the status item's words", () => {
-  const GPU = 'GPU 2\u00d7 A100-80G · training-pool';
+  const GPU = '2 \u00d7 A100-80G · training-pool';
 
   it('adds the utilization when measured, the time left when idle under a stop policy', () => {
     expect(statusLabel(STATUS, USE, NOW)).toBe(`${GPU} · 45%`);
@@ -267,7 +267,7 @@ describe('GPUPoolModel', () => {
     model.changed.connect(() => changes++);
     await model.refresh();
     expect(server.asked).toEqual(['status', 'use']);
-    expect(model.label).toBe('GPU 2\u00d7 A100-80G · training-pool · 45%');
+    expect(model.label).toBe('2 \u00d7 A100-80G · training-pool · 45%');
     expect(model.warning).toBe(false);
     expect(model.pools).toEqual([]);
     expect(changes).toBe(1);
@@ -332,7 +332,7 @@ describe('GPUPoolModel', () => {
     expect(model.error).toBe('');
     expect(model.poll.state.phase).toBe('resolved');
     expect(model.poll.state.interval).toBe(20);
-    expect(model.label).toBe('GPU 2\u00d7 A100-80G · training-pool');
+    expect(model.label).toBe('2 \u00d7 A100-80G · training-pool');
     expect(model.useError).toBe('502: no answer from the gpupool service');
     expect(model.title).toContain('GPU utilization unknown: 502: no answer from the gpupool service');
     // still asked on each poll: it comes back
@@ -340,7 +340,7 @@ describe('GPUPoolModel', () => {
     server.useFailing = false;
     await model.poll.refresh();
     await sleep(50);
-    expect(model.label).toBe('GPU 2\u00d7 A100-80G · training-pool · 45%');
+    expect(model.label).toBe('2 \u00d7 A100-80G · training-pool · 45%');
     expect(model.useError).toBe('');
     model.dispose();
   });
@@ -354,7 +354,7 @@ describe('GPUPoolModel', () => {
     const changed: string[] = [];
     model.changed.connect(() => changed.push(model.label));
     await model.refresh();
-    expect(model.label).toBe('GPU 2\u00d7 A100-80G · training-pool · 0% · idle, stops in 55m');
+    expect(model.label).toBe('2 \u00d7 A100-80G · training-pool · 0% · idle, stops in 55m');
     expect(model.warning).toBe(true);
     expect(model.idleWarning).toBe(true);
     expect(model.title).toContain('will be stopped at 23:08 UTC (in 55m)');
@@ -362,7 +362,7 @@ describe('GPUPoolModel', () => {
     page += 10_000;
     server.use = { ...idle, now: NOW + 10 };
     await model.refresh();
-    expect(changed[1]).toBe('GPU 2\u00d7 A100-80G · training-pool · 0% · idle, stops in 54m50s');
+    expect(changed[1]).toBe('2 \u00d7 A100-80G · training-pool · 0% · idle, stops in 54m50s');
     // not yet warned (the policy's warning time has not come): the words, not the colour
     server.use = { ...idle, idle: { ...IDLE, warned: false } };
     await model.refresh();
@@ -373,7 +373,7 @@ describe('GPUPoolModel', () => {
     server.use = { ...idle, idle: { ...IDLE, action: 'report', stops_at: null, due_at: NOW - 1 } };
     await model.refresh();
     expect(model.idleWarning).toBe(false);
-    expect(model.label).toBe('GPU 2\u00d7 A100-80G · training-pool · 0%');
+    expect(model.label).toBe('2 \u00d7 A100-80G · training-pool · 0%');
     expect(model.title).toContain('GPUs idle since 21:08 UTC; reported to admins');
     model.dispose();
   });
@@ -394,7 +394,7 @@ describe('GPUPoolModel', () => {
     });
     await model.poll.start();
     await sleep(30);
-    expect(model.label).toBe('GPU 2\u00d7 A100-80G · training-pool · 45% · booking, stops in 40s');
+    expect(model.label).toBe('2 \u00d7 A100-80G · training-pool · 45% · booking, stops in 40s');
     server.gone = true;
     await sleep(200);
     expect(model.stopped).toBe(true);

@@ -3,7 +3,7 @@ import { countdown, noticeLabel, noticeWords } from '../src/notice';
 
 const NOW = 1_800_000_000; // 2027-01-15 08:00 UTC
 const STATUS: IStatus = {
-  label: 'GPU 2\u00d7 A100-80G · training-pool',
+  label: '2 \u00d7 A100-80G · training-pool',
   in_pool: true,
   pool: 'training-pool',
   platform: null,
@@ -14,7 +14,7 @@ const STATUS: IStatus = {
   user: 'alice',
   server: ''
 };
-const GPU = 'GPU 2\u00d7 A100-80G · training-pool';
+const GPU = '2 \u00d7 A100-80G · training-pool';
 const RUNTIME = {
   kind: 'runtime',
   words: 'this server has run for 7h56m; servers here may run 8h: it stops at 2027-01-15 08:04 UTC',

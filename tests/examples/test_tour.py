@@ -123,8 +123,10 @@ def outputs(nb) -> dict[str, str]:
 
 
 def rows(table: str) -> dict[tuple[str, str], list[str]]:
-    """A `gpupool get jobs` table's rows by (user, server)."""
+    """A `gpupool get jobs` table's rows by (user, server), with the GPUS cell's count of whole
+    GPUs (`4 × A100-80G`: 4) as its fifth column."""
     lines = [line.split() for line in table.splitlines() if line.strip()]
+    lines = [r[:5] + r[7:] if len(r) > 6 and r[5] == "\u00d7" else r for r in lines]
     return {(r[0], r[1]): r for r in lines if r[0] != "USER"}
 
 
@@ -205,7 +207,7 @@ def test_the_tour_runs_on_binder_after_an_earlier_try_and_leaves_the_demo_clean(
 
     # 1, 2: the pools and the quotas the markdown describes
     assert f"Connected to the gpupool demo at http://127.0.0.1:{binder.port}" in out["connect"]
-    assert re.search(r"^training-pool\s+active\s+16\s+\d+\s+\d+\s+3$", out["pools"], re.M)
+    assert re.search(r"^training-pool\s+active\s+17\s+\d+\s+\d+\s+3$", out["pools"], re.M)
     assert re.search(r"^gpu-node-1\s+Ready\s+8\s.*A100-80G\s+training-pool", out["nodes"], re.M)
     assert re.search(r"^training-pool\s+group:ml-research\s+8\s+16\s", out["quotas"], re.M)
     assert re.search(r"^training-pool\s+\(each user\)\s+0\s+4\s", out["quotas"], re.M)
@@ -232,7 +234,7 @@ def test_the_tour_runs_on_binder_after_an_earlier_try_and_leaves_the_demo_clean(
     assert re.search(
         r"^erin/: 4 GPUs in training-pool .*, over quota, charged to user:erin$", fill, re.M
     )
-    assert re.search(r"^training-pool\s+active\s+16\s+16\s+0\s+3$", fill, re.M)
+    assert re.search(r"^training-pool\s+active\s+17\s+16\s+1\s+3$", fill, re.M)
     fallback = out["fallback"].splitlines()
     assert fallback[0].strip() == (
         "skipped training-pool because no node has 4 free GPUs (largest free block: 0)"
@@ -245,9 +247,14 @@ def test_the_tour_runs_on_binder_after_an_earlier_try_and_leaves_the_demo_clean(
 
     # 5: carol's `extra` borrows alice's idle 4: 12 of 16 borrowed; alice's return reclaims it
     before = rows(jobs_table(out["borrow"]))
-    assert set(before) == {("bob", "-"), ("dave", "-"), ("erin", "-"), ("carol", "extra")}
+    assert set(before) == {
+        ("bob", "(default)"),
+        ("dave", "(default)"),
+        ("erin", "(default)"),
+        ("carol", "extra"),
+    }
     assert sum(int(r[4]) for r in before.values() if r[6] == "yes") == 12
-    assert before[("bob", "-")][6] == "no"
+    assert before[("bob", "(default)")][6] == "no"
     reclaim = out["reclaim"]
     assert "stopped 1 server(s) borrowing your guaranteed GPUs: carol/extra" in reclaim
     assert re.search(
@@ -257,11 +264,16 @@ def test_the_tour_runs_on_binder_after_an_earlier_try_and_leaves_the_demo_clean(
     )
     assert "carol's servers: carol/\n" in reclaim
     after = rows(jobs_table(reclaim))
-    assert set(after) == {("bob", "-"), ("dave", "-"), ("erin", "-"), ("alice", "-")}
+    assert set(after) == {
+        ("bob", "(default)"),
+        ("dave", "(default)"),
+        ("erin", "(default)"),
+        ("alice", "(default)"),
+    }
     assert {k[0] for k, r in after.items() if r[6] == "yes"} == {"dave", "erin"}
 
     # 6: everything stopped, seen by the service itself
-    assert re.search(r"^training-pool\s+active\s+16\s+0\s+16\s+3$", out["cleanup"], re.M)
+    assert re.search(r"^training-pool\s+active\s+17\s+0\s+17\s+3$", out["cleanup"], re.M)
     demo = binder.demo()
     status, body = demo.api("GET", "/services/gpupool/api/v1/pools")
     assert status == 200

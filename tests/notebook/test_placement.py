@@ -79,10 +79,10 @@ def test_an_empty_environment_is_no_pool():
 
 def test_labels_for_the_status_bar():
     assert Placement(pool="training-pool", gpus=2, gpu_type="A100-80G").label() == (
-        "GPU 2\u00d7 A100-80G · training-pool"
+        "2 \u00d7 A100-80G · training-pool"
     )
     assert Placement(pool="compute-pool").label() == "CPU · compute-pool"
-    assert Placement(pool="dev-pool", gpus=1).label() == "GPU 1\u00d7 · dev-pool"
+    assert Placement(pool="dev-pool", gpus=1).label() == "1 \u00d7 GPU · dev-pool"
 
 
 def test_the_service_url_falls_back_to_the_hubs_public_url():
@@ -137,7 +137,7 @@ def test_whole_gpus_and_answers_without_shapes_read_as_before():
     }
     p = Placement.from_environ({e["name"]: e.get("value", "") for e in placement_env(whole, "")})
     assert (p.shape, p.gpu_equivalents) == ("whole", "2")
-    assert p.label() == "GPU 2\u00d7 A100-80G · training-pool"
+    assert p.label() == "2 \u00d7 A100-80G · training-pool"
     # a service that knows no shapes: no such variables (the list as before, above)
     names = [e["name"] for e in placement_env(ADMISSION, "")]
     assert not [n for n in names if "SHAPE" in n or "EQUIVALENTS" in n]

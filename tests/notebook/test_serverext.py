@@ -107,7 +107,7 @@ def test_status(server):
     code, body = get(f"{url}/gpupool/status")
     assert code == 200
     assert body == {
-        "label": "GPU 2\u00d7 A100-80G · training-pool",
+        "label": "2 \u00d7 A100-80G · training-pool",
         "in_pool": True,
         "pool": "training-pool",
         "platform": None,

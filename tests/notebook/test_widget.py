@@ -48,7 +48,7 @@ def bars(panel):
 def test_a_new_panel_is_idle_and_says_where_this_server_runs(hub_env):
     panel = LaunchPanel()
     assert panel.state == IDLE and panel.pools == [] and panel.order == []
-    assert "this server: GPU 2\u00d7 A100-80G · training-pool" in panel._title.value
+    assert "this server: 2 \u00d7 A100-80G · training-pool" in panel._title.value
     assert panel._stop.disabled and not panel._launch.disabled
     panel.close()
 

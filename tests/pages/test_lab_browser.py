@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BUILT = ROOT / "jupyter_gpupool" / "labextension"
 INFERENCE_POOL = ROOT / "examples" / "pools" / "inference-pool.yaml"
 #: The status item's label before what the GPUs do (the demo measures them: `· 0%` follows).
-HERE = "GPU 1\u00d7 A10-24G · inference-pool"
+HERE = "1 \u00d7 A10-24G · inference-pool"
 
 
 @pytest.fixture(scope="module")

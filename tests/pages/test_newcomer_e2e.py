@@ -154,7 +154,7 @@ def test_a_newcomer_starts_a_gpu_server_from_the_browser_and_finds_it_everywhere
             alice.wait_for_url(re.compile(r".*/user/alice/lab.*"), timeout=90_000)
             # the demo measures GPU utilization every 5 s: once measured, the label ends with
             # the server's utilization (a new server's GPUs read 0%)
-            label = re.escape(f"GPU 4\u00d7 {gpu_type} · training-pool") + r"( · 0%)?"
+            label = re.escape(f"4 \u00d7 {gpu_type} · training-pool") + r"( · 0%)?"
             expect(alice.locator("#jp-gpupool-status")).to_have_text(
                 re.compile(rf"^\s*{label}\s*$"), timeout=60_000
             )

@@ -147,11 +147,11 @@ async def wait_pool_free(hub: Hub, pool: str, free: int, timeout: float = 10) ->
     async def has_free() -> bool:
         _, answer = await hub.api("GET", "/services/gpupool/api/v1/pools")
         rows.append(next(p for p in answer["pools"] if p["name"] == pool))
-        return rows[-1]["gpu_free"] == free
+        return rows[-1]["whole_gpus"]["free"] == free  # GPUs, not parts of one
 
     try:
         await async_wait_for(
-            has_free, what=f"{pool} to have {free} free GPUs", timeout=timeout, interval=0.1
+            has_free, what=f"{pool} to have {free} free whole GPUs", timeout=timeout, interval=0.1
         )
     except WaitTimeout as e:
         raise WaitTimeout(f"{e}; its last row: {rows[-1] if rows else None}") from None

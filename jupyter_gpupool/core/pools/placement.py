@@ -159,17 +159,18 @@ class Placement:
         return bool(self.gpus and self.shape and self.shape != _WHOLE and self.shape_text)
 
     def label(self) -> str:
-        """The one-line summary the status bar shows: ``GPU 2\u00d7 A100-80G · training-pool``,
-        ``MIG 1g.10gb of an A100-80G · training-pool`` (a shape other than whole GPUs),
-        ``CPU · compute-pool``; ``not in a GPU pool`` without a pool."""
+        """The one-line summary the status bar shows, what the server has in every surface's
+        words (:func:`~jupyter_gpupool.core.words.shape_rows.admitted_text`'s):
+        ``2 \u00d7 A100-80G · training-pool``, ``MIG 1g.10gb of an A100-80G · training-pool``
+        (a shape other than whole GPUs), ``CPU · compute-pool``; ``not in a GPU pool`` without
+        a pool."""
         if self.pool is None:
             return "not in a GPU pool"
         if not self.gpus:
             return f"CPU · {self.pool}"
         if self.shaped:
             return f"{self.shape_text} · {self.pool}"
-        kind = f" {self.gpu_type}" if self.gpu_type else ""
-        return f"GPU {self.gpus}{TIMES}{kind} · {self.pool}"
+        return f"{self.gpus} {TIMES} {self.gpu_type or 'GPU'} · {self.pool}"
 
 
 def service_url_from(environ: Mapping[str, str]) -> str | None:
