@@ -124,7 +124,7 @@ def outputs(nb) -> dict[str, str]:
 
 def rows(table: str) -> dict[tuple[str, str], list[str]]:
     """A `gpupool get jobs` table's rows by (user, server), with the GPUS cell's count of whole
-    GPUs (`4 × A100-80G`: 4) as its fifth column."""
+    GPUs (`4 \u00d7 A100-80G`: 4) as its fifth column."""
     lines = [line.split() for line in table.splitlines() if line.strip()]
     lines = [r[:5] + r[7:] if len(r) > 6 and r[5] == "\u00d7" else r for r in lines]
     return {(r[0], r[1]): r for r in lines if r[0] != "USER"}
