@@ -14,7 +14,7 @@ line's pass builds it (:func:`~.queue.holds_of`) and the walk asks it where a bo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -58,16 +58,9 @@ class Holds:
     def __bool__(self) -> bool:
         return bool(self.items)
 
-    def __iter__(self) -> Iterator[Hold]:
-        return iter(self.items)
-
     def only(self, pools: Container[str]) -> Holds:
         """The holds in these pools."""
         return Holds(frozenset(h for h in self.items if h.pool in pools))
-
-    @property
-    def pools(self) -> frozenset[str]:
-        return frozenset(h.pool for h in self.items)
 
     @cached_property
     def _index(self) -> _Index:
