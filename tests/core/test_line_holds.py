@@ -1,8 +1,8 @@
 """What a request waiting within quota holds back from borrowers: only what it could use (the
 shape it asks for, of its GPU type, on the nodes that could take it), never its whole pool.
 
-The world: training-pool, where group lab is guaranteed 4 GPU-equivalents and others may
-borrow, with a mixed-strategy MIG A100 (four 1g.10gb instances and one whole GPU), an 8-GPU
+The world: training-pool, where group lab is guaranteed 4 GPU-equivalents (ops 8) and others
+may borrow, with a mixed-strategy MIG A100 (four 1g.10gb instances and one whole GPU), an 8-GPU
 A100 node and a 2-GPU T4 node. What each request gets is the core's own decision; what is held
 comes from the line's standings of the waiting requests (:func:`holds_of`), as a pass builds it.
 The truth the tests read is the nodes the test built and the pods it ran.
@@ -34,6 +34,7 @@ quota:
   borrowing: true
   groups:
     lab: {guaranteed: 4}
+    ops: {guaranteed: 8}
 """
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from k8s_factories import node, pod
+from test_line_holds import POOLS  # training-pool: lab guaranteed 4, ops 8
 from test_usage_shapes import mig_node
 
 from jupyter_gpupool.core.admission.queue import ADMITTED
@@ -25,16 +26,6 @@ from jupyter_gpupool.service.admission.line import Line
 from jupyter_gpupool.service.monitoring.metrics import Metrics
 from jupyter_gpupool.service.state import ServiceState
 
-POOLS = """
-kind: pool
-version: v0.1
-pool: {name: training-pool}
-quota:
-  borrowing: true
-  groups:
-    lab: {guaranteed: 4}
-    ops: {guaranteed: 8}
-"""
 MIG = "mig-1g.10gb"
 
 
