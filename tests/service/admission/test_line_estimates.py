@@ -11,6 +11,7 @@ second's.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from service_kit import start_pod
@@ -54,12 +55,19 @@ def seed(url: str, pool: str, durations: list[float], started: float) -> None:
     engine.dispose()
 
 
-async def test_queue_rows_carry_estimates_from_the_ledger(start_service, tmp_path):
+def dev_pool_ledger(tmp_path: Path) -> str:
+    """A database with the service's schema (made as the service makes it) whose ledger holds
+    six 20-minute dev-pool sessions of yesterday: enough for an estimate there."""
     url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     db = Database(url)
-    db.open()  # the schema, as the service makes it
+    db.open()
     db.close()
     seed(url, "dev-pool", [1200.0] * 6, time.time() - 86400)
+    return url
+
+
+async def test_queue_rows_carry_estimates_from_the_ledger(start_service, tmp_path):
+    url = dev_pool_ledger(tmp_path)
     seed(url, "inference-pool", [900.0] * 4, time.time() - 7200)  # one short of an estimate
     service = await start_service(db_url=url, queue_heartbeat=3600)
     admin, cluster = service.admin(), service.cluster
@@ -91,11 +99,7 @@ async def test_gpus_admitted_but_not_yet_running_are_not_counted_free(start_serv
     """dave's admission holds 2 of dev-pool's 4 GPUs before his pod exists; alice runs the other
     2. Nothing is free: bob's 2 wait for alice's expected end (her pod's start + the median 20
     minutes), not for nothing."""
-    url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
-    db = Database(url)
-    db.open()
-    db.close()
-    seed(url, "dev-pool", [1200.0] * 6, time.time() - 86400)
+    url = dev_pool_ledger(tmp_path)
     service = await start_service(db_url=url, queue_heartbeat=3600)
     admin, cluster = service.admin(), service.cluster
     alice = await admin.admit(user="alice", groups=["students"], pools=["dev-pool"], gpus=2)
@@ -125,11 +129,7 @@ async def test_a_request_over_its_quota_waits_for_its_own_servers(start_service,
     """bob (students) runs 2 GPUs of dev-pool's 4, his limit there (2 a user); he asks for one
     more and waits in line: the 2 GPUs free are not his before his server ends, its start +
     the median 20 minutes (issue 38: quotas in the estimate), and the words say why."""
-    url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
-    db = Database(url)
-    db.open()
-    db.close()
-    seed(url, "dev-pool", [1200.0] * 6, time.time() - 86400)
+    url = dev_pool_ledger(tmp_path)
     service = await start_service(db_url=url, queue_heartbeat=3600)
     admin, cluster = service.admin(), service.cluster
     bob = await admin.admit(user="bob", groups=["students"], pools=["dev-pool"], gpus=2)
