@@ -174,7 +174,9 @@ class ClusterView:
                     self.resource_versions[kind] = rv
                     self._synced[kind].set()
                     backoff.reset()
-                self.phase[kind] = "watching"
+                # after a failure it is still retrying until the API server takes the watch
+                if self.kind_errors[kind] is None:
+                    self.phase[kind] = "watching"
                 rv, progressed = await self._watch(kind, rv)
                 self._heard(kind)  # the server ended the watch: it is there
                 if progressed:
@@ -274,6 +276,7 @@ class ClusterView:
                 raise ApiException(status=resp.status, reason=reason)
             if kwargs.get("watch"):
                 self._heard(kind)  # the API server took the watch: it is there again
+                self.phase[kind] = "watching"
             return resp
 
         return call
