@@ -36,6 +36,7 @@ from ..documents.spec import (
     Str,
 )
 from .model import PLACEMENTS
+from .recut_policy import RECUT
 from .time_specs import Clock, Date, LocalDateTime, TimeZone, Weekday
 
 VERSION = "v0.1"
@@ -302,6 +303,7 @@ POOL_DOCUMENT = Record(
         Field("idle", IDLE),
         Field("max-runtime", MAX_RUNTIME),
         Field("shapes", POOL_SHAPES),
+        Field("recut", RECUT),
         Field("defaults", DEFAULTS),
         Field(
             "limits",

@@ -37,6 +37,7 @@ from ..time.bookings import Booking
 from ..time.idle import IdlePolicy
 from ..time.runtime import RuntimeLimit
 from ..usage.labels import DEFAULT_POOL as DEFAULT_POOL
+from .recut_policy import RecutPolicy
 from .templates import merge_templates
 
 PLACEMENTS = ("binpack", "spread")
@@ -173,6 +174,8 @@ class Pool:
     max_runtime: RuntimeLimit | None = None
     #: The shapes the file names, in order (empty: every shape the nodes offer, unnamed)
     shapes: tuple[ShapeRule, ...] = ()
+    #: The nodes whose MIG layouts the service may change, and how (its file's ``recut``)
+    recut: RecutPolicy | None = None
     source: Source | None = field(default=None, compare=False)
 
     def allows(self, user: str, groups: Iterable[str]) -> bool:

@@ -17,15 +17,12 @@ request bodies and ConfigMap keys in the service).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..accounting.budgets import Budget
-from ..documents.durations import duration_seconds
 from ..documents.spec import Checker
 from ..documents.yaml_reader import Document, DocumentError, PathElem, Problem, load_documents
-from ..time.idle import IdlePolicy, policy_from_mapping
-from ..time.runtime import RuntimeLimit, limit_from_mapping
 from ..usage.shapes import is_shape_id
 from .booking_reading import Named, build_booking, check_bookings
 from .document_spec import (
@@ -52,6 +49,8 @@ from .model import (
     ShapeRule,
     Source,
 )
+from .recut_policy import read_recut
+from .time_reading import read_idle, read_max_runtime
 
 #: How many pool names an "unknown pool" problem lists.
 KNOWN_POOLS_SHOWN = 20
@@ -119,51 +118,6 @@ def _defaults(data: Mapping[str, Any] | None) -> Defaults:
     )
 
 
-def _idle(c: Checker, data: Mapping[str, Any], path: tuple[PathElem, ...]) -> IdlePolicy | None:
-    """A checked ``idle`` section; its rules between fields are problems at their lines."""
-    policy = policy_from_mapping(data)
-    ok = True
-    if policy.below_percent > 100:
-        c.add((*path, "below_percent"), f"must be at most 100, not {policy.below_percent:g}")
-        ok = False
-    try:
-        if policy.warn and duration_seconds(policy.warn) > duration_seconds(policy.after):
-            c.add(
-                (*path, "warn"),
-                f"the warning ({policy.warn}) must not come before the idle time starts: "
-                f"it is longer than 'after' ({policy.after})",
-            )
-            ok = False
-    except ValueError:
-        ok = False  # already reported by the shape
-    if not ok:
-        return None
-    return replace(policy, source=Source(c.doc.file, c.doc.line_of(path)))
-
-
-def _max_runtime(
-    c: Checker, data: Mapping[str, Any], path: tuple[PathElem, ...]
-) -> RuntimeLimit | None:
-    """A checked ``max-runtime`` section (of a pool or of a shape)."""
-    if "after" not in data:
-        return None  # reported by the shape
-    limit = limit_from_mapping(data)
-    try:
-        if limit.warn and duration_seconds(limit.warn) > limit.after_seconds:
-            c.add(
-                (*path, "warn"),
-                f"the warning ({limit.warn}) must not come before the server starts: "
-                f"it is longer than 'after' ({limit.after})",
-            )
-            return None
-        if limit.after_seconds <= 0:
-            c.add((*path, "after"), f"a runtime limit must be longer than 0, not {limit.after!r}")
-            return None
-    except ValueError:
-        return None  # already reported by the shape
-    return replace(limit, source=Source(c.doc.file, c.doc.line_of(path)))
-
-
 def _build_pool(c: Checker, data: Mapping[str, Any]) -> Pool:
     doc = c.doc
     limits_data = data.get("limits", {})
@@ -198,16 +152,20 @@ def _build_pool(c: Checker, data: Mapping[str, Any]) -> Pool:
             users=tuple(data["access"].get("users", ())),
             groups=tuple(data["access"].get("groups", ())),
         )
-    idle = _idle(c, data["idle"], ("idle",)) if "idle" in data else None
+    idle = read_idle(c, data["idle"], ("idle",)) if "idle" in data else None
     max_runtime = (
-        _max_runtime(c, data["max-runtime"], ("max-runtime",)) if "max-runtime" in data else None
+        read_max_runtime(c, data["max-runtime"], ("max-runtime",))
+        if "max-runtime" in data
+        else None
     )
     shapes = _shape_rules(c, data.get("shapes") or [])
+    nodes = {host: n["gpu-type"] for host, n in data.get("nodes", {}).items() if "gpu-type" in n}
+    recut = read_recut(c, data["recut"], nodes, ("recut",)) if data.get("recut") else None
     pool_meta = data.get("pool", {})
     return Pool(
         name=pool_meta.get("name", ""),
         description=pool_meta.get("description"),
-        nodes={host: n["gpu-type"] for host, n in data.get("nodes", {}).items() if "gpu-type" in n},
+        nodes=nodes,
         selector=data.get("selector", {}),
         access=access,
         quota=_pool_quota(c, data["quota"], ("quota",)) if "quota" in data else None,
@@ -220,6 +178,7 @@ def _build_pool(c: Checker, data: Mapping[str, Any]) -> Pool:
         idle=idle,
         max_runtime=max_runtime,
         shapes=shapes,
+        recut=recut,
         source=Source(doc.file, doc.line_of(("pool", "name"))),
     )
 
@@ -250,7 +209,9 @@ def _shape_rules(c: Checker, items: Sequence[Mapping[str, Any]]) -> tuple[ShapeR
                 item.get("name"),
                 item.get("max-per-user"),
                 line,
-                max_runtime=_max_runtime(c, limit, ("shapes", i, "max-runtime")) if limit else None,
+                max_runtime=read_max_runtime(c, limit, ("shapes", i, "max-runtime"))
+                if limit
+                else None,
             )
         )
     return tuple(out)

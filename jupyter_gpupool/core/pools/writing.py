@@ -26,6 +26,7 @@ from .model import (
     ResourceCap,
     ShapeRule,
 )
+from .recut_policy import recut_to_dict
 
 
 def _entry_doc(e: QuotaEntry) -> dict[str, Any]:
@@ -118,6 +119,8 @@ def pool_to_document(pool: Pool) -> dict[str, Any]:
         doc["idle"] = idle_to_dict(pool.idle)
     if pool.max_runtime is not None:
         doc["max-runtime"] = runtime_to_dict(pool.max_runtime)
+    if pool.recut is not None:
+        doc["recut"] = recut_to_dict(pool.recut)
     return doc
 
 
