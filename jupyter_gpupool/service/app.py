@@ -39,6 +39,7 @@ from . import clock
 from .admission.bookingwatch import BookingWatch
 from .admission.desk import AdmissionDesk
 from .admission.line import Line
+from .admission.recutwatch import RecutWatch
 from .admission.waits import WaitEstimates
 from .cluster.hubapi import HubAPI
 from .cluster.kube import Kube, default_namespace, make_api_client
@@ -325,6 +326,16 @@ class GPUPoolService(Application, GPUPoolSettings):
             ctx.loops.append(utilization.loop)
         if ctx.booking_watch is not None:
             ctx.loops.append(ctx.booking_watch.loop)
+        if ctx.desk.line is not None:
+            line, kube = ctx.desk.line, ctx.kube
+            ctx.recut = RecutWatch(
+                ctx.state,
+                kube.patch_node_labels,
+                lambda: list(line.waiting.values()),
+                ctx.changes,
+                lock=ctx.desk.lock,
+            )
+            ctx.loops.append(ctx.recut.loop)
         if self.reload_interval > 0:
             ctx.loops.append(ctx.pools.reloader(self.reload_interval))
         for loop in ctx.loops:

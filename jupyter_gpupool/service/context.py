@@ -16,6 +16,7 @@ from ..core.usage.rows import ServerUsage
 from . import clock
 from .admission.bookingwatch import BookingWatch
 from .admission.desk import AdmissionDesk
+from .admission.recutwatch import RecutWatch
 from .admission.waits import sure_end_of
 from .cluster.hubapi import HubAPI
 from .cluster.kube import Kube, KubeError
@@ -60,6 +61,8 @@ class ServiceContext:
     idle: IdleWatch = field(default_factory=IdleWatch)
     #: Bookings' windows at work: warnings, stops at a window's start (None: not watched)
     booking_watch: BookingWatch | None = None
+    #: MIG layouts re-cut to demand in pools whose file allows it (None: no line, no re-cuts)
+    recut: RecutWatch | None = None
     runtime: RuntimeWatch = field(default_factory=RuntimeWatch)
     budget_watch: BudgetWatch = field(default_factory=BudgetWatch)
     #: Every warning about a running server: the idle watch's, the runtime limit's and the

@@ -8,7 +8,7 @@ answer is a 200 either way (it is an admin's report, not a probe).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from . import views
@@ -30,10 +30,14 @@ def health_report(
     now: float,
     iso: Callable[[float], str],
     bookings_left_out: Mapping[str, str] | None = None,
+    recuts: Sequence[Mapping[str, Any]] = (),
+    recut_problems: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """``bookings_left_out``: the stored bookings that do not load (name: why), out of force."""
+    """``bookings_left_out``: the stored bookings that do not load (name: why), out of force;
+    ``recuts``: the latest MIG re-cuts the service asked for, newest first, and
+    ``recut_problems`` what is wrong with them (:mod:`.admission.recutwatch`)."""
     rows = [loop.row(now, iso) for loop in loops]
-    problems: list[str] = []
+    problems: list[str] = list(recut_problems)
     for name, why in sorted((bookings_left_out or {}).items()):
         problems.append(f"stored booking {name} cannot be used and is out of force: {why}")
     for row in rows:
@@ -75,6 +79,7 @@ def health_report(
         "database": dict(database),
         "utilization": dict(utilization),
         "bookings_left_out": dict(bookings_left_out or {}),
+        "recuts": [dict(r) for r in recuts],
     }
 
 
@@ -97,4 +102,6 @@ def service_health(ctx: Any, now: float) -> dict[str, Any]:
         now,
         views.iso,
         bookings_left_out=ctx.bookings.book.left_out,
+        recuts=ctx.recut.rows(now, views.iso, latest=True) if ctx.recut is not None else (),
+        recut_problems=ctx.recut.problems(now) if ctx.recut is not None else (),
     )

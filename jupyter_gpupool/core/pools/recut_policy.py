@@ -24,6 +24,16 @@ from ..documents.durations import duration_seconds
 from ..documents.spec import Checker, Field, ListOf, Record, Str
 from ..documents.yaml_reader import PathElem
 
+#: The MIG manager's labels: the config asked for, and its state (docs/shapes.md)
+CONFIG_LABEL = "nvidia.com/mig.config"
+STATE_LABEL = "nvidia.com/mig.config.state"
+#: The service's own, beside them: when it last asked the node to change (epoch seconds) and
+#: the shape id it asked the change for (``mig-1g.10gb``; ``whole`` when it went home)
+RECUT_AT_LABEL = "gpupool.runwhere.ai/recut-at"
+RECUT_FOR_LABEL = "gpupool.runwhere.ai/recut-for"
+#: A re-cut's state while it is under way
+UNDER_WAY = ("pending", "rebooting")
+
 DEFAULT_UNUSED = "30m"
 DEFAULT_INTERVAL = "10m"
 

@@ -156,6 +156,15 @@ class UsageIndex(PodBook):
         n = self._nodes.get(node)
         return n.gpu_total if n is not None else 0
 
+    def node_gpu_pods(self, node: str) -> int:
+        """The pods on the node that hold a GPU resource of any kind (whole GPUs, MIG
+        instances, shared replicas), whatever their phase."""
+        n = self._nodes.get(node)
+        if n is None:
+            return 0
+        pods = (self._pods.get(key) for key in n.pods)
+        return sum(1 for p in pods if p is not None and (p.gpus or p.shapes))
+
     def node_group(self, node: str) -> PlacementGroup | None:
         """The placement group a schedulable node is in (None when it takes no servers)."""
         n = self._nodes.get(node)

@@ -96,6 +96,18 @@ def health_rows(answer: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "problem": util.get("problem") or "",
             }
         )
+    for r in answer.get("recuts") or ():
+        rows.append(
+            {
+                "part": f"re-cut {r['node']}",
+                "state": r.get("state"),
+                "last": r.get("asked_at") or "-",
+                "every": "-",
+                "runs": "-",
+                "failures": "-",
+                "problem": r.get("words") if r.get("state") == "failed" else "",
+            }
+        )
     return rows
 
 

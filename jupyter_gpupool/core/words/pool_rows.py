@@ -14,6 +14,7 @@ from ..pools.model import DEFAULT_POOL, Pool, Registry
 from ..usage.index import PoolUsage, UsageIndex
 from ..usage.reservations import Reservations
 from .gpu_counts import counts_row
+from .recut_rows import recuts_under_way, with_coming
 from .shape_rows import pool_shapes
 
 JSON = dict[str, Any]
@@ -104,6 +105,7 @@ def pool_summary(
     """One row of ``GET api/v1/pools``: gpuctl's columns, and what can still be admitted."""
     reserved = sum(whole_reserved(index, reservations, pool.name).values())
     taken_out = nodes_taken_out(pool, index)
+    recuts = recuts_under_way(pool, index)
     status = usage.status
     if taken_out and usage.node_count == 0:
         status = UNLABELED  # not "empty": its document still lists nodes
@@ -138,7 +140,9 @@ def pool_summary(
         },
         "defined": pool.source is not None,
         "nodes_taken_out": taken_out,
-        "shapes": pool_shapes(index, reservations, pool.name, pool.shapes),
+        "shapes": with_coming(pool_shapes(index, reservations, pool.name, pool.shapes), recuts),
+        # its nodes the MIG manager re-cuts now, at the service's asking (core/admission/recut)
+        "recuts": recuts,
         # every shape its nodes offer, named in its file or not
         "shapes_offered": sorted({c.shape.id for c in index.shape_counts(pool.name)}),
     }

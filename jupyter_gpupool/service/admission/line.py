@@ -61,6 +61,7 @@ from ...core.admission.walk import AdmissionRequest, Decision, decide
 from ...core.time.wait_estimate import Estimate
 from ...core.usage.reservations import Reservation
 from ...core.usage.shapes import WHOLE
+from ...core.words.recut_rows import waiting_for_recut
 from .. import clock
 from ..loops import Loop
 from .outcome import Desk, Outcome, committed
@@ -532,9 +533,16 @@ class Line:
             # with the estimate's words, or "no estimate yet" when there is no history for one
             "message": waiting_words(
                 w.request.gpus, place, pools, guess.words if guess is not None else None
-            ),
+            )
+            + (f" · {recut}" if (recut := self._recut_words(w, pools)) else ""),
             "reasons": self.reasons.get(w.id, ""),
         }
+
+    def _recut_words(self, w: Waiting, pools: list[str]) -> str | None:
+        """While a MIG re-cut under way brings what ``w`` waits for (:mod:`.recutwatch`)."""
+        registry = self.state.registry
+        choices = w.request.choices(w.request.pools or pools)  # its own list keeps its shapes
+        return waiting_for_recut(choices, registry.pools, self.state.index)
 
     def lookup(self, admission_id: str) -> Waiting | Ended | None:
         return self.waiting.get(admission_id) or self.ended.get(admission_id)

@@ -259,6 +259,11 @@ class PoolPage(AdminPageHandler):
             document=dump_document(pool_to_document(pool)) if pool.source is not None else None,
             back=self.request.uri,
             pool_choices=None,
+            recuts=None
+            if pool.recut is None or self.ctx.recut is None
+            else self.ctx.recut.rows(clock.now(), views.iso, name),
+            recut_nodes=pool.recut.nodes if pool.recut is not None else (),
+            recut_configs=pool.recut.configs if pool.recut is not None else (),
             **node_page_values(self, query, page, f"{self.svc}pools/{quote(name)}"),
         )
 

@@ -1,0 +1,301 @@
+"""Re-cutting MIG layouts to demand, at work (rules: :mod:`jupyter_gpupool.core.admission.recut`).
+
+Every round (``RECUT_EVERY`` seconds, and at once when the line changes) the watch, for each
+pool whose file has a ``recut`` section:
+
+- gathers its nodes as the planner reads them (GFD's product and GPU count, the MIG manager's
+  ``nvidia.com/mig.config`` and ``.state``, the pods holding GPUs there and the reservations
+  made on them, when the service last changed them, since when nothing used them) and what the
+  line waits for in the pool beyond what its nodes offer free;
+- asks the planner, and for each re-cut writes, in one patch of the node, the chosen config to
+  ``nvidia.com/mig.config``, ``nvidia.com/mig.config.state=pending`` (the MIG manager writes the
+  same as it starts; written here too, the node takes no server from this moment on, not only
+  once the MIG manager has seen the change), and :data:`RECUT_AT_LABEL` (when) and
+  :data:`RECUT_FOR_LABEL` (for which shape). The round holds the admission desk's lock, so no
+  admission lands on the node between the plan and the patch;
+- follows each re-cut's state to ``success`` or ``failed``: both go in the change log; a failed
+  node is left as the MIG manager left it (the planner never touches it again until an admin
+  sets a config whose state ends ``success``) and is a problem in the health report.
+
+The line admits the waiting requests as the new instances appear (the watch of nodes kicks
+it). Nothing here is a promise: the node's labels say what was asked and when, so a restarted
+service knows the interval still runs, and the change log is the record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ...core.admission.queue import Waiting, pools_of
+from ...core.admission.recut import NodeCut, Recut, plan
+from ...core.documents.mig_parted import DEFAULT_CONFIGS, MigConfigs
+from ...core.pools.recut_policy import (
+    CONFIG_LABEL,
+    RECUT_AT_LABEL,
+    RECUT_FOR_LABEL,
+    RecutPolicy,
+)
+from ...core.usage.shapes import MIG_CONFIG_STATE_LABEL, WHOLE
+from ...core.words.gpu_use import clock_words
+from .. import clock
+from ..loops import Loop
+from ..records.changelog import ChangeLog
+from ..state import ServiceState
+
+log = logging.getLogger(__name__)
+
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+COUNT_LABEL = "nvidia.com/gpu.count"
+#: The states after which a re-cut is over
+ENDED = ("success", "failed", "superseded")
+#: Seconds between two rounds when nothing kicks one
+RECUT_EVERY = 2.0
+#: What a re-cut is expected to take before any was seen (the GPU operator's MIG manager
+#: restarts the device plugin, GFD and DCGM on the node; a reboot takes longer)
+EXPECTED_SECONDS = 120.0
+
+Patch = Callable[[str, Mapping[str, str | None]], Awaitable[dict[str, Any]]]
+
+
+@dataclass
+class RecutEvent:
+    """One re-cut the service asked for, as the pool page, the health report and the change
+    log say it."""
+
+    at: float
+    pool: str
+    node: str
+    config: str
+    shape: str
+    reason: str
+    state: str = "pending"  # pending, rebooting, success, failed
+    done_at: float | None = None
+
+    def words(self, now: float) -> str:
+        head = f"{self.node} re-cut to {self.config} at {clock_words(self.at, now)} {self.reason}"
+        if self.reason.startswith("back to"):
+            head = f"{self.node} {self.reason} (at {clock_words(self.at, now)})"
+        if self.state == "success" and self.done_at is not None:
+            return f"{head}: done in {round(self.done_at - self.at)} s"
+        if self.state == "failed":
+            return f"{head}: failed, left as the MIG manager left it"
+        return f"{head}: {self.state}"
+
+    def row(self, now: float, iso: Callable[[float], str]) -> dict[str, Any]:
+        return {
+            "pool": self.pool,
+            "node": self.node,
+            "config": self.config,
+            "shape": self.shape,
+            "state": self.state,
+            "asked_at": iso(self.at),
+            "done_at": iso(self.done_at) if self.done_at is not None else None,
+            "words": self.words(now),
+        }
+
+
+class RecutWatch:
+    def __init__(
+        self,
+        state: ServiceState,
+        patch: Patch,
+        waiting: Callable[[], Iterable[Waiting]],
+        changes: ChangeLog,
+        *,
+        lock: asyncio.Lock | None = None,
+        configs: MigConfigs = DEFAULT_CONFIGS,
+        interval: float = RECUT_EVERY,
+    ):
+        self.state = state
+        #: Patches a node's labels (the Kubernetes client's), returns the node
+        self.patch = patch
+        self.waiting = waiting
+        self.changes = changes
+        self.lock = lock or asyncio.Lock()
+        self.configs = configs
+        self.events: deque[RecutEvent] = deque(maxlen=50)
+        self._unused: dict[str, float] = {}
+        self._took: deque[float] = deque(maxlen=10)
+        self.wake = asyncio.Event()
+        self.loop = Loop("admission.recut", interval, self.round, wake=self.wake, first=0)
+
+    def kick(self) -> None:
+        self.wake.set()
+
+    # --- what the planner reads ------------------------------------------------------------------
+
+    def policies(self) -> list[tuple[str, RecutPolicy]]:
+        registry = self.state.registry
+        return [(p.name, p.recut) for p in registry.pools.values() if p.recut is not None]
+
+    def wanted(self, pool: str) -> Counter[str]:
+        """Per shape id, the requests in line for it in ``pool`` beyond its free units, less
+        what reservations hold (a request counts once, for its first choice in the pool; whole
+        GPUs count as GPUs)."""
+        base = self.state.admission_state()
+        asked: Counter[str] = Counter()
+        for w in self.waiting():
+            req = w.request
+            if not req.gpus:
+                continue
+            for name, shape in req.choices(req.pools or pools_of(req, base)):
+                if name == pool:
+                    asked[shape or WHOLE] += 1 if shape else req.gpus
+                    break
+        index, held = self.state.index, self.state.reservations
+        free = Counter({c.shape.id: c.free for c in index.shape_counts(pool)})
+        for node, units in held.pool_nodes(pool).items():  # admitted, their pods not seen yet
+            count = index.node_gpu_shape(node)
+            if count is not None:
+                free[count.shape.id] -= units
+        for (node, resource), units in held.pool_units(pool).items():
+            found = index.node_unit_count(node, resource)
+            if found is not None:
+                free[found[0].shape.id] -= units
+        return Counter({s: n - free[s] for s, n in asked.items() if n > free[s]})
+
+    def node_cut(self, pool: str, name: str, now: float) -> NodeCut | None:
+        index = self.state.index
+        row = index.node(name)
+        if row is None:
+            return None
+        labels = index.node_labels(name)
+        reservations = self.state.reservations
+        reserved = reservations.pool_nodes(pool).get(name, 0) + sum(
+            n for (node, _), n in reservations.pool_units(pool).items() if node == name
+        )
+        pods = index.node_gpu_pods(name) + reserved
+        last = _number(labels.get(RECUT_AT_LABEL))
+        if pods:
+            self._unused.pop(name, None)
+            unused = None
+        else:
+            unused = max(self._unused.setdefault(name, now), last or float("-inf"))
+        count = _number(labels.get(COUNT_LABEL))
+        return NodeCut(
+            name=name,
+            product=labels.get(PRODUCT_LABEL),
+            gpu_count=int(count) if count is not None else index.node_gpus(name),
+            config=labels.get(CONFIG_LABEL),
+            state=labels.get(MIG_CONFIG_STATE_LABEL),
+            gpu_pods=pods,
+            schedulable=row.schedulable or (labels.get(MIG_CONFIG_STATE_LABEL) or "") != "success",
+            last_change=last,
+            unused_since=unused,
+        )
+
+    def expected_seconds(self) -> float:
+        """What the next re-cut should take: the mean of the last ones seen, else a default."""
+        return sum(self._took) / len(self._took) if self._took else EXPECTED_SECONDS
+
+    def under_way(self, pool: str | None = None) -> list[RecutEvent]:
+        """The re-cuts asked and not ended yet (of ``pool`` when given)."""
+        return [e for e in self.events if e.state not in ENDED and (pool is None or e.pool == pool)]
+
+    # --- the round -------------------------------------------------------------------------------
+
+    async def round(self) -> None:
+        self.wake.clear()
+        now = clock.now()
+        self._follow(now)
+        policies = self.policies()
+        if not policies:
+            return
+        async with self.lock:
+            for pool, policy in policies:
+                nodes = [n for name in policy.nodes if (n := self.node_cut(pool, name, now))]
+                for cut in plan(policy, self.configs, nodes, self.wanted(pool), now):
+                    await self._recut(pool, cut, now)
+
+    async def _recut(self, pool: str, cut: Recut, now: float) -> None:
+        labels: dict[str, str | None] = {
+            CONFIG_LABEL: cut.config,
+            MIG_CONFIG_STATE_LABEL: "pending",
+            RECUT_AT_LABEL: str(int(now)),
+            RECUT_FOR_LABEL: cut.shape,
+        }
+        try:
+            node = await self.patch(cut.node, labels)
+        except Exception as e:  # the API server: tried again next round
+            log.warning("cannot re-cut node %s to %s: %s", cut.node, cut.config, e)
+            return
+        if isinstance(node, dict) and node.get("metadata"):
+            self.state.index.apply_node("MODIFIED", node)
+        event = RecutEvent(now, pool, cut.node, cut.config, cut.shape, cut.reason)
+        self.events.append(event)
+        self._unused.pop(cut.node, None)
+        log.info("Re-cutting node %s of %s to %s %s", cut.node, pool, cut.config, cut.reason)
+        self.changes.record("service", "gpupool", event.words(now), via="re-cut")
+
+    def _follow(self, now: float) -> None:
+        """Each re-cut under way that the MIG manager ended: in the change log, once."""
+        index = self.state.index
+        for event in self.under_way():
+            labels = index.node_labels(event.node)
+            if labels.get(CONFIG_LABEL) != event.config:
+                event.state, event.done_at = "superseded", now  # another config was asked since
+                continue
+            state = labels.get(MIG_CONFIG_STATE_LABEL) or ""
+            if state == event.state or state not in ("pending", "rebooting", "success", "failed"):
+                continue
+            event.state = state
+            if state in ("success", "failed"):
+                event.done_at = now
+                if state == "success":
+                    self._took.append(now - event.at)
+                self.changes.record("service", "gpupool", event.words(now), via="re-cut")
+                log.log(
+                    logging.INFO if state == "success" else logging.WARNING,
+                    "%s",
+                    event.words(now),
+                )
+
+    # --- what the pages and the health report show -----------------------------------------------
+
+    def rows(
+        self,
+        now: float,
+        iso: Callable[[float], str],
+        pool: str | None = None,
+        latest: bool = False,
+    ) -> list[dict[str, Any]]:
+        """The re-cuts asked for, newest first (``pool``'s only when given; with ``latest``,
+        only each node's last)."""
+        seen: set[str] = set()
+        out = []
+        for e in reversed(self.events):
+            if (pool is not None and e.pool != pool) or (latest and e.node in seen):
+                continue
+            seen.add(e.node)
+            out.append(e.row(now, iso))
+        return out
+
+    def problems(self, now: float) -> list[str]:
+        """A node the service re-cut whose MIG manager failed, or that is pending too long."""
+        out = []
+        late = max(10 * self.expected_seconds(), 600.0)
+        latest: dict[str, RecutEvent] = {}
+        for e in self.events:
+            latest[e.node] = e
+        for e in latest.values():
+            if e.state == "failed":
+                out.append(
+                    f"re-cutting {e.node} to {e.config} failed (nvidia.com/mig.config.state)"
+                )
+            elif e.done_at is None and now - e.at > late:
+                out.append(
+                    f"re-cutting {e.node} to {e.config} has not ended for {now - e.at:.0f} s"
+                )
+        return out
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None
