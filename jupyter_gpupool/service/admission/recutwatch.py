@@ -133,20 +133,29 @@ class RecutWatch:
         registry = self.state.registry
         return [(p.name, p.recut) for p in registry.pools.values() if p.recut is not None]
 
-    def wanted(self, pool: str) -> Counter[str]:
-        """Per shape id, the requests in line for it in ``pool`` beyond its free units, less
-        what reservations hold (a request counts once, for its first choice in the pool; whole
-        GPUs count as GPUs)."""
+    def asked(self) -> dict[str, Counter[str]]:
+        """Per pool and shape id, the requests in line for it (one pass over the line; a
+        request counts once per pool, for its first choice there; whole GPUs count as GPUs)."""
         base = self.state.admission_state()
-        asked: Counter[str] = Counter()
+        out: dict[str, Counter[str]] = {}
         for w in self.waiting():
             req = w.request
             if not req.gpus:
                 continue
+            seen: set[str] = set()
             for name, shape in req.choices(req.pools or pools_of(req, base)):
-                if name == pool:
-                    asked[shape or WHOLE] += 1 if shape else req.gpus
-                    break
+                if name not in seen:
+                    seen.add(name)
+                    out.setdefault(name, Counter())[shape or WHOLE] += 1 if shape else req.gpus
+        return out
+
+    def wanted(self, pool: str, asked: Counter[str] | None = None) -> Counter[str]:
+        """Per shape id, the requests in line for it in ``pool`` (:meth:`asked`) beyond its
+        free units, less what reservations hold."""
+        if asked is None:
+            asked = self.asked().get(pool, Counter())
+        if not asked:
+            return Counter()
         index, held = self.state.index, self.state.reservations
         free = Counter({c.shape.id: c.free for c in index.shape_counts(pool)})
         for node, units in held.pool_nodes(pool).items():  # admitted, their pods not seen yet
@@ -199,18 +208,36 @@ class RecutWatch:
 
     # --- the round -------------------------------------------------------------------------------
 
+    def plans(self, now: float) -> list[tuple[str, Recut]]:
+        """The re-cuts to ask for now, per pool (the planner's answers; nothing written). A
+        pool whose line wants nothing and whose nodes are all home is passed over at the cost
+        of a label lookup per node."""
+        policies = self.policies()
+        if not policies:
+            return []
+        asked = self.asked()
+        index = self.state.index
+        out: list[tuple[str, Recut]] = []
+        for pool, policy in policies:
+            wanted = self.wanted(pool, asked.get(pool, Counter()))
+            if not wanted and all(
+                (index.node_labels(n).get(CONFIG_LABEL) or policy.home) == policy.home
+                for n in policy.nodes
+            ):
+                continue
+            nodes = [n for name in policy.nodes if (n := self.node_cut(pool, name, now))]
+            out.extend((pool, cut) for cut in plan(policy, self.configs, nodes, wanted, now))
+        return out
+
     async def round(self) -> None:
         self.wake.clear()
         now = clock.now()
         self._follow(now)
-        policies = self.policies()
-        if not policies:
+        if not self.policies():
             return
-        async with self.lock:
-            for pool, policy in policies:
-                nodes = [n for name in policy.nodes if (n := self.node_cut(pool, name, now))]
-                for cut in plan(policy, self.configs, nodes, self.wanted(pool), now):
-                    await self._recut(pool, cut, now)
+        async with self.lock:  # no admission lands on a node between its plan and its patch
+            for pool, cut in self.plans(now):
+                await self._recut(pool, cut, now)
 
     async def _recut(self, pool: str, cut: Recut, now: float) -> None:
         labels: dict[str, str | None] = {

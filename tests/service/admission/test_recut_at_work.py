@@ -305,3 +305,17 @@ async def test_a_round_waits_for_the_desk_so_no_admission_lands_between_plan_and
         assert c.patches == []  # the round waits for the lock the desk holds
     await task
     assert [n for n, _ in c.patches] == ["big"]
+
+
+def test_a_request_counts_once_per_pool_for_its_first_choice_there(cluster):
+    req = AdmissionRequest(
+        "s1",
+        (),
+        ("training-pool", "training-pool"),
+        1,
+        admission_id="t1",
+        shapes=(MIG, "mig-3g.40gb"),
+    )
+    whole = AdmissionRequest("s2", (), ("training-pool",), 2, admission_id="t2")
+    cluster.line.take_up([Waiting(req, 1, cluster.now), Waiting(whole, 2, cluster.now)])
+    assert cluster.watch.asked() == {"training-pool": {MIG: 1, "whole": 2}}
