@@ -130,11 +130,17 @@ async def test_the_same_value_again_does_nothing_and_a_config_already_applied_su
         await cluster.label(NODE, CONFIG, "all-disabled")
         # every GPU is whole already: `nvidia-mig-parted assert` passes, no pending
         assert await seen.until() == ["success"]
+        seen.clear()
+        # not applied (no rule for this card), so each time it is taken up it goes pending
+        await cluster.label(NODE, CONFIG, "all-1g.5gb")
+        assert await seen.until() == ["pending", "success"]
         updates = seen.updates
-        await cluster.label(NODE, CONFIG, "all-disabled")
-        await cluster.label(NODE, "example.com/after", "1")  # a later update, to wait for
-        await async_wait_for(lambda: seen.updates > updates, what="the later update")
-        assert seen.states == ["success"] and seen.updates == updates + 1
+        await cluster.label(NODE, CONFIG, "all-1g.5gb")  # the same value: no update at all
+        await cluster.label(NODE, "example.com/after", "1")  # another label: not a change
+        await cluster.label(NODE, "example.com/later", "1")  # a later update, to wait for
+        await async_wait_for(lambda: seen.updates >= updates + 2, what="the later updates")
+        assert cluster.sim is not None and not cluster.sim.mig_manager.running(NODE)
+        assert seen.states == ["pending", "success"] and seen.updates == updates + 2
 
 
 async def test_changes_while_one_is_under_way_are_taken_up_after_it_the_latest_only(cluster):
@@ -168,6 +174,9 @@ mig-parted-config:
         mig-devices: {"1g.10gb": 7}
       - devices: [0, 1, 2, 3, 4, 5]
         mig-enabled: false
+    gpu-0-whole:
+      - devices: [0]
+        mig-enabled: false
     too-many:
       - devices: all
         mig-enabled: true
@@ -193,6 +202,13 @@ async def test_the_cluster_files_own_configs_cut_gpu_by_gpu_and_pods_keep_their_
             await settled(cluster, {"nvidia.com/gpu": "6", "nvidia.com/mig-1g.10gb": "14"})
             held = cluster.sim.kubelet.devices.of_pod(pod["metadata"]["uid"])
             assert [cluster.sim.kubelet.devices.gpu_index(NODE, k) for k in held["main"]] == [0]
+
+            seen.clear()
+            # no rule for GPUs 1-7: mig-parted leaves them as they are, and the config is not
+            # "already applied" (its assert wants every GPU matched)
+            await cluster.label(NODE, CONFIG, "gpu-0-whole")
+            assert await seen.until() == ["pending", "success"]
+            await settled(cluster, {"nvidia.com/gpu": "6", "nvidia.com/mig-1g.10gb": "14"})
 
             seen.clear()
             await cluster.label(NODE, CONFIG, "all-1g.10gb")  # not in this file
