@@ -38,6 +38,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="how long the kubelet takes to start a bound pod (default 0)",
     )
+    p.add_argument(
+        "--mig-delay",
+        type=float,
+        default=0.05,
+        metavar="SECONDS",
+        help="seconds between the MIG manager's steps when a node's nvidia.com/mig.config "
+        "label changes (default 0.05)",
+    )
     p.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
     p.set_defaults(func=run)
 
@@ -53,6 +61,7 @@ async def serve(args: argparse.Namespace) -> int:
             kubeconfig=args.kubeconfig,
             run_processes=args.run_processes,
             start_delay=args.start_delay,
+            mig_delay=args.mig_delay,
         )
     except DocumentError as e:
         for problem in e.problems:

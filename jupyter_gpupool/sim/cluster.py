@@ -283,8 +283,9 @@ class SimCluster:
             self.store, run_processes=run_processes, start_delay=start_delay, layouts=self.layouts
         )
         self.node_lifecycle = NodeLifecycle(self.store)
-        #: re-partitions MIG nodes (``nvidia.com/mig.config.state`` pending, rebooting,
-        #: success), ``mig_delay`` seconds between two steps
+        #: re-partitions GPU nodes when their ``nvidia.com/mig.config`` label changes
+        #: (``nvidia.com/mig.config.state`` pending, rebooting, success), ``mig_delay`` seconds
+        #: between two steps; the cluster file's ``mig-parted-config`` names the configs
         self.mig_manager = MigManager(
             self.store,
             self.kubelet.devices,
@@ -292,7 +293,9 @@ class SimCluster:
             self.layouts,
             self.node_lifecycle.settle,
             mig_delay,
+            self.spec.mig_configs,
         )
+        self.mig_manager.start()
         # GPU telemetry (GET /sim/v1/dcgm/metrics), from the kubelet's table of GPUs per pod.
         self.dcgm = DcgmExporter(self.store, self.kubelet.devices)
         self.dcgm.start()
@@ -343,6 +346,7 @@ class SimCluster:
         self.node_lifecycle.start()
         self.scheduler.start()
         self.kubelet.start()
+        self.mig_manager.start()
         if self._kubeconfig_arg:
             path = Path(self._kubeconfig_arg)
         else:

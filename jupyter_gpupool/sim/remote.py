@@ -30,6 +30,7 @@ from kubernetes_asyncio import client, config
 
 from .cluster import NodeLifecycle, node_object
 from .nodes.kubelet import Kubelet
+from .nodes.partitions import Layout
 from .nodes.podhost import PodListener
 from .nodes.spec import ClusterSpec
 from .objects.pod_events import pod_event
@@ -253,6 +254,9 @@ class RemoteNodes:
         self.api: client.ApiClient | None = None
         self.host: ApiHost | None = None
         self.kubelet: Kubelet | None = None
+        #: how partitioned nodes' GPUs are cut, by node name: the kubelet hands out their
+        #: devices (a MIG manager on these nodes changes it)
+        self.layouts: dict[str, Layout] = {}
 
     @property
     def v1(self) -> client.CoreV1Api:
@@ -271,16 +275,16 @@ class RemoteNodes:
         await self.register()
         self.host = ApiHost(self.api)
         await self.host.start()
-        layouts = {}
+        self.layouts.clear()
         for node in self.spec.nodes:
             layout = node.gpu.layout()
             if layout is not None:
-                layouts[node.name] = layout
+                self.layouts[node.name] = layout
         self.kubelet = Kubelet(
             self.host,
             run_processes=self.run_processes,
             start_delay=self.start_delay,
-            layouts=layouts,
+            layouts=self.layouts,
         )
         self.kubelet.start()
         return self

@@ -102,4 +102,10 @@ async def test_the_steps_follow_on_their_own_after_the_delay():
         assert states == ["pending", "rebooting", "pending", "success"]
         node = c.store.get("nodes", None, "mig-node")
         alloc = {k: v for k, v in node["status"]["allocatable"].items() if "nvidia" in k}
-        assert alloc == {"nvidia.com/gpu": "1", "nvidia.com/mig-7g.80gb": "1"}
+        # the kubelet keeps a device resource it saw once, at 0 (nodestatus/setters.go)
+        assert alloc == {
+            "nvidia.com/gpu": "1",
+            "nvidia.com/mig-7g.80gb": "1",
+            "nvidia.com/mig-1g.10gb": "0",
+            "nvidia.com/mig-3g.40gb": "0",
+        }

@@ -221,6 +221,38 @@ class GPUDevices:
         """The GPUs of ``node`` that are held, by index."""
         return dict(self._nodes.get(node, {}))
 
+    def pods_on(self, node: str, gpus: set[int] | frozenset[int]) -> list[str]:
+        """The pods (``namespace/name``) holding devices of these physical GPUs of ``node``."""
+        pods = {
+            f"{h.namespace}/{h.pod}"
+            for key, h in self._nodes.get(node, {}).items()
+            if self.gpu_index(node, key) in gpus
+        }
+        return sorted(pods)
+
+    def relayout(self, node: str, old: Layout | None, new: Layout | None) -> None:
+        """Node ``node``'s layout changes from ``old`` to ``new`` (None: whole GPUs): the devices
+        held, all on GPUs whose layout stays, are the same units under their new indices. Call
+        it before ``layouts`` holds ``new``."""
+        held = self._nodes.get(node)
+        if not held:
+            return
+
+        def ident(layout: Layout | None, key: int) -> tuple[Any, ...]:
+            if layout is None:
+                return (key, GPU_RESOURCE, None, None, None)
+            u = layout.units[key]
+            return (u.gpu, u.resource, u.profile, u.gi, u.replica)
+
+        where = {ident(new, i): i for i in range(len(new.units))} if new is not None else None
+        moved = {}
+        for key, holder in held.items():
+            it = ident(old, key)
+            to = where.get(it) if where is not None else (it[0] if it[2:] == (None,) * 3 else None)
+            if to is not None:
+                moved[to] = holder
+        self._nodes[node] = moved
+
 
 def store_gpu_capacity(store: Store) -> Callable[[str], int | None]:
     """A node's GPUs on the simulator's store: its allocatable ``nvidia.com/gpu`` (0 when the

@@ -96,11 +96,19 @@ def card_of(product: str | None) -> Card | None:
     return None
 
 
+#: one GPU cut by a mig-parted config: None for a whole GPU (MIG off), else (profile, count)
+#: pairs (MIG on; none: MIG on without instances), as ``core.documents.mig_parted`` gives them
+GPUCut = tuple[tuple[str, int], ...] | None
+
+
 @dataclass(frozen=True)
 class MigSpec:
     strategy: str  # single | mixed
     profile: str | None = None  # single: every GPU cut into as many of it as fit
     devices: tuple[tuple[str, int], ...] = ()  # mixed: how many of each, over the node
+    #: GPU by GPU, as a mig-parted config cuts them (the MIG manager's re-cuts); when given,
+    #: ``profile`` and ``devices`` are not read
+    gpus: tuple[GPUCut, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +141,8 @@ class Layout:
     card: Card | None = None
     replicas: int = 1
     rename: bool = False
+    #: GPUs in MIG mode that hold no instance (a mig-parted config may enable MIG without any)
+    empty_mig: frozenset[int] = frozenset()
 
     def resources(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -141,7 +151,20 @@ class Layout:
         return out
 
     def mig_gpus(self) -> set[int]:
-        return {u.gpu for u in self.units if u.profile is not None}
+        """The GPUs in MIG mode."""
+        return {u.gpu for u in self.units if u.profile is not None} | set(self.empty_mig)
+
+    def gpu_cuts(self) -> tuple[GPUCut, ...]:
+        """Each GPU as a mig-parted config would say it: None (whole, or shared: MIG off), else
+        its instances' (profile, count) pairs in profile order."""
+        per: list[dict[str, int] | None] = [None] * self.gpus
+        for g in self.mig_gpus():
+            per[g] = {}
+        for u in self.units:
+            cut = per[u.gpu]
+            if u.profile is not None and cut is not None:
+                cut[u.profile] = cut.get(u.profile, 0) + 1
+        return tuple(None if c is None else tuple(sorted(c.items())) for c in per)
 
     def labels(self, product: str | None, memory_mib: int | None) -> dict[str, str]:
         """GFD's labels for this layout (besides ``nvidia.com/gpu.product``, ``.count`` and
@@ -259,6 +282,8 @@ def build(
                 f"MIG needs gpu.product to name a card the simulator knows "
                 f"({', '.join(c.name for c in CARDS)}), not {product!r}"
             )
+        if mig.gpus is not None:
+            return _build_cuts(card, mig, gpus, memory_mib)
         units: list[Unit] = []
         if mig.strategy == "single":
             prof = card.profile(mig.profile or "")
@@ -295,6 +320,47 @@ def build(
         ]
         return Layout("hami", gpus, units, None, hami_split)
     return None
+
+
+def _build_cuts(card: Card, mig: MigSpec, gpus: int, memory_mib: int | None) -> Layout | str:
+    """The layout of GPUs cut one by one (``mig.gpus``), or why it can't be: a profile the card
+    does not have, instances that do not fit one GPU, or (single strategy) GPUs not cut alike."""
+    cuts = mig.gpus or ()
+    if len(cuts) != gpus:
+        return f"{len(cuts)} GPU layouts for {gpus} GPUs"
+    units: list[Unit] = []
+    empty: set[int] = set()
+    for g, cut in enumerate(cuts):
+        if cut is None:
+            units.append(Unit(GPU_RESOURCE, g, memory_mib=memory_mib))
+            continue
+        profs: list[Profile] = []
+        for name, n in cut:
+            prof = card.profile(name.replace("+", "."))
+            if prof is None:
+                return f"GPU {g}: {unknown_profile(card, name)}"
+            profs += [prof] * n
+        compute = sum(p.compute for p in profs)
+        memory = sum(p.memory_slices for p in profs)
+        if compute > card.compute or memory > card.memory_slices:
+            words = ", ".join(f"{n} x {name}" for name, n in cut)
+            return (
+                f"GPU {g}: {words} take {compute} compute and {memory} memory slices, more than "
+                f"the {card.name}'s {card.compute} and {card.memory_slices}"
+            )
+        if not profs:
+            empty.add(g)
+        profs.sort(key=lambda p: (-p.compute, -p.memory_slices))
+        for k, prof in enumerate(profs):
+            res = GPU_RESOURCE if mig.strategy == "single" else MIG_PREFIX + prof.name
+            units.append(Unit(res, g, prof.name, k + 1, None, prof.memory_mib))
+    if mig.strategy == "single":
+        # GFD names a node whose GPUs are not cut alike <product>-MIG-INVALID; the simulator
+        # makes no such node
+        if len(set(cuts)) != 1 or None in cuts or len({u.profile for u in units}) != 1:
+            return "the single strategy needs every GPU cut alike into one profile"
+        return Layout("mig-single", gpus, units, card, empty_mig=frozenset(empty))
+    return Layout("mig-mixed", gpus, units, card, empty_mig=frozenset(empty))
 
 
 def is_device_resource(name: str) -> bool:

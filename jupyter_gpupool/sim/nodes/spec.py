@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...core.documents.mig_parted import MigConfigs, read_configs
 from ...core.documents.yaml_reader import (
     Document,
     DocumentError,
@@ -53,6 +54,8 @@ from .partitions import (
 CONDITION_TYPES = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
 TAINT_EFFECTS = EFFECTS
 GPU_RESOURCE = "nvidia.com/gpu"
+#: the cluster file's own mig-parted config file (its text, or the same as a mapping)
+MIG_PARTED_KEY = "mig-parted-config"
 
 _NODE_KEYS = {
     "name",
@@ -70,7 +73,7 @@ _GPU_KEYS = {"count", "type", "product", "memory", "device-plugin", "mig", "shar
 _MIG_KEYS = {"strategy", "profile", "devices"}
 _SHARING_KEYS = {"strategy", "replicas", "rename"}
 _HAMI_KEYS = {"split"}
-_TOP_KEYS = {"nodes", "defaults", "namespaces"}
+_TOP_KEYS = {"nodes", "defaults", "namespaces", MIG_PARTED_KEY}
 _DEFAULT_KEYS = {"cpu", "memory", "pods"}
 _TAINT_KEYS = {"key", "value", "effect"}
 
@@ -152,6 +155,8 @@ class NodeSpec:
 class ClusterSpec:
     nodes: list[NodeSpec] = field(default_factory=list)
     namespaces: list[str] = field(default_factory=list)
+    #: the configs ``nvidia.com/mig.config`` names (None: the GPU operator's default file's)
+    mig_configs: MigConfigs | None = None
 
 
 class _Checker:
@@ -279,6 +284,26 @@ def _parse_partitions(c: _Checker, gpu: dict, path: tuple[Any, ...], spec: GPUSp
         spec.mig = spec.sharing = spec.hami_split = None
 
 
+def _parse_mig_parted(c: _Checker, raw: Any) -> MigConfigs | None:
+    """``mig-parted-config``: a mig-parted config file, as its text or as a mapping."""
+    import yaml
+
+    where = (MIG_PARTED_KEY,)
+    if isinstance(raw, Mapping):
+        text = yaml.safe_dump(dict(raw))
+    elif isinstance(raw, str):
+        text = raw
+    else:
+        c.add(where, "must be a mig-parted config file: its text, or a mapping with mig-configs")
+        return None
+    try:
+        return read_configs(text, MIG_PARTED_KEY)
+    except DocumentError as e:
+        for problem in e.problems:
+            c.add(where, f"{problem.path}: {problem.message}")
+        return None
+
+
 def _parse_node(c: _Checker, raw: Any, path: tuple[Any, ...], defaults: dict) -> NodeSpec | None:
     data = c.mapping(raw, path, _NODE_KEYS)
     if not data:
@@ -383,6 +408,8 @@ def parse_cluster(text: str, file: str = "<cluster>") -> ClusterSpec:
             continue
         seen[node.name] = i
         spec.nodes.append(node)
+    if MIG_PARTED_KEY in top:
+        spec.mig_configs = _parse_mig_parted(c, top[MIG_PARTED_KEY])
     namespaces = top.get("namespaces") or []
     if not isinstance(namespaces, list):
         c.add(("namespaces",), "must be a list of names")

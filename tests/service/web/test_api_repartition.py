@@ -99,7 +99,9 @@ async def test_a_node_being_repartitioned_takes_nothing_and_then_offers_its_new_
 
     after = node_now(service)
     assert after["metadata"]["labels"]["nvidia.com/mig.config.state"] == "success"
+    # nvidia.com/gpu stays, at 0: the kubelet keeps a device resource it saw once
     assert {k: v for k, v in after["status"]["allocatable"].items() if "nvidia" in k} == {
+        "nvidia.com/gpu": "0",
         "nvidia.com/mig-1g.10gb": "7",
         "nvidia.com/mig-3g.40gb": "2",
     }
