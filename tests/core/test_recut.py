@@ -96,7 +96,7 @@ def test_unused_instances_go_home_after_the_policys_time_and_not_before():
     cut = node("n1", config="all-1g.10gb", unused_since=NOW - 1800)
     (back,) = plan(POLICY, DEFAULT_CONFIGS, [cut], {}, NOW)
     assert (back.config, back.back) == ("all-disabled", True)
-    assert back.reason == "back to all-disabled: its instances stood unused 30 min"
+    assert back.reason == "back to all-disabled: its instances stood unused 30m"
     # in use (a pod on it): never
     busy = node("n1", config="all-1g.10gb", pods=1, unused_since=None)
     assert plan(POLICY, DEFAULT_CONFIGS, [busy], {}, NOW) == []

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from ..documents.mig_parted import MigConfigs, units
 from ..pools.recut_policy import RecutPolicy
+from ..time.idle import duration_words
 from ..usage.shapes import WHOLE
 
 #: ``nvidia.com/mig.config.state`` values after which a node's layout may change again
@@ -142,8 +143,7 @@ def plan(
             continue
         idle = None if n.unused_since is None else now - n.unused_since
         if idle is not None and idle >= policy.unused_seconds:
-            minutes = round(idle / 60)
-            reason = f"back to {policy.home}: its instances stood unused {minutes} min"
+            reason = f"back to {policy.home}: its instances stood unused {duration_words(idle)}"
             out.append(Recut(n.name, policy.home, WHOLE, 0, True, reason))
     return out
 

@@ -23,14 +23,14 @@ from typing import Any
 from ..documents.durations import duration_seconds
 from ..documents.spec import Checker, Field, ListOf, Record, Str
 from ..documents.yaml_reader import PathElem
+from ..usage.labels import NODE_RECUT_AT, NODE_RECUT_FOR
 
 #: The MIG manager's labels: the config asked for, and its state (docs/shapes.md)
 CONFIG_LABEL = "nvidia.com/mig.config"
 STATE_LABEL = "nvidia.com/mig.config.state"
-#: The service's own, beside them: when it last asked the node to change (epoch seconds) and
-#: the shape id it asked the change for (``mig-1g.10gb``; ``whole`` when it went home)
-RECUT_AT_LABEL = "gpupool.runwhere.ai/recut-at"
-RECUT_FOR_LABEL = "gpupool.runwhere.ai/recut-for"
+#: The service's own, beside them (``core/usage/labels.py``)
+RECUT_AT_LABEL = NODE_RECUT_AT
+RECUT_FOR_LABEL = NODE_RECUT_FOR
 #: A re-cut's state while it is under way
 UNDER_WAY = ("pending", "rebooting")
 

@@ -45,6 +45,11 @@ GPU_RESOURCE = "nvidia.com/gpu"
 
 PREFIX = "gpupool.jupyter.org/"
 
+#: On a node the service re-cut (MIG layouts to demand, ``core/admission/recut.py``): when it
+#: last asked the node to change (epoch seconds), and the shape id it asked the change for
+#: (``mig-1g.10gb``; ``whole`` when the node went home).
+NODE_RECUT_AT = PREFIX + "recut-at"
+NODE_RECUT_FOR = PREFIX + "recut-for"
 #: Pool the server was admitted to (label and annotation; pool names are valid label values).
 POD_POOL = PREFIX + "pool"
 #: The JupyterHub user: raw name in the annotation, :func:`safe_label_value` in the label.

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
+from ..documents.mig_parted import DEFAULT_CONFIGS, MigConfigs, units
 from ..kube.quantities import quantity_int
 from .labels import (
     GFD_COUNT_LABEL,
@@ -40,6 +41,7 @@ from .labels import (
     GFD_PRODUCT_LABEL,
     GPU_RESOURCE,
     GPU_TYPE_LABEL,
+    NODE_RECUT_FOR,
 )
 
 # --- names ---------------------------------------------------------------------------------------
@@ -61,6 +63,7 @@ HAMI_CORES_RESOURCE = "nvidia.com/gpucores"
 
 MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
 MIG_CONFIG_STATE_LABEL = "nvidia.com/mig.config.state"
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 REPLICAS_LABEL = "nvidia.com/gpu.replicas"
 SHARING_STRATEGY_LABEL = "nvidia.com/gpu.sharing-strategy"
 #: HAMi's chart runs its device plugin on nodes with this label (``devicePlugin.nvidiaNodeSelector``).
@@ -74,6 +77,10 @@ REPARTITIONING = {
     "rebooting": "rebooting to change MIG mode",
     "failed": "MIG re-partition failed",
 }
+
+#: A node the service re-cut, while the MIG manager says ``success`` and the device plugin
+#: still advertises the old layout (it restarts after the MIG manager is done)
+SETTLING = "MIG re-cut applied, waiting for the device plugin to advertise it"
 
 #: What each kind isolates, in words a user reads on the spawn form.
 ISOLATION = {
@@ -171,7 +178,29 @@ def node_offer(labels: Mapping[str, str], allocatable: Mapping[str, str]) -> Off
         shapes.extend(full)
         shapes.extend(_mig_mixed(labels, allocatable))
     state = labels.get(MIG_CONFIG_STATE_LABEL)
-    return Offer(tuple(shapes), REPARTITIONING.get(state or ""), problem)
+    repartitioning = REPARTITIONING.get(state or "")
+    if repartitioning is None and state == "success" and labels.get(NODE_RECUT_FOR):
+        # the MIG manager is done before the device plugin advertises the new instances: a
+        # node the service re-cut takes nothing until its allocatable is what its config makes
+        want = config_units(labels)
+        have = {o.shape.id: o.count for o in shapes if o.count}
+        if want is not None and have != want:
+            repartitioning = SETTLING
+    return Offer(tuple(shapes), repartitioning, problem)
+
+
+def config_units(
+    labels: Mapping[str, str], configs: MigConfigs = DEFAULT_CONFIGS
+) -> dict[str, int] | None:
+    """What the node offers once its ``nvidia.com/mig.config`` is applied, by shape id
+    (``{"mig-1g.10gb": 56}``), from GFD's product and GPU count; None when the config is not
+    known or not for its card."""
+    rules = configs.get(labels.get(MIG_CONFIG_LABEL) or "")
+    count = _int(labels.get(GFD_COUNT_LABEL))
+    got = units(rules, count, labels.get(GFD_PRODUCT_LABEL)) if rules and count else None
+    if got is None:
+        return None
+    return {(k if k == WHOLE else f"{MIG}-{k}"): n for k, n in got.items() if n}
 
 
 def gpu_model(labels: Mapping[str, str]) -> str | None:

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..documents.mig_parted import DEFAULT_CONFIGS, MigConfigs, units
+from ..documents.mig_parted import DEFAULT_CONFIGS, MigConfigs
 from ..pools.model import Pool
 from ..pools.recut_policy import CONFIG_LABEL, RECUT_AT_LABEL, STATE_LABEL, UNDER_WAY
 from ..usage.index import UsageIndex
-from ..usage.shapes import WHOLE
+from ..usage.shapes import WHOLE, config_units
 from .gpu_use import clock_words
 
 JSON = dict[str, Any]
@@ -29,14 +29,7 @@ EXPECTED_SECONDS = 120.0
 
 def brings(labels: Mapping[str, str], configs: MigConfigs = DEFAULT_CONFIGS) -> dict[str, int]:
     """What a node will offer once its ``nvidia.com/mig.config`` is applied, by shape id."""
-    rules = configs.get(labels.get(CONFIG_LABEL) or "")
-    count = labels.get("nvidia.com/gpu.count") or ""
-    got = (
-        units(rules, int(count), labels.get("nvidia.com/gpu.product"))
-        if rules and count.isdigit()
-        else None
-    )
-    return {(k if k == WHOLE else f"mig-{k}"): n for k, n in (got or {}).items()}
+    return config_units(labels, configs) or {}
 
 
 def recuts_under_way(pool: Pool, index: UsageIndex) -> list[JSON]:

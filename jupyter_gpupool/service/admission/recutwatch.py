@@ -40,6 +40,7 @@ from ...core.pools.recut_policy import (
     RECUT_FOR_LABEL,
     RecutPolicy,
 )
+from ...core.time.idle import duration_words
 from ...core.usage.shapes import MIG_CONFIG_STATE_LABEL, WHOLE
 from ...core.words.gpu_use import clock_words
 from .. import clock
@@ -81,7 +82,7 @@ class RecutEvent:
         if self.reason.startswith("back to"):
             head = f"{self.node} {self.reason} (at {clock_words(self.at, now)})"
         if self.state == "success" and self.done_at is not None:
-            return f"{head}: done in {round(self.done_at - self.at)} s"
+            return f"{head}: done in {duration_words(self.done_at - self.at)}"
         if self.state == "failed":
             return f"{head}: failed, left as the MIG manager left it"
         return f"{head}: {self.state}"

@@ -188,8 +188,8 @@ def test_six_users_waiting_for_1g_get_an_idle_node_re_cut_and_it_goes_home_unuse
             {
                 CONFIG: "all-1g.10gb",
                 STATE: "pending",
-                "gpupool.runwhere.ai/recut-at": str(int(cluster.now)),
-                "gpupool.runwhere.ai/recut-for": MIG,
+                "gpupool.jupyter.org/recut-at": str(int(cluster.now)),
+                "gpupool.jupyter.org/recut-for": MIG,
             },
         )
     ]
@@ -211,7 +211,7 @@ def test_six_users_waiting_for_1g_get_an_idle_node_re_cut_and_it_goes_home_unuse
     cluster.round()
     words = [c.what for c in cluster.changes.latest()]
     assert words[0].startswith("big re-cut to all-1g.10gb at ") and words[0].endswith(
-        "for 4 waiting requests of 1g.10gb: done in 90 s"
+        "for 4 waiting requests of 1g.10gb: done in 1m30s"
     ), words
 
     # the six end; big's instances stand unused: home only after 30 min, not before
@@ -229,7 +229,7 @@ def test_six_users_waiting_for_1g_get_an_idle_node_re_cut_and_it_goes_home_unuse
     cluster.mig_manager("big")
     cluster.round()
     assert cluster.changes.latest()[0].what.startswith(
-        "big back to all-disabled: its instances stood unused 30 min"
+        "big back to all-disabled: its instances stood unused 30m"
     )
     assert cluster.state.index.node_gpus("big") == 8
 
@@ -319,3 +319,20 @@ def test_a_request_counts_once_per_pool_for_its_first_choice_there(cluster):
     whole = AdmissionRequest("s2", (), ("training-pool",), 2, admission_id="t2")
     cluster.line.take_up([Waiting(req, 1, cluster.now), Waiting(whole, 2, cluster.now)])
     assert cluster.watch.asked() == {"training-pool": {MIG: 1, "whole": 2}}
+
+
+def test_nothing_lands_on_the_node_between_success_and_the_device_plugins_new_resources(cluster):
+    # the MIG manager says success before the device plugin advertises the instances (it
+    # restarts after): the node still shows its 8 whole GPUs then, and must take none of them
+    for i in range(6):
+        cluster.ask(f"student{i}")
+    cluster.round()
+    stale = cluster.nodes["big"]
+    stale["metadata"]["labels"][STATE] = "success"
+    cluster.state.index.apply_node("MODIFIED", copy.deepcopy(stale))
+    assert cluster.ask("researcher", shape=None, gpus=2).status == 202
+    assert cluster.on("big") == 0
+    assert cluster.state.index.node("big").reasons, "big should say why it takes nothing"
+    cluster.mig_manager("big")  # the device plugin's resources
+    cluster.settle()
+    assert cluster.on("big") == 4
