@@ -149,7 +149,28 @@ def demo_pools_dir(opts: DemoOptions) -> Path:
             for f in sorted(source.iterdir()):
                 if f.is_file() and f.suffix in FILE_SUFFIXES:
                     shutil.copy2(f, target / f.name)
+            training = target / "training-pool.yaml"
+            if training.is_file() and "\nrecut:" not in training.read_text():
+                with training.open("a") as f:
+                    f.write(DEMO_RECUT)
     return target
+
+
+#: What the demo adds to its copy of training-pool.yaml (the examples stay in gpuctl's format):
+#: the service may re-cut gpu-node-2's A100s into MIG instances for a waiting line, and back
+DEMO_RECUT = """
+# Added by gpupool demo (the example file is gpuctl's): the service may re-cut gpu-node-2's
+# eight A100s into MIG instances when requests wait for a shape no node offers free, and back
+# to whole GPUs once they stood unused (docs/pools.md, "recut"). The names are mig-parted
+# configs of the GPU operator's default file. The demo's times are short so that a newcomer
+# sees both; a cluster would keep the defaults (unused 30m, interval 10m).
+recut:
+  nodes: [gpu-node-2]
+  configs: [all-disabled, all-1g.10gb, all-balanced]
+  home: all-disabled
+  unused: 3m
+  interval: 1m
+"""
 
 
 def service_command(opts: DemoOptions, port: int, kubeconfig: str) -> list[str] | None:
@@ -229,8 +250,10 @@ class Demo:
         if self.opts.kubeconfig is not None:
             self.kubeconfig = str(self.opts.kubeconfig.resolve())
         else:
+            # the MIG manager takes 5 s a step, so that a re-cut (training-pool may re-cut
+            # gpu-node-2: DEMO_RECUT) is seen pending, then rebooting
             self.cluster = SimCluster(
-                spec, kubeconfig=self.state / "kubeconfig", run_processes=True
+                spec, kubeconfig=self.state / "kubeconfig", run_processes=True, mig_delay=5.0
             )
             # the node labels of the last run (an admin's pool changes), before anyone sees them
             self.labels = NodeLabelKeeper(self.cluster, self.state / NODE_LABELS_FILE)

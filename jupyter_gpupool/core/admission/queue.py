@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from ..documents.mig_parted import DEFAULT_CONFIGS
 from ..pools.model import Pool
 from .booking_charge import charge as charge_with_bookings
 from .decision import (
@@ -43,6 +44,7 @@ from .decision import (
     gpus_text,
 )
 from .holds import Hold, Holds
+from .recut import could_offer
 from .shape_fit import need_of, offered
 from .walk import validate_gpus
 
@@ -223,7 +225,13 @@ def never_reason(
             ids = {c.shape.id for c in state.usage.shape_counts(name)}
             if request.gpus != 1:
                 reasons.append(f"{name}: a server gets one {shape_id}")
-            elif shape_id not in ids or not pool.offers_shape(shape_id):
+            elif not pool.offers_shape(shape_id) or (
+                shape_id not in ids
+                and not (
+                    pool.recut is not None
+                    and could_offer(pool.recut, DEFAULT_CONFIGS, state.usage.node_labels, shape_id)
+                )
+            ):
                 reasons.append(f"{name}: this pool has no {shape_id}")
             else:
                 return None

@@ -24,12 +24,13 @@ and the wanted counts, and acts on the :class:`Recut` answers.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..documents.mig_parted import MigConfigs, units
 from ..pools.recut_policy import RecutPolicy
 from ..time.idle import duration_words
+from ..usage.labels import GFD_COUNT_LABEL, GFD_PRODUCT_LABEL
 from ..usage.shapes import WHOLE
 
 #: ``nvidia.com/mig.config.state`` values after which a node's layout may change again
@@ -165,3 +166,25 @@ def _best_config(
         if count and (best is None or count > best[1]):
             best = (config, count)
     return best
+
+
+def could_offer(
+    policy: RecutPolicy,
+    configs: MigConfigs,
+    labels_of: Callable[[str], Mapping[str, str]],
+    shape: str,
+) -> bool:
+    """Whether re-cutting one of the policy's nodes (as GFD describes it: product and GPU
+    count) to one of its configs would make ``shape``: then a request for it may wait in line
+    though no node offers it now."""
+    for name in policy.nodes:
+        labels = labels_of(name)
+        count = labels.get(GFD_COUNT_LABEL) or ""
+        if not count.isdigit():
+            continue
+        node = NodeCut(name, labels.get(GFD_PRODUCT_LABEL), int(count), None, None, 0)
+        for config in policy.configs:
+            got = shape_units(configs, config, node)
+            if got is not None and got[shape]:
+                return True
+    return False

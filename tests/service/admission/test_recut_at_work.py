@@ -53,14 +53,13 @@ def whole_node(name: str) -> dict[str, Any]:
 
 
 class Cluster:
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, with_mig: bool = True) -> None:
         self.now = 1_800_000_000.0
         monkeypatch.setattr(clock, "now", lambda: self.now)
         self.state = ServiceState(load_string(POOLS))
-        self.nodes = {
-            "mig": mig_node("mig", "training-pool", {"1g.10gb": 2}),
-            "big": whole_node("big"),
-        }
+        self.nodes = {"big": whole_node("big")}
+        if with_mig:
+            self.nodes["mig"] = mig_node("mig", "training-pool", {"1g.10gb": 2})
         for n in self.nodes.values():
             self.state.index.apply_node("ADDED", n)
         self.loop = asyncio.new_event_loop()
@@ -336,3 +335,21 @@ def test_nothing_lands_on_the_node_between_success_and_the_device_plugins_new_re
     cluster.mig_manager("big")  # the device plugin's resources
     cluster.settle()
     assert cluster.on("big") == 4
+
+
+def test_a_shape_no_node_offers_yet_waits_for_the_re_cut_that_makes_it(monkeypatch):
+    c = Cluster(monkeypatch, with_mig=False)
+    try:
+        # no node offers 1g.10gb, but big could be cut into them: in line, not refused
+        assert c.ask("student0").status == 202
+        # a shape no allowed config makes is refused as ever
+        refused = c.ask("student1", shape="mig-7g.80gb")
+        assert refused.status == 409 and "has no mig-7g.80gb" in (
+            refused.note + refused.decision.message
+        ), refused
+        c.round()
+        c.mig_manager("big")
+        c.settle()
+        assert c.on("big") == 1 and not c.line.waiting
+    finally:
+        c.loop.close()
