@@ -151,8 +151,8 @@ def demo_pools_dir(opts: DemoOptions) -> Path:
                     shutil.copy2(f, target / f.name)
             training = target / "training-pool.yaml"
             if training.is_file() and "\nrecut:" not in training.read_text():
-                with training.open("a") as f:
-                    f.write(DEMO_RECUT)
+                with training.open("a") as out:
+                    out.write(DEMO_RECUT)
     return target
 
 
