@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from service_kit import delete_pod, start_pod
+from test_pages import Browser, text
 from waiting import async_wait_for
 
+from jupyter_gpupool.service.web.auth import ADMIN_SCOPE
 from jupyter_gpupool.sim import SimCluster
 
 MIG = {"pool": "training-pool", "shape": "mig-1g.10gb"}
@@ -76,6 +78,14 @@ async def test_six_students_get_1g_instances_from_a_re_cut_node_that_goes_home_u
         and "for 4 waiting requests of 1g.10gb" in w
         for w in words
     ), words
+
+    # the pool's page and the health page say it, as the change log does
+    admin_page = Browser(service, service.hub.user("ops", [], [ADMIN_SCOPE]))
+    status, html, _ = await admin_page.get("pools/training-pool")
+    assert status == 200
+    assert "MIG re-cuts" in text(html) and "gpu-node-2 re-cut to all-1g.10gb at" in text(html)
+    status, html, _ = await admin_page.get("health")
+    assert status == 200 and "re-cut gpu-node-2" in text(html)
 
     for i in range(6):
         await delete_pod(sim_cluster, f"jupyter-student{i}")
