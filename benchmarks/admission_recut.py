@@ -17,6 +17,13 @@ round's). The re-cuts planned are counted, **not applied**: no node is relabelle
 manager answers, so every round plans from the same layouts and asks about the same re-cuts
 again (the service would see them under way and ask none).
 
+What this measures and what not: admissions here come back to back, so a round meets one
+admission in the thousands and the p99 sees a round's length only through that one (and its
+garbage and cache misses through the others); in a service admitting steadily, every admission
+arriving during a round waits for the rest of it, up to ``recut_round_ms`` (the share of them
+that do is about the round over the round plus 2 s). The second run's ``rss_mb`` counts the
+service's modules too, imported for the watch.
+
 Prints ``{"none": {...}, "recut": {...}, "recut_x_none_p99": ..., "recut_round_ms": {"p50": ...,
 "max": ...}, "recut_rounds": ..., "recuts_asked": {...}}``: both runs' figures, the recut run's
 admission p99 over the first's (the target: at most 1.10), the planning rounds' times and how
