@@ -26,6 +26,7 @@ pools; it prints ``{"whole": {...}, "mig": {...}, "mig_x_whole_admissions_per_s"
     python benchmarks/bench_admission.py --nodes 50 --pools 5 --pods 500 --users 40 --groups 8
     python benchmarks/bench_admission.py --mig-fraction 0.5    # half of 5,000 nodes MIG
     python benchmarks/bench_admission.py --bookings 1000       # with 1,000 bookings defined
+    python benchmarks/bench_admission.py --recut               # re-cutting allowed everywhere
 
 With ``--bookings N`` (issue 30) the run is made twice on clusters built from the same seed,
 both at the same moment (a Tuesday, 10:30 UTC, in term): first with no booking, then with ``N``
@@ -38,6 +39,13 @@ other), and the second decision is the one kept; so the two latencies are measur
 cluster, requests and load. It adds the decision's own latency (without the reservation) both
 ways, ``none_decide_p50_ms``/``p99`` and ``bookings_decide_p50_ms``/``p99``, and their ratio
 ``bookings_x_none_p99`` (the target: at most 1.10) to the figures.
+
+With ``--recut`` (issue 41) the run is made twice on clusters built from the same seed, first
+without a pool file's ``recut`` section, then with re-cutting allowed on every node of every
+pool and the service's re-cut planning run every 2 s beside the admissions for a line of
+``--waiting`` requests, each round's time charged to the admission that comes next;
+``recut_x_none_p99`` is the second run's admission p99 over the first's (the target: at most
+1.10). ``admission_recut.py`` says how, and what else it prints.
 """
 
 from __future__ import annotations
@@ -56,6 +64,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import admission_recut
+from naive_admission import naive_decide
 
 from jupyter_gpupool.core.admission.walk import AdmissionRequest, AdmissionState, decide
 from jupyter_gpupool.core.pools.model import Registry
@@ -64,7 +76,6 @@ from jupyter_gpupool.core.time.bookings import Booking, Weekly, Window
 from jupyter_gpupool.core.time.bookings_in_force import Calendar
 from jupyter_gpupool.core.usage import labels as L
 from jupyter_gpupool.core.usage.index import UsageIndex
-from jupyter_gpupool.core.usage.records import pod_gpus
 from jupyter_gpupool.core.usage.reservations import Reservations
 
 GPU_TYPES = ("A100-80G", "H100-80G", "L40S-48G", "A10-24G")
@@ -153,7 +164,7 @@ class Synthetic:
             )
         return out
 
-    def registry(self) -> Registry:
+    def registry(self, recut: bool = False) -> Registry:
         docs: list[dict[str, Any]] = []
         rng = random.Random(self.args.seed + 1)
         per_pool = max(1, len(self.groups) * 10 // max(1, len(self.pools)))
@@ -180,6 +191,8 @@ class Synthetic:
                     },
                 }
             )
+            if recut:
+                docs[-1]["recut"] = admission_recut.recut_section(self.pool_nodes[pool])
         docs.append(
             {
                 "kind": "quota",
@@ -207,6 +220,8 @@ class Synthetic:
             if i % 5 == 0:
                 spec["taints"] = [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]
             gpus = self.args.gpus_per_node
+            if getattr(self.args, "recut", False):  # GFD's labels, which re-cut planning reads
+                labels.update(admission_recut.gfd_labels(labels[L.GPU_TYPE_LABEL], gpus))
             allocatable = {"cpu": "96", "memory": "1024Gi", L.GPU_RESOURCE: str(gpus)}
             if name in self.mig:
                 labels.update(mig_labels(gpus))
@@ -341,47 +356,6 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[i]
 
 
-def naive_decide(
-    req: AdmissionRequest, reg: Registry, nodes: list[dict[str, Any]], pods: list[dict[str, Any]]
-) -> str | None:
-    """gpuctl's way: list everything and recompute usage for every decision."""
-    node_pool: dict[str, str] = {}
-    node_total: dict[str, int] = {}
-    for n in nodes:
-        meta = n["metadata"]
-        ready = any(
-            c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"]
-        )
-        if not ready or n["spec"].get("unschedulable"):
-            continue
-        node_pool[meta["name"]] = meta["labels"].get(L.POOL_LABEL, "default")
-        node_total[meta["name"]] = int(n["status"]["allocatable"].get(L.GPU_RESOURCE, 0))
-    used: dict[str, int] = defaultdict(int)
-    subject: dict[tuple[str, str], int] = defaultdict(int)
-    for p in pods:
-        if p["status"]["phase"] in ("Succeeded", "Failed"):
-            continue
-        g = pod_gpus(p["spec"])
-        node = p["spec"].get("nodeName")
-        if node:
-            used[node] += g
-        charged = p["metadata"]["annotations"].get(L.POD_CHARGED)
-        if charged and node in node_pool:
-            subject[(node_pool[node], charged)] += g
-    for pool in req.pools or reg.default_pool_order(req.groups):
-        quota = reg.quota(pool)
-        if quota is not None:
-            gs = [g for g in quota.groups if g in req.groups]
-            if gs and subject[(pool, f"group:{gs[0]}")] + req.gpus > (
-                quota.groups[gs[0]].limit or 10**9
-            ):
-                continue
-        for name, total in node_total.items():
-            if node_pool[name] == pool and total - used[name] >= req.gpus:
-                return pool
-    return None
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=5000)
@@ -406,12 +380,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=0,
         help="also run with this many bookings defined, and compare (issue 30)",
     )
+    parser.add_argument("--recut", action="store_true", help="also run with re-cutting allowed")
+    parser.add_argument("--waiting", type=int, default=1000, help="with --recut: requests in line")
 
     args = parser.parse_args(argv)
     if not 0 <= args.mig_fraction <= 1:
         parser.error("--mig-fraction is a fraction between 0 and 1")
     if args.bookings < 0:
         parser.error("--bookings is a number of bookings, 0 or more")
+    if args.recut:
+        print(json.dumps(admission_recut.compare(args, run)))
+        return 0
     if args.bookings:
         result = run(args, at=BOOKINGS_NOW)
         print(json.dumps(result))
@@ -440,13 +419,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def run(args: argparse.Namespace, at: float = 0.0) -> dict[str, Any]:
+def run(args: argparse.Namespace, at: float = 0.0, recut: bool = False) -> dict[str, Any]:
     """One run (feed, admit, baseline) on the cluster ``args`` describe, deciding at ``at``
-    (epoch seconds): its figures."""
+    (epoch seconds), with re-cutting allowed and planned when ``recut``: its figures."""
     syn = Synthetic(args)
-    registry = syn.registry()
+    registry = syn.registry(recut)
     reservations = Reservations()
     index = UsageIndex(on_admission=reservations.observe)
+    rounds = admission_recut.rounds(syn, registry, index, reservations) if recut else None
     count = getattr(args, "bookings", 0)
     calendar = Calendar(syn.bookings(count)) if count else None
     state = AdmissionState(registry, index, reservations, now=at, bookings=calendar)
@@ -504,12 +484,13 @@ def run(args: argparse.Namespace, at: float = 0.0) -> dict[str, Any]:
             t0 = time.perf_counter()
             decide(req, unbooked)
             latencies_none.append(time.perf_counter() - t0)
+        waited = rounds.before(now) if rounds is not None else 0.0  # for the desk's lock
         t0 = time.perf_counter()
         d = decide(req, state)
         decided = time.perf_counter()
         if d.admitted:
             reservations.add(d.reservation(expires_at=now + 30.0))
-        latencies.append(time.perf_counter() - t0)
+        latencies.append(time.perf_counter() - t0 + waited)
         if calendar is not None:
             latencies_booked.append(decided - t0)
         if calendar is not None and not i % 2:
@@ -572,6 +553,10 @@ def run(args: argparse.Namespace, at: float = 0.0) -> dict[str, Any]:
     }
     if syn.mig:
         result["mig_nodes"] = len(syn.mig)
+    if getattr(args, "recut", False):  # both runs: the admission that waited for a round
+        result["admission_max_ms"] = round(latencies[-1] * 1000, 4)
+    if rounds is not None:
+        result["recut_watch"] = rounds.figures()
     if calendar is not None:
         result["bookings"] = len(calendar)
         result["bookings_in_force"] = sum(len(calendar.in_force(p, at)) for p in syn.pools)

@@ -4,7 +4,8 @@ Each prints one JSON line; the checks are on its shape and its counts: exactly t
 expected, as many measurements as requests asked for, every request answered as it should be (a
 benchmark of 401s or 500s measures nothing), percentiles in order, and each ratio to the baseline
 measured in the same run (named ``A_x_B``: A over B) above 1, except bench_database's ``on_x_off``
-and bench_admission's ``bookings_x_none_p99`` (a cost, about 1: noise puts it on either side),
+and bench_admission's ``bookings_x_none_p99`` and ``recut_x_none_p99`` (costs, about 1: noise
+puts them on either side),
 bench_database's durable ``p50_x_commit`` / ``p99_x_commit`` (a wait in commits: about 1 to 2),
 bench_bookings' ``p99_x_baseline`` (a cost too: an unrelated request's p99 while bookings are
 checked over its p99 while nothing else happens), bench_queue's ``--held`` ratios (what places
@@ -111,6 +112,41 @@ def test_admission_benchmark_with_bookings():
     for kind in ("none", "bookings"):
         assert 0 < result[f"{kind}_decide_p50_ms"] <= result[f"{kind}_decide_p99_ms"]
     assert result["bookings_x_none_p99"] > 0
+
+
+def test_admission_benchmark_with_recut():
+    """Re-cutting allowed in every pool (issue 41): the same cluster without and with it, the
+    service's re-cut planning run beside the admissions (its first round at the first
+    admission), for a line that wants 1g.10gb instances no node offers; few pods, so some A100
+    nodes run no GPU pod and the plans ask re-cuts. recut_x_none_p99 is a cost, about 1 at full
+    size (noise at this one): only its sign is checked."""
+    admissions = 200
+    result = run(
+        "bench_admission.py",
+        *("--nodes", 24, "--pools", 4, "--pods", 60, "--users", 30, "--groups", 6),
+        *("--admissions", admissions, "--baseline-admissions", 5, "--recut", "--waiting", 40),
+    )
+    assert set(result) == {
+        "none",
+        "recut",
+        "recut_x_none_p99",
+        "recut_round_ms",
+        "recut_rounds",
+        "recuts_asked",
+    }
+    none, recut = result["none"], result["recut"]
+    for run_ in (none, recut):
+        assert run_["admissions"] == admissions and 0 < run_["admitted"] <= admissions
+        assert 0 < run_["admission_p50_ms"] <= run_["admission_p99_ms"] <= run_["admission_max_ms"]
+    # the same cluster and requests: re-cutting is planned, not applied, so admits the same
+    assert recut["admitted"] == none["admitted"]
+    # the planning ran, and its round was charged to an admission
+    assert result["recut_rounds"] >= 1
+    rounds = result["recut_round_ms"]
+    assert 0 < rounds["p50"] <= rounds["max"] <= recut["admission_max_ms"]
+    asked = result["recuts_asked"]
+    assert 0 < asked["first_round"] <= asked["max_per_round"] and asked["nodes"] > 0
+    assert result["recut_x_none_p99"] > 0
 
 
 @pytest.mark.quiet  # admission_x_baseline_p50 is about 1.4: two phases, one after the other

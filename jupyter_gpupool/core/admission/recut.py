@@ -26,8 +26,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
-from ..documents.mig_parted import MigConfigs, units
+from ..documents.mig_parted import MigConfigs, Rule, units
 from ..pools.recut_policy import RecutPolicy
 from ..time.idle import duration_words
 from ..usage.labels import GFD_COUNT_LABEL, GFD_PRODUCT_LABEL
@@ -73,10 +74,20 @@ def shape_units(configs: MigConfigs, config: str, node: NodeCut) -> Counter[str]
     """What ``node`` offers cut as ``config``, by shape id (``whole``, ``mig-1g.10gb``); None
     when the config is unknown or not for its card."""
     rules = configs.get(config)
-    got = units(rules, node.gpu_count, node.product) if rules else None
+    got = _card_units(rules, node.gpu_count, node.product) if rules else None
+    return Counter(got) if got is not None else None
+
+
+@lru_cache(maxsize=512)
+def _card_units(
+    rules: tuple[Rule, ...], gpu_count: int, product: str | None
+) -> Mapping[str, int] | None:
+    """:func:`shape_units` of a card, kept: a round asks it for every node of every pool that
+    may re-cut, often several times, and a cluster has few kinds of GPU node."""
+    got = units(rules, gpu_count, product)
     if got is None:
         return None
-    return Counter({(k if k == WHOLE else f"mig-{k}"): n for k, n in got.items()})
+    return {(k if k == WHOLE else f"mig-{k}"): n for k, n in got.items()}
 
 
 def plan(

@@ -171,8 +171,9 @@ class RecutWatch:
 
     def node_cut(self, pool: str, name: str, now: float) -> NodeCut | None:
         index = self.state.index
-        row = index.node(name)
-        if row is None:
+        # the index's cheap lookups, not index.node(name): a round reads every node a policy
+        # names, and a node's whole row (reasons, parts) is built for pages
+        if index.node_gpu_type(name) is None:  # not a node the index knows
             return None
         labels = index.node_labels(name)
         reservations = self.state.reservations
@@ -187,14 +188,15 @@ class RecutWatch:
         else:
             unused = max(self._unused.setdefault(name, now), last or float("-inf"))
         count = _number(labels.get(COUNT_LABEL))
+        state = labels.get(MIG_CONFIG_STATE_LABEL)
         return NodeCut(
             name=name,
             product=labels.get(PRODUCT_LABEL),
             gpu_count=int(count) if count is not None else index.node_gpus(name),
             config=labels.get(CONFIG_LABEL),
-            state=labels.get(MIG_CONFIG_STATE_LABEL),
+            state=state,
             gpu_pods=pods,
-            schedulable=row.schedulable or (labels.get(MIG_CONFIG_STATE_LABEL) or "") != "success",
+            schedulable=index.node_group(name) is not None or (state or "") != "success",
             last_change=last,
             unused_since=unused,
         )
