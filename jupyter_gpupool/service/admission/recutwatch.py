@@ -1,7 +1,7 @@
 """Re-cutting MIG layouts to demand, at work (rules: :mod:`jupyter_gpupool.core.admission.recut`).
 
-Every round (``RECUT_EVERY`` seconds, and at once when the line changes) the watch, for each
-pool whose file has a ``recut`` section:
+Every round (``RECUT_EVERY`` seconds) the watch, for each pool whose file has a ``recut``
+section:
 
 - gathers its nodes as the planner reads them (GFD's product and GPU count, the MIG manager's
   ``nvidia.com/mig.config`` and ``.state``, the pods holding GPUs there and the reservations
@@ -11,8 +11,10 @@ pool whose file has a ``recut`` section:
   ``nvidia.com/mig.config``, ``nvidia.com/mig.config.state=pending`` (the MIG manager writes the
   same as it starts; written here too, the node takes no server from this moment on, not only
   once the MIG manager has seen the change), and :data:`RECUT_AT_LABEL` (when) and
-  :data:`RECUT_FOR_LABEL` (for which shape). The round holds the admission desk's lock, so no
-  admission lands on the node between the plan and the patch;
+  :data:`RECUT_FOR_LABEL` (for which shape). The plan is made outside the admission desk's lock
+  (a round over thousands of nodes takes a while); each node is then checked again (no GPU pod,
+  no reservation, nothing under way) and patched under it, so no admission lands on the node
+  between that check and its patch;
 - follows each re-cut's state to ``success`` or ``failed``: both go in the change log; a failed
   node is left as the MIG manager left it (the planner never touches it again until an admin
   sets a config whose state ends ``success``) and is a problem in the health report.
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...core.admission.queue import Waiting, pools_of
-from ...core.admission.recut import NodeCut, Recut, plan
+from ...core.admission.recut import SETTLED, NodeCut, Recut, plan
 from ...core.documents.mig_parted import DEFAULT_CONFIGS, MigConfigs
 from ...core.pools.recut_policy import (
     CONFIG_LABEL,
@@ -196,7 +198,8 @@ class RecutWatch:
             config=labels.get(CONFIG_LABEL),
             state=state,
             gpu_pods=pods,
-            schedulable=index.node_group(name) is not None or (state or "") != "success",
+            # a node the MIG manager is re-cutting takes no servers, but is not cordoned for it
+            schedulable=index.node_group(name) is not None or (state or "") not in SETTLED,
             last_change=last,
             unused_since=unused,
         )
@@ -233,13 +236,20 @@ class RecutWatch:
         return out
 
     async def round(self) -> None:
+        """Plan outside the admission desk's lock (a round over thousands of nodes takes a
+        while), then, node by node under the lock, check again that the node is still free to
+        change (no GPU pod, no reservation, nothing under way) and patch it: no admission
+        lands on a node between that check and its patch, and none waits for the plan."""
         self.wake.clear()
         now = clock.now()
         self._follow(now)
         if not self.policies():
             return
-        async with self.lock:  # no admission lands on a node between its plan and its patch
-            for pool, cut in self.plans(now):
+        for pool, cut in self.plans(now):
+            async with self.lock:
+                again = self.node_cut(pool, cut.node, now)
+                if again is None or again.gpu_pods or again.busy:
+                    continue  # taken meanwhile: the next round plans again
                 await self._recut(pool, cut, now)
 
     async def _recut(self, pool: str, cut: Recut, now: float) -> None:

@@ -353,3 +353,39 @@ def test_a_shape_no_node_offers_yet_waits_for_the_re_cut_that_makes_it(monkeypat
         assert c.on("big") == 1 and not c.line.waiting
     finally:
         c.loop.close()
+
+
+def test_a_cordoned_node_is_not_re_cut(cluster):
+    cordoned = node("big", "training-pool", 8, product=A100_80, cordoned=True)
+    cluster.nodes["big"] = cordoned
+    cluster.state.index.apply_node("MODIFIED", cordoned)
+    for i in range(4):
+        cluster.ask(f"student{i}")
+    cluster.round()
+    assert cluster.patches == []
+
+
+async def test_a_node_taken_while_the_round_planned_is_not_re_cut(monkeypatch):
+    # the plan is made outside the desk's lock; an admission that lands on the node before
+    # the round takes the lock keeps it from being re-cut
+    c = Cluster(monkeypatch)
+    c.loop.close()
+    for i in range(4):
+        req = AdmissionRequest(
+            f"s{i}", (), ("training-pool",), 1, admission_id=f"q{i}", shapes=(MIG,)
+        )
+        await c.desk.admit(req, queue=True)
+    plans = c.watch.plans
+
+    def plans_then_a_pod(now: float):
+        made = plans(now)
+        assert [cut.node for _, cut in made] == ["big"]
+        # meanwhile a whole-GPU server's pod is seen on big
+        c.state.index.apply_pod(
+            "ADDED", pod("jupyter-r", 1, "big", user="r", pool="training-pool", phase="Running")
+        )
+        return made
+
+    c.watch.plans = plans_then_a_pod
+    await c.watch.round()
+    assert c.patches == []
