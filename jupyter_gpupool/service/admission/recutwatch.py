@@ -215,37 +215,49 @@ class RecutWatch:
     # --- the round -------------------------------------------------------------------------------
 
     def plans(self, now: float) -> list[tuple[str, Recut]]:
-        """The re-cuts to ask for now, per pool (the planner's answers; nothing written). A
-        pool whose line wants nothing and whose nodes are all home is passed over at the cost
-        of a label lookup per node."""
-        policies = self.policies()
-        if not policies:
-            return []
+        """The re-cuts to ask for now, per pool (the planner's answers; nothing written)."""
         asked = self.asked()
+        return [
+            (pool, cut)
+            for pool, policy in self.policies()
+            for cut in self.pool_plans(pool, policy, asked.get(pool, Counter()), now)
+        ]
+
+    def pool_plans(
+        self, pool: str, policy: RecutPolicy, asked: Counter[str], now: float
+    ) -> list[Recut]:
+        """One pool's re-cuts. A pool whose line wants nothing and whose nodes are all home is
+        passed over at the cost of a label lookup per node."""
         index = self.state.index
-        out: list[tuple[str, Recut]] = []
-        for pool, policy in policies:
-            wanted = self.wanted(pool, asked.get(pool, Counter()))
-            if not wanted and all(
-                (index.node_labels(n).get(CONFIG_LABEL) or policy.home) == policy.home
-                for n in policy.nodes
-            ):
-                continue
-            nodes = [n for name in policy.nodes if (n := self.node_cut(pool, name, now))]
-            out.extend((pool, cut) for cut in plan(policy, self.configs, nodes, wanted, now))
-        return out
+        wanted = self.wanted(pool, asked)
+        if not wanted and all(
+            (index.node_labels(n).get(CONFIG_LABEL) or policy.home) == policy.home
+            for n in policy.nodes
+        ):
+            return []
+        nodes = [n for name in policy.nodes if (n := self.node_cut(pool, name, now))]
+        return plan(policy, self.configs, nodes, wanted, now)
 
     async def round(self) -> None:
-        """Plan outside the admission desk's lock (a round over thousands of nodes takes a
-        while), then, node by node under the lock, check again that the node is still free to
-        change (no GPU pod, no reservation, nothing under way) and patch it: no admission
-        lands on a node between that check and its patch, and none waits for the plan."""
+        """Plan pool by pool outside the admission desk's lock, letting the event loop answer
+        between two pools (a round over thousands of nodes takes a while); then, node by node
+        under the lock, check again that the node is still free to change (no GPU pod, no
+        reservation, nothing under way) and patch it: no admission lands on a node between
+        that check and its patch, and none waits for a whole round."""
         self.wake.clear()
         now = clock.now()
         self._follow(now)
-        if not self.policies():
+        policies = self.policies()
+        if not policies:
             return
-        for pool, cut in self.plans(now):
+        asked = self.asked()
+        cuts: list[tuple[str, Recut]] = []
+        for pool, policy in policies:
+            cuts.extend(
+                (pool, c) for c in self.pool_plans(pool, policy, asked.get(pool, Counter()), now)
+            )
+            await asyncio.sleep(0)
+        for pool, cut in cuts:
             async with self.lock:
                 again = self.node_cut(pool, cut.node, now)
                 if again is None or again.gpu_pods or again.busy:

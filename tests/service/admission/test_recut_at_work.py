@@ -375,17 +375,17 @@ async def test_a_node_taken_while_the_round_planned_is_not_re_cut(monkeypatch):
             f"s{i}", (), ("training-pool",), 1, admission_id=f"q{i}", shapes=(MIG,)
         )
         await c.desk.admit(req, queue=True)
-    plans = c.watch.plans
+    plans = c.watch.pool_plans
 
-    def plans_then_a_pod(now: float):
-        made = plans(now)
-        assert [cut.node for _, cut in made] == ["big"]
+    def plans_then_a_pod(pool, policy, asked, now):
+        made = plans(pool, policy, asked, now)
+        assert [cut.node for cut in made] == ["big"]
         # meanwhile a whole-GPU server's pod is seen on big
         c.state.index.apply_pod(
             "ADDED", pod("jupyter-r", 1, "big", user="r", pool="training-pool", phase="Running")
         )
         return made
 
-    c.watch.plans = plans_then_a_pod
+    c.watch.pool_plans = plans_then_a_pod
     await c.watch.round()
     assert c.patches == []
