@@ -140,7 +140,10 @@ def plan(
         home = shape_units(configs, policy.home, n)
         if home is None:
             continue
-        idle = None if n.unused_since is None else now - n.unused_since
+        # unused since the last of: no GPU pod on it, its layout asked for (instances that
+        # came with a re-cut stood unused only since then, however long the node was idle)
+        since = None if n.unused_since is None else max(n.unused_since, n.last_change or 0.0)
+        idle = None if since is None else now - since
         if idle is not None and idle >= policy.unused_seconds:
             minutes = round(idle / 60)
             reason = f"back to {policy.home}: its instances stood unused {minutes} min"
