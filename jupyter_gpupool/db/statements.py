@@ -14,7 +14,7 @@ from .models import BookingRow, QueueEntry, ReservationRow, ServerSession
 RESERVATIONS = cast(Table, ReservationRow.__table__)
 QUEUE_ENTRIES = cast(Table, QueueEntry.__table__)
 BOOKINGS = cast(Table, BookingRow.__table__)
-_SESSIONS = cast(Table, ServerSession.__table__)
+SESSIONS = cast(Table, ServerSession.__table__)
 
 #: A booking deleted (``b_name``)
 DROP_BOOKING = delete(BOOKINGS).where(BOOKINGS.c.name == bindparam("b_name"))
@@ -22,8 +22,8 @@ DROP_BOOKING = delete(BOOKINGS).where(BOOKINGS.c.name == bindparam("b_name"))
 #: What a lab saved before a stop, on the session of ``s_uid`` (``s_saved``, ``s_at``,
 #: ``s_paths``)
 SAVED = (
-    update(_SESSIONS)
-    .where(_SESSIONS.c.pod_uid == bindparam("s_uid"))
+    update(SESSIONS)
+    .where(SESSIONS.c.pod_uid == bindparam("s_uid"))
     .values(
         saved=bindparam("s_saved"), saved_at=bindparam("s_at"), saved_paths=bindparam("s_paths")
     )
@@ -31,7 +31,7 @@ SAVED = (
 
 #: How the open session of ``s_uid`` is to end (``s_ended``), before its server is stopped
 STOPPING = (
-    update(_SESSIONS)
-    .where(_SESSIONS.c.pod_uid == bindparam("s_uid"), _SESSIONS.c.stopped.is_(None))
+    update(SESSIONS)
+    .where(SESSIONS.c.pod_uid == bindparam("s_uid"), SESSIONS.c.stopped.is_(None))
     .values(ended=bindparam("s_ended"))
 )

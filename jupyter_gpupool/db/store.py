@@ -45,9 +45,10 @@ from .statements import (
     QUEUE_ENTRIES,
     RESERVATIONS,
     SAVED,
+    SESSIONS,
     STOPPING,
 )
-from .writer import DatabaseError, Many, Row, Writer, short_error
+from .writer import DatabaseError, Many, NewRow, Row, Writer, short_error
 
 __all__ = ["Database", "DatabaseError", "SchemaTooNew", "head_revision", "redacted", "upgrade"]
 
@@ -259,14 +260,7 @@ class Database(Writer):
     def open_session(self, fields: Mapping[str, Any]) -> None:
         """A server session begins (``fields``: the columns of :class:`ServerSession`); a
         session already open for that pod is left as it is."""
-        values = dict(fields)
-
-        def write(s: Session) -> None:
-            if s.scalar(select(ServerSession.id).where(ServerSession.pod_uid == values["pod_uid"])):
-                return
-            s.add(ServerSession(**values))
-
-        self._put("session", write)
+        self._put("session", NewRow(SESSIONS, "pod_uid", dict(fields)))
 
     def close_session(self, pod_uid: str, stopped: float, ended: str) -> None:
         def write(s: Session) -> None:

@@ -17,9 +17,15 @@ skipped.
 What a batch costs follows its commits, not its writes: a write is a function of the batch's
 session, a :class:`Row` (rows put in a table) or a :class:`Many` (a statement's parameters). The
 rows of one table in a batch (the reservations of the admissions answered in the same few
-milliseconds) are written together, one DELETE of their keys and one INSERT of them all, rather
-than an ORM merge (a SELECT and an INSERT) each; the uses of one statement (reports of saved
-work) are one executemany (:func:`write_batch` says what may go ahead of what).
+milliseconds) are written together: on SQLite and PostgreSQL one statement, an INSERT of them all
+that replaces the rows of the same keys (``ON CONFLICT ... DO UPDATE``, the SQL compiled once per
+table, columns and number of rows), elsewhere one DELETE of their keys and one INSERT, rather than
+an ORM merge (a SELECT and an INSERT) each; the uses of one statement (reports of saved work) are
+one executemany (:func:`write_batch` says what may go ahead of what). One statement is also one
+release of the GIL by the driver, not one per row: the thread waits for it again at each (up to
+the interpreter's switch interval while the event loop runs), which made a batch of N rows wait
+N times. Batches that follow each other within :data:`KEEP_CONNECTION` seconds share one
+connection (no checkout, no reset, no pre-ping between them).
 """
 
 from __future__ import annotations
@@ -29,12 +35,26 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Column, Delete, Engine, Table, Update, delete, insert
+from sqlalchemy import (
+    Column,
+    Connection,
+    Delete,
+    Dialect,
+    Engine,
+    Table,
+    Update,
+    bindparam,
+    delete,
+    select,
+)
+from sqlalchemy import insert as plain_insert
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -72,12 +92,43 @@ class Many:
     params: dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class NewRow:
+    """A row put in ``table`` unless one with the same ``key`` (a unique column) is there,
+    which is left as it is (as the first of one key in a batch is).
+
+    Rows of one table queued one after another are one INSERT of them all per
+    :data:`ROWS_PER_INSERT` that skips the keys there (``ON CONFLICT DO NOTHING``; elsewhere a
+    SELECT of those keys first): the sessions of 20,000 running servers at a first start are
+    40 statements, not 20,000 ORM objects, each a SELECT and an INSERT."""
+
+    table: Table
+    key: str
+    row: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        if wrong := self.row.keys() - self.table.columns.keys():
+            raise TypeError(f"{self.table.name} has no column {sorted(wrong)[0]!r}")
+
+
 #: A queued write: its kind, the write (a function of the batch's session, rows, or a
 #: statement's parameters), and its future when it is durable.
-Queued = tuple[str, "Write | Row | Many", "Future[None] | None"]
+Queued = tuple[str, "Write | Row | NewRow | Many", "Future[None] | None"]
 
-#: Keys per DELETE ... IN (...): within every driver's limit on parameters.
+#: Keys per DELETE ... IN (...), rows per INSERT: within every driver's limit on parameters.
 KEYS_PER_DELETE = 500
+ROWS_PER_INSERT = 500
+
+#: Seconds the writer keeps its connection after a batch for the next one (batches back to back
+#: under load); a connection idle longer goes back to the pool, which checks it (pre-ping) when
+#: it is taken again.
+KEEP_CONNECTION = 1.0
+
+#: The dialects whose INSERT can replace a row of the same key (``ON CONFLICT ... DO UPDATE``).
+_UPSERTS: dict[str, Callable[[Table], Any]] = {
+    "sqlite": sqlite_insert,
+    "postgresql": postgresql_insert,
+}
 
 
 @functools.cache
@@ -89,19 +140,103 @@ def _key(table: Table) -> Column[Any]:
 def write_rows(session: Session, table: Table, rows: Sequence[dict[str, Any]]) -> None:
     """Put ``rows`` in ``table``, each replacing the row of its key (the last of one key wins)."""
     key = _key(table)
-    last = {row[key.name]: row for row in rows}
-    keys = list(last)
+    last = list({row[key.name]: row for row in rows}.values())
+    if not last:
+        return
+    columns = tuple(last[0])
+    dialect = session.get_bind().dialect
+    if dialect.name in _UPSERTS and all(tuple(row) == columns for row in last):
+        for i in range(0, len(last), ROWS_PER_INSERT):
+            chunk = last[i : i + ROWS_PER_INSERT]
+            _insert(session, upsert_sql(dialect, table, columns, len(chunk)), chunk)
+        return
+    keys = [row[key.name] for row in last]
     for i in range(0, len(keys), KEYS_PER_DELETE):
         session.execute(delete(table).where(key.in_(keys[i : i + KEYS_PER_DELETE])))
-    if last:
-        session.execute(insert(table), list(last.values()))
+    session.execute(plain_insert(table), last)
 
 
-def _group(write: Write | Row | Many) -> tuple[object, Table] | None:
+def write_new_rows(
+    session: Session, table: Table, key: str, rows: Sequence[dict[str, Any]]
+) -> None:
+    """Put ``rows`` in ``table`` but those whose ``key`` is there already (or came first)."""
+    first: dict[Any, dict[str, Any]] = {}
+    for row in rows:
+        first.setdefault(row[key], row)
+    dialect = session.get_bind().dialect
+    for columns, group in _by_columns(first.values()).items():
+        for i in range(0, len(group), ROWS_PER_INSERT):
+            chunk = group[i : i + ROWS_PER_INSERT]
+            if dialect.name in _UPSERTS:
+                _insert(session, upsert_sql(dialect, table, columns, len(chunk), key), chunk)
+                continue
+            there = set(
+                session.scalars(
+                    select(table.c[key]).where(table.c[key].in_([r[key] for r in chunk]))
+                )
+            )
+            if others := [r for r in chunk if r[key] not in there]:
+                session.execute(plain_insert(table), others)
+
+
+def _by_columns(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, ...], list[dict[str, Any]]]:
+    out: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        out.setdefault(tuple(row), []).append(row)
+    return out
+
+
+def _insert(
+    session: Session, sql: tuple[str, tuple[str, ...] | None], chunk: Sequence[dict[str, Any]]
+) -> None:
+    """One statement of :func:`upsert_sql` with the values of ``chunk``."""
+    text, order = sql
+    values = {f"p{j}": v for j, v in enumerate(v for row in chunk for v in row.values())}
+    params = values if order is None else tuple(values[n] for n in order)
+    session.connection().exec_driver_sql(text, params)
+
+
+@functools.lru_cache(maxsize=256)
+def upsert_sql(
+    dialect: Dialect, table: Table, columns: tuple[str, ...], n: int, skip: str | None = None
+) -> tuple[str, tuple[str, ...] | None]:
+    """The SQL of one INSERT of ``n`` rows of ``columns`` into ``table`` that replaces the rows
+    of the same keys (``skip``: that leaves out the rows whose ``skip`` column is there), as
+    the driver takes it, with the order of its parameters (``p0``, ``p1``... row after row;
+    None when the driver takes them by name)."""
+    values: list[dict[str, Any]] = [
+        {c: bindparam(f"p{i * len(columns) + j}") for j, c in enumerate(columns)} for i in range(n)
+    ]
+    stmt: Any = _UPSERTS[dialect.name](table).values(values)  # the dialect's Insert
+    if skip is not None:
+        stmt = stmt.on_conflict_do_nothing(index_elements=[table.c[skip]])
+    else:
+        key = _key(table)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[key],
+            # every other column, given or not: the row is replaced, as DELETE and INSERT would
+            set_={c.name: stmt.excluded[c.name] for c in table.columns if c is not key},
+        )
+    compiled = stmt.compile(dialect=dialect)
+    # nothing but the rows' values is bound (a column default computed in Python would be)
+    assert set(compiled.binds) == {f"p{k}" for k in range(n * len(columns))}, compiled.binds
+    order = tuple(compiled.positiontup or ()) if compiled.positional else None
+    return compiled.string, order
+
+
+@functools.cache
+def _new_rows_of(table: Table) -> object:
+    """What the new rows of ``table`` are grouped by (apart from its replacing rows)."""
+    return object()
+
+
+def _group(write: Write | Row | NewRow | Many) -> tuple[object, Table] | None:
     """What ``write`` is written together with (its table's rows, its statement), and the
     table it writes; None for a function of the session (it may write anything)."""
     if isinstance(write, Row):
         return write.table, write.table
+    if isinstance(write, NewRow):
+        return _new_rows_of(write.table), write.table
     if isinstance(write, Many):
         return write.statement, cast(Table, write.statement.table)
     return None
@@ -135,6 +270,8 @@ def write_batch(session: Session, batch: Sequence[Queued]) -> None:
         if isinstance(write, Row):
             rows = [row for w in together for row in w.rows]  # type: ignore[union-attr]
             write_rows(session, write.table, rows)
+        elif isinstance(write, NewRow):
+            write_new_rows(session, write.table, write.key, [w.row for w in together])  # type: ignore[union-attr]
         else:
             session.execute(write.statement, [w.params for w in together])  # type: ignore[union-attr]
 
@@ -162,6 +299,10 @@ class Writer:
         self._in_flight = 0  # writes of the batch being committed
         self._stopping = False
         self._thread: threading.Thread | None = None
+        #: The writer thread's connection, kept between batches that follow each other
+        #: (:data:`KEEP_CONNECTION`), and when it was last used
+        self._conn: Connection | None = None
+        self._conn_used = 0.0
 
     @property
     def backlog(self) -> int:
@@ -197,7 +338,7 @@ class Writer:
         return True
 
     def _put(
-        self, kind: str, write: Write | Row | Many, durable: bool = False
+        self, kind: str, write: Write | Row | NewRow | Many, durable: bool = False
     ) -> Future[None] | None:
         future: Future[None] | None = Future() if durable else None
         with self._cond:
@@ -228,12 +369,44 @@ class Writer:
                     future.set_exception(DatabaseError("too many writes wait for the database"))
         self.dropped += 1
 
+    def _connection(self) -> Connection:
+        """The writer's connection: the last batch's if it came less than
+        :data:`KEEP_CONNECTION` seconds ago, else one from the engine's pool (checked then)."""
+        if self._conn is not None and (
+            self._conn.invalidated or time.monotonic() - self._conn_used > KEEP_CONNECTION
+        ):
+            self._let_go()
+        if self._conn is None:
+            assert self.engine is not None
+            self._conn = self.engine.connect()
+        return self._conn
+
+    def _let_go(self) -> None:
+        """The writer's connection back to the pool (or dropped, when it failed)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except SQLAlchemyError as e:
+                log.debug("closing the writer's connection: %s", short_error(e))
+
     def _write_loop(self) -> None:
+        try:
+            self._write_batches()
+        finally:
+            self._let_go()
+
+    def _write_batches(self) -> None:
         delay = 0.5
         while True:
             with self._cond:
                 while not self._queue and not self._stopping:
-                    self._cond.wait()
+                    # idle: the connection goes back to the pool (where the engine's dispose
+                    # at a close or a shut finds it)
+                    if self._conn is not None and not self._cond.wait(KEEP_CONNECTION):
+                        self._let_go()
+                    elif self._conn is None:
+                        self._cond.wait()
                 if not self._queue and self._stopping:
                     return
                 batch = list(self._queue)
@@ -249,10 +422,11 @@ class Writer:
                 if future is None or future.set_running_or_notify_cancel()
             ]
             try:
-                assert self.engine is not None
-                with Session(self.engine) as session, session.begin():
+                with Session(bind=self._connection()) as session, session.begin():
                     write_batch(session, batch)
+                self._conn_used = time.monotonic()
             except SQLAlchemyError as e:
+                self._let_go()  # a connection that failed is not used again
                 failed = DatabaseError(f"the database did not take the write: {short_error(e)}")
                 for _, _, future in batch:
                     if future is not None:

@@ -129,3 +129,27 @@ def test_quantity_formats():
     assert format_memory(Decimal(68 * 2**30)) == "68Gi"
     assert format_memory(Decimal(1536 * 2**20)) == "1536Mi"
     assert format_memory(Decimal(1000)) == "1000"
+
+
+def test_an_owned_last_layer_is_merged_as_the_others_and_taken_without_a_copy():
+    """An admission's own terms (``owned``) merge as a last layer does (later wins, dicts
+    deep, lists merged) and their values are taken as they are (no copy: they are the
+    caller's, built for this merge); the other layers are still never aliased."""
+    template = {"labels": {"team": "a", "tier": "x"}, "tolerations": [{"key": "t"}], "image": "i"}
+    ours = {
+        "labels": {"tier": "ours"},
+        "tolerations": [{"key": "gpu"}],
+        "nodeSelector": {"pool": "p"},
+        "image": None,
+    }
+    selector = ours["nodeSelector"]
+    merged = merge_templates({"resources": {"requests": {"cpu": "1"}}}, template, owned=ours)
+    assert merged == {
+        "resources": {"requests": {"cpu": "1"}},
+        "labels": {"team": "a", "tier": "ours"},
+        "tolerations": [{"key": "t"}, {"key": "gpu"}],
+        "nodeSelector": {"pool": "p"},
+    }
+    assert merged["nodeSelector"] is selector, "the owned layer's value was copied"
+    assert merged["labels"] is not template["labels"]
+    assert merged == merge_templates({"resources": {"requests": {"cpu": "1"}}}, template, ours)

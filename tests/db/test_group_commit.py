@@ -20,7 +20,9 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.exc import OperationalError
 from test_store import entry, reservation, session
 
+from jupyter_gpupool.db import writer
 from jupyter_gpupool.db.store import Database, DatabaseError
+from jupyter_gpupool.db.writer import ROWS_PER_INSERT
 
 
 @pytest.fixture
@@ -192,3 +194,130 @@ def booking_row(name: str, document: str = '{"kind": "booking"}') -> dict[str, o
         "changed_by": "admin",
         "changed": 1.0,
     }
+
+
+def test_a_batch_of_reservations_is_one_insert_that_replaces_rows_of_the_same_key(
+    db_url: str, outside: Engine
+):
+    """While one commit is held, 30 reservations are written, two of them for admissions
+    already in the database (admitted again from the line): they share one commit, as one
+    statement (an INSERT that replaces the rows of the same key, no DELETE, no INSERT per row:
+    each statement is a wait for the driver and the GIL), and the two rows read as written last.
+    More rows than one statement takes are one statement per ROWS_PER_INSERT."""
+    db = Database(db_url, batch_seconds=0)
+    db.open()
+    try:
+        for aid in ("again1", "again2"):
+            db.reservation_add(reservation(aid, 1e12, gpus=1, node="gpu-old"))
+        assert db.flush(timeout=10)
+        commits = Commits(db, outside)
+        statements: list[tuple[str, str]] = []
+        assert db.engine is not None
+        event.listen(
+            db.engine,
+            "before_cursor_execute",
+            lambda _c, _cur, sql, *_: statements.append(tuple(sql.split()[:3])),  # type: ignore[arg-type]
+        )
+        db.reservation_add(reservation("first", 1e12))
+        commits.wait_first()
+        statements.clear()
+        commits.watched += [db.reservation_add(reservation(f"a{i}", 1e12)) for i in range(28)]  # type: ignore[misc]
+        commits.watched += [
+            db.reservation_add(reservation(a, 2e12, gpus=4)) for a in ("again1", "again2")
+        ]  # type: ignore[misc]
+        commits.release()
+        for f in commits.watched:
+            f.result(timeout=10)
+        assert len(commits.seen) == 2, "the 30 writes took one commit"
+        assert statements == [("INSERT", "INTO", "reservations")], statements
+        assert count(outside, "reservations") == 31
+        with outside.connect() as conn:
+            again = conn.execute(
+                text(
+                    "SELECT admission_id, gpus, node, expires_at FROM reservations "
+                    "WHERE admission_id LIKE 'again%' ORDER BY admission_id"
+                )
+            )
+            assert list(again) == [("again1", 4, "gpu-01", 2e12), ("again2", 4, "gpu-01", 2e12)]
+        statements.clear()
+        many = [db.reservation_add(reservation(f"m{i}", 1e12)) for i in range(ROWS_PER_INSERT + 1)]
+        for f in many:
+            assert f is not None
+            f.result(timeout=10)
+        inserts = [s for s in statements if s[0] == "INSERT"]
+        assert 2 <= len(inserts) <= len(many) // 2, "a statement per ROWS_PER_INSERT rows"
+        assert count(outside, "reservations") == 31 + ROWS_PER_INSERT + 1
+    finally:
+        db.close()
+
+
+def test_batches_back_to_back_share_the_writers_connection_and_an_idle_writer_gives_it_back(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+):
+    """Ten durable writes one after the other (ten batches) take one connection from the pool
+    (no checkout, reset or pre-ping between batches); a writer idle for KEEP_CONNECTION gives
+    it back, and takes one again for the next write."""
+    monkeypatch.setattr(writer, "KEEP_CONNECTION", 0.3)
+    db = Database(db_url, batch_seconds=0)
+    db.open()
+    try:
+        assert db.engine is not None
+        taken: list[str] = []
+        given: list[str] = []
+        name = threading.current_thread
+        event.listen(db.engine, "checkout", lambda *_: taken.append(name().name))
+        event.listen(db.engine, "checkin", lambda *_: given.append(name().name))
+        for i in range(10):
+            written = db.reservation_add(reservation(f"r{i}", 1e12))
+            assert written is not None
+            written.result(timeout=10)
+        assert taken.count("gpupool-db") == 1, taken
+        time.sleep(1.0)
+        assert given.count("gpupool-db") == 1, "given back while idle"
+        written = db.reservation_add(reservation("later", 1e12))
+        assert written is not None
+        written.result(timeout=10)
+        assert taken.count("gpupool-db") == 2
+    finally:
+        db.close()
+
+
+def test_sessions_opened_together_are_an_insert_per_500_and_an_open_session_is_left_as_it_is(
+    db_url: str, outside: Engine
+):
+    """A first start opens a session per running server (1,200 here) in one batch: one INSERT
+    per ROWS_PER_INSERT sessions, not an ORM SELECT and INSERT each; a session already open
+    for a pod (a restart) is left as it is, and the same pod twice in a batch is one session,
+    the first."""
+    db = Database(db_url, batch_seconds=0)
+    db.open()
+    try:
+        db.open_session(session("uid0", "user0", 100.0))
+        assert db.flush(timeout=10)
+        statements: list[str] = []
+        assert db.engine is not None
+        event.listen(
+            db.engine,
+            "before_cursor_execute",
+            lambda _c, _cur, sql, *_: statements.append(sql.split()[0].upper()),
+        )
+        with db._cond:  # the 1,201 writes queued before the writer takes any (one batch)
+            for i in range(1200):
+                db.open_session(session(f"uid{i}", f"user{i}", 500.0))
+            db.open_session(session("uid7", "user7", 900.0))
+        assert db.flush(timeout=30)
+        assert statements.count("INSERT") == -(-1200 // ROWS_PER_INSERT), statements[:5]
+        assert "SELECT" not in statements
+        with outside.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM server_sessions")).scalar() == 1200
+            started = dict(
+                conn.execute(
+                    text(
+                        "SELECT pod_uid, started FROM server_sessions "
+                        "WHERE pod_uid IN ('uid0', 'uid7')"
+                    )
+                ).all()
+            )
+        assert started == {"uid0": 100.0, "uid7": 500.0}
+    finally:
+        db.close()

@@ -187,4 +187,4 @@ def build_overrides(
         ours["env"] = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"}]
     if affinity:
         ours["affinity"] = {"nodeAffinity": affinity}
-    return merge_templates(base, template, ours)
+    return merge_templates(base, template, owned=ours)

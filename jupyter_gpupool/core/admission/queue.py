@@ -177,29 +177,46 @@ def order(entries: Iterable[Waiting], state: AdmissionState) -> list[tuple[Waiti
     return ranked
 
 
-def positions(ranked: Sequence[tuple[Waiting, Standing]], state: AdmissionState) -> dict[str, int]:
-    """Each request's place in line (1 = next) among the requests that share a pool with it.
+class PlaceCount:
+    """Places counted first in line first (1 = next), among the requests that share a pool:
+    :func:`positions` counts a whole line with one; the line goes on counting with it as
+    requests join behind the last one counted (their places, and nobody else's, are new).
 
     Counted per set of pools listed so far (a line lists few), so that a request of several
     pools costs those sets, not the requests ahead of it."""
-    out: dict[str, int] = {}
-    ahead: dict[frozenset[str], int] = {}  # a set of pools -> the requests so far that list it
-    meets: dict[frozenset[str], list[frozenset[str]]] = {}  # a set -> those sharing a pool
-    sets: dict[tuple[tuple[str, ...], tuple[str, ...]], frozenset[str]] = {}
-    for w, _ in ranked:
-        listed = (w.request.pools, w.request.groups)  # what pools_of reads of a request
-        mine = sets.get(listed)
+
+    def __init__(self) -> None:
+        self.ahead: dict[frozenset[str], int] = {}  # a set of pools -> the requests so far
+        self.meets: dict[frozenset[str], list[frozenset[str]]] = {}  # those sharing a pool
+        self.sets: dict[tuple[tuple[str, ...], tuple[str, ...]], frozenset[str]] = {}
+
+    def add(self, request: AdmissionRequest, state: AdmissionState) -> int:
+        """The place of ``request``, behind every request counted so far."""
+        listed = (request.pools, request.groups)  # what pools_of reads of a request
+        mine = self.sets.get(listed)
         if mine is None:
-            mine = sets[listed] = frozenset(pools_of(w.request, state))
+            mine = self.sets[listed] = frozenset(pools_of(request, state))
+        ahead, meets = self.ahead, self.meets
         if mine not in ahead:  # a new set: it meets those that share a pool, and they it
             ahead[mine] = 0
             meets[mine] = [other for other in ahead if other & mine]
             for other in meets[mine]:
                 if other != mine:
                     meets[other].append(mine)
-        out[w.id] = 1 + sum(ahead[other] for other in meets[mine])
+        place = 1 + sum(ahead[other] for other in meets[mine])
         ahead[mine] += 1
-    return out
+        return place
+
+
+def positions(
+    ranked: Sequence[tuple[Waiting, Standing]],
+    state: AdmissionState,
+    count: PlaceCount | None = None,
+) -> dict[str, int]:
+    """Each request's place in line (1 = next) among the requests that share a pool with it
+    (``count``: a :class:`PlaceCount` to count with, left as it counted the last)."""
+    count = PlaceCount() if count is None else count
+    return {w.id: count.add(w.request, state) for w, _ in ranked}
 
 
 def never_reason(

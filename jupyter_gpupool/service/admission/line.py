@@ -155,6 +155,7 @@ class Line:
         With it, the future of its durable insert (None without a database)."""
         self.seq += 1
         w = Waiting(request, self.seq, clock.now())
+        version = self.at.version
         self._add(w, decision.message)
         written = self.on_enqueue(w) if self.on_enqueue is not None else None
         if written is not None:
@@ -163,7 +164,9 @@ class Line:
         s = self.at.standing(w) or standing(w, self.state.admission_state())
         # a request within quota holds what it could use against borrowers from now
         self.promised = self.promised | holds_of([(w, s)], self.state.admission_state())
-        self.moved()  # a request within quota may go ahead of others
+        self.places  # noqa: B018 - counted now (its 202 says its place): behind all, cheaply
+        if self.at.version != version:
+            self.moved()  # it went ahead of others (within quota): held questions look again
         log.info(
             "%s waits in line for %s in %s (%d waiting)",
             request.user,

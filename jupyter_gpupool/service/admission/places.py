@@ -11,6 +11,11 @@ the bookings' objects); the places are counted again only when a standing or the
 changed. A server starting in another pool moves nobody, and costs a look at each kind, not a
 standing of each entry. Every :data:`FULL` seconds every kind is stood again, as bookings'
 windows turn with the clock.
+
+A request that joins behind the last one counted (most do: first come, and no standing ahead
+of it changed) moves nobody: its place is counted on from where the last count ended
+(:class:`~...core.admission.queue.PlaceCount`), a look at the sets of pools, not a sort and a
+count of the whole line, and :attr:`Places.version` stays (no place heard before changed).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from collections.abc import Iterator
 from ...core.admission.decision import AdmissionState, group_subject, user_subject
 from ...core.admission.queue import (
     Kind,
+    PlaceCount,
     Standing,
     Waiting,
     kind_of,
@@ -48,6 +54,8 @@ class Places:
         self._stood: dict[Kind, tuple[tuple[object, ...], Standing]] = {}
         self._places: dict[str, int] = {}
         self._order: list[tuple[Waiting, Standing]] = []  # as of the places
+        self._counted = PlaceCount()  # as it counted the last of the order
+        self._joined: list[Waiting] = []  # added since the places were counted
         self._stamp: tuple[int, int] | None = None  # the changes of usage last looked at
         self._looked = False  # every kind's marks checked since the last change
         self._count = True  # the places to count again
@@ -61,7 +69,7 @@ class Places:
     def add(self, w: Waiting) -> None:
         self.kinds.setdefault(kind_of(w.request), {})[w.id] = w
         self._looked = False
-        self._count = True
+        self._joined.append(w)  # counted on behind the others if it stands behind them
 
     def remove(self, w: Waiting) -> None:
         kind = kind_of(w.request)
@@ -94,14 +102,36 @@ class Places:
     def places(self) -> dict[str, int]:
         """Each entry's place among the entries that share a pool with it."""
         self._look()
+        if self._joined and not self._count:
+            self._count = not self._count_on()
         if self._count:
             self._order = self._ranked()
-            places = positions(self._order, self.state.admission_state())
+            self._counted = PlaceCount()
+            places = positions(self._order, self.state.admission_state(), self._counted)
             if places != self._places:
                 self.version += 1
             self._places = places
             self._count = False
+            self._joined.clear()
         return self._places
+
+    def _count_on(self) -> bool:
+        """The entries that joined since the count, placed behind the others if they all stand
+        behind the last one counted (nobody else's place changes); False when one does not."""
+        joined = sorted(
+            ((self._stood[kind_of(w.request)][1], w) for w in self._joined),
+            key=lambda e: e[0].key(e[1].seq),
+        )
+        self._joined.clear()
+        if self._order:
+            w, s = self._order[-1]
+            if joined[0][0].key(joined[0][1].seq) <= s.key(w.seq):
+                return False
+        base = self.state.admission_state()
+        for s, w in joined:
+            self._order.append((w, s))
+            self._places[w.id] = self._counted.add(w.request, base)
+        return True
 
     # --- inside ----------------------------------------------------------------------------------
 
@@ -163,6 +193,10 @@ class Places:
             or any(a is not b for a, b in zip(whole, self._whole, strict=True))
         )
         if full:
+            if self._whole is not None and any(
+                a is not b for a, b in zip(whole, self._whole, strict=True)
+            ):
+                self._count = True  # the pools a request lists may read otherwise now
             self._full_at, self._whole = now, whole
         stamp = (self.state.index.changes, self.state.reservations.changes)
         same = not full and stamp == self._stamp  # no usage changed: only new kinds to stand
@@ -177,7 +211,8 @@ class Places:
             if was is not None and not full and was[0] == marks:
                 continue
             s = standing(w, base)
-            if was is None or was[1] != s:
+            # a kind stood for the first time has only entries that joined since the count
+            if was is not None and was[1] != s:
                 self._count = True
             self._stood[kind] = (marks, s)
         self._looked = True

@@ -14,7 +14,7 @@ import pytest
 from service_kit import delete_pod, start_pod
 from waiting import async_wait_for
 
-from jupyter_gpupool.core.admission.queue import Pass
+from jupyter_gpupool.core.admission.queue import Pass, PlaceCount
 
 WAITING = 40
 
@@ -51,4 +51,42 @@ async def test_one_gpu_free_for_a_long_line_looks_at_its_head_only(
     listed = (await admin.queue())["queue"]
     assert [(r["id"], r["position"]) for r in listed] == [
         (aid, n) for n, aid in enumerate(ids[1:], start=1)
+    ]
+
+
+async def test_a_request_joining_behind_a_long_line_is_placed_without_counting_the_line_again(
+    start_service: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """dev-pool's 4 GPUs are taken and 40 users wait; a 41st joins behind them: its place (41)
+    is counted on from the last count, one request counted, not the 41 of the line; nobody
+    else's place moved, so questions held about the others are not woken; the line lists the
+    places a count of the whole line gives."""
+    service = await start_service()
+    admin = service.admin()
+    for i in range(4):
+        a = await admin.admit(user=f"owner{i}", groups=[], pools=["dev-pool"], gpus=1)
+        await start_pod(service.cluster, a, f"owner{i}-nb")
+    ids = []
+    for i in range(WAITING):
+        queued = await admin.admit(user=f"u{i}", groups=[], pools=["dev-pool"], gpus=1, queue=True)
+        ids.append(queued["id"])
+    line = service.ctx.desk.line
+    line.places  # noqa: B018 - counted
+    counted = []
+    real = PlaceCount.add
+
+    def add(self: PlaceCount, request: Any, state: Any) -> int:
+        counted.append(request.user)
+        return real(self, request, state)
+
+    monkeypatch.setattr(PlaceCount, "add", add)
+    move = line.next_move()
+    last = await admin.admit(user="late", groups=[], pools=["dev-pool"], gpus=1, queue=True)
+    assert last["position"] == WAITING + 1, last
+    assert counted == ["late"], "the line was counted again for a request joining behind it"
+    assert line.next_move() is move, "questions about the others were woken"
+    ids.append(last["id"])
+    listed = (await admin.queue())["queue"]
+    assert [(r["id"], r["position"]) for r in listed] == [
+        (aid, n) for n, aid in enumerate(ids, start=1)
     ]
