@@ -66,10 +66,13 @@ SEQUENCE = [
 
 
 @contextlib.asynccontextmanager
-async def recut_cluster(kind: str, request: pytest.FixtureRequest) -> AsyncIterator[Cluster]:
-    """The cluster ``kind`` with SPEC's node and a MIG manager following its label."""
+async def recut_cluster(
+    kind: str, request: pytest.FixtureRequest, spec: str = SPEC
+) -> AsyncIterator[Cluster]:
+    """The cluster ``kind`` with ``spec``'s nodes (SPEC's by default) and a MIG manager
+    following their label."""
     real = request.getfixturevalue("realk8s_kubeconfig") if kind == "real" else None
-    async with open_cluster(kind, realk8s_kubeconfig=real, spec=parse_cluster(SPEC)) as cluster:
+    async with open_cluster(kind, realk8s_kubeconfig=real, spec=parse_cluster(spec)) as cluster:
         if cluster.nodes is None:
             yield cluster
             return

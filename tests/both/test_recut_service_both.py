@@ -11,19 +11,16 @@ node's labels and allocatable, where each pod is bound).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from clusters import CLUSTERS, Cluster, open_cluster
-from fake_mig_manager import FakeMigManager
+from clusters import CLUSTERS
 from service_kit import HubStub, ServiceProcess, pod_for
+from test_mig_recut_both import recut_cluster
 from waiting import async_wait_for
 
 from jupyter_gpupool.client import GPUPoolClient
-from jupyter_gpupool.sim import parse_cluster
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -47,17 +44,6 @@ recut:
 MIG = {"pool": "training-pool", "shape": "mig-1g.10gb"}
 
 
-@contextlib.asynccontextmanager
-async def recut_cluster(kind: str, request: pytest.FixtureRequest) -> AsyncIterator[Cluster]:
-    real = request.getfixturevalue("realk8s_kubeconfig") if kind == "real" else None
-    async with open_cluster(kind, realk8s_kubeconfig=real, spec=parse_cluster(SPEC)) as cluster:
-        if cluster.nodes is None:
-            yield cluster
-            return
-        async with FakeMigManager(cluster.nodes):
-            yield cluster
-
-
 def write_pool(pools_dir: Path) -> None:
     """training-pool as POOL says, and no other pool."""
     for f in pools_dir.glob("*.yaml"):
@@ -74,7 +60,7 @@ async def test_waiting_students_are_admitted_on_a_node_the_service_re_cut_and_it
     kind: str, hub: HubStub, pools_dir: Path, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     write_pool(pools_dir)
-    async with recut_cluster(kind, request) as cluster:
+    async with recut_cluster(kind, request, SPEC) as cluster:
         svc = ServiceProcess(cluster, hub, pools_dir, tmp_path / "service.log")  # type: ignore[arg-type]
         await svc.start()
         admin = GPUPoolClient(svc.url, hub.admin("spawner"), request_timeout=10)
