@@ -37,6 +37,7 @@ async def test_health_lists_every_loop_the_watch_and_the_database(start_service)
             "admission.sweep",
             "usage.samples",
             "admission.line",
+            "admission.recut",
             "registry.reload",
             "bookings.windows",
             "records.durations",
