@@ -29,6 +29,11 @@ service has a core while it is measured. Prints one JSON line. Run::
 
     python benchmarks/bench_service.py                                  # full size
     python benchmarks/bench_service.py --nodes 200 --pods 3000 --requests 500   # quick
+    python benchmarks/bench_service.py --profile adm.txt --gil   # where the service's time goes
+
+``--profile FILE`` attaches ``py-spy record`` to the service while its admissions are measured
+and writes the collapsed stacks (``--gil``: of the thread holding the GIL only, what bounds the
+rate on one core).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import argparse
 import asyncio
 import json
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -181,6 +187,18 @@ async def run_phase(
     return out
 
 
+def profiler(out: str | None, pid: int, gil: bool) -> subprocess.Popen[bytes] | None:
+    """``py-spy record`` of the service's process into ``out`` (collapsed stacks, a flame
+    graph's input) while its admissions are measured, only the thread holding the GIL with
+    ``gil``; None without ``--profile``."""
+    if not out:
+        return None
+    command = ["py-spy", "record", "--pid", str(pid), "--format", "raw", "--output", out]
+    spy = subprocess.Popen([*command, "--rate", "200", *(["--gil"] if gil else [])])
+    time.sleep(1.0)  # attached before the first request
+    return spy
+
+
 def admission_asker(pool_names: list[str], groups: int) -> Callable[..., Awaitable[int]]:
     count = 0
 
@@ -255,8 +273,13 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     # warm up: connections opened, token checks cached
                     await run_phase(admins, args.clients * 4, admit, pid)
                     await run_phase(users, args.clients * 4, ask_pools, pid)
+                    spy = profiler(args.profile, pid, args.gil) if name == "service" else None
+                    admissions = await run_phase(admins, args.requests, admit, pid)
+                    if spy is not None:
+                        spy.send_signal(signal.SIGINT)
+                        spy.wait(timeout=60)
                     results[name] = {
-                        "admissions": await run_phase(admins, args.requests, admit, pid),
+                        "admissions": admissions,
                         "pools": await run_phase(users, args.requests, ask_pools, pid),
                     }
                 finally:
@@ -319,5 +342,9 @@ if __name__ == "__main__":
     add_size_arguments(parser)
     parser.add_argument("--clients", type=int, default=16, help="concurrent spawners")
     parser.add_argument("--requests", type=int, default=4000, help="requests per phase")
+    parser.add_argument(
+        "--profile", metavar="FILE", help="py-spy's collapsed stacks of the service's admissions"
+    )
+    parser.add_argument("--gil", action="store_true", help="--profile: the GIL's holder only")
     result = asyncio.run(main(parser.parse_args()))
     print(json.dumps(result))
