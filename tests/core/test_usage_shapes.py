@@ -254,10 +254,13 @@ def test_a_node_being_repartitioned_admits_nothing_and_says_why(state, words):
     usage = idx.pool_usage("mig-pool")
     assert (usage.status, usage.schedulable_nodes, usage.gpu_free_schedulable) == ("degraded", 1, 1)
     assert [g.nodes_with(1) for g in idx.placement_groups("mig-pool")] == [{"m1": None}]
-    # done: it takes servers again
+    # what a refusal in the pool names
+    assert idx.repartitioning("mig-pool") == [f"m2: {words}"]
+    # done: it takes servers again, and no refusal names it
     idx.apply_node("MODIFIED", mig_node("m2", "mig-pool", {"1g.10gb": 7}, whole=1))
     n = idx.node("m2")
     assert n is not None and n.reasons == () and n.schedulable
+    assert idx.repartitioning("mig-pool") == []
     assert shapes(idx, "mig-pool") == {"whole": (2, 2, 1), "mig-1g.10gb": (14, 13, 7)}
 
 

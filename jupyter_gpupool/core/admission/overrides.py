@@ -8,6 +8,7 @@ pod-template terms (``nodeSelector``, ``tolerations``, ``labels``, ``annotations
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -67,6 +68,13 @@ def whole_gpu_terms() -> list[list[dict[str, Any]]]:
     ]
 
 
+@functools.lru_cache(maxsize=1024)
+def _resource_requests(defaults: Defaults, n: int) -> tuple[tuple[str, str], ...]:
+    """The CPU and memory requests of a server of ``n`` GPUs with ``defaults``, worked out
+    once per pair (parsing and formatting quantities was a tenth of building the overrides)."""
+    return tuple(_resources(defaults, n).items())
+
+
 def _resources(defaults: Defaults, n: int) -> dict[str, str]:
     out: dict[str, str] = {}
     cpu = Decimal(0)
@@ -110,8 +118,8 @@ def build_overrides(
     n = request.gpus
     defaults = pool.defaults.overlay(platform.defaults if platform else None)
     base: dict[str, Any] = {}
-    if requests := _resources(defaults, n):
-        base["resources"] = {"requests": requests}
+    if requests := _resource_requests(defaults, n):
+        base["resources"] = {"requests": dict(requests)}
     template = registry.pod_template(pool.name, platform.name if platform else None)
 
     node_selector: dict[str, str] = dict(pool.selector)

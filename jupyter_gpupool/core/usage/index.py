@@ -217,12 +217,10 @@ class UsageIndex(PodBook):
         ps = self._pools.get(pool)
         if ps is None:
             return []
-        out = []
-        for name in sorted(ps.nodes):
-            words = self._nodes[name].offer.repartitioning
-            if words:
-                out.append(f"{name}: {words}")
-        return out
+        return [
+            f"{name}: {self._nodes[name].offer.repartitioning}"
+            for name in sorted(ps.repartitioning)
+        ]
 
     def pool_totals(self, pool: str) -> tuple[int, int, int]:
         """``(GPUs, nodes, schedulable nodes)`` of a pool."""

@@ -12,6 +12,7 @@ selecting; readers always prefer the annotation.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 
@@ -90,6 +91,7 @@ _INVALID_CHARS = re.compile(r"[^-A-Za-z0-9_.]+")
 _HASH_LEN = 8
 
 
+@functools.lru_cache(maxsize=16384)
 def safe_label_value(value: str) -> str:
     """A valid label value standing for ``value``: itself when already valid.
 

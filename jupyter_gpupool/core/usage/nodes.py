@@ -39,6 +39,7 @@ class PoolState:
         "nodes",
         "over_quota",
         "parted",
+        "repartitioning",
         "servers",
         "shapes",
         "subject_used",
@@ -63,6 +64,9 @@ class PoolState:
         #: its nodes that offer parts of GPUs (MIG instances, shared GPUs, HAMi slices): a
         #: pool's parts are counted over these alone, its whole GPUs are ``gpu_total``
         self.parted: dict[str, None] = {}
+        #: its nodes NVIDIA's MIG manager is re-partitioning (or failed to): their offer's
+        #: ``repartitioning`` words, kept here so a refusal's reason need not walk every node
+        self.repartitioning: dict[str, None] = {}
 
 
 class NodeBook:
@@ -110,6 +114,8 @@ class NodeBook:
             ps.gpu_used += node.gpu_used
         if any(o.shape.kind != WHOLE for o in node.offer.shapes):
             ps.parted[node.name] = None
+        if node.offer.repartitioning:
+            ps.repartitioning[node.name] = None
         if not node.flags & BLOCKING:
             key: GroupKey = (node.gpu_type, node.type_key, node.taints, unit)
             group = ps.groups.get(key)
@@ -144,6 +150,7 @@ class NodeBook:
         ps = self._pools[node.pool]
         del ps.nodes[node.name]
         ps.parted.pop(node.name, None)
+        ps.repartitioning.pop(node.name, None)
         whole = gpu_unit_shape(node) is None
         if whole:
             ps.gpu_total -= node.gpu_total
