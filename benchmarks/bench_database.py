@@ -29,8 +29,8 @@ and how big it grows.
    and one ``prune`` on the 30-day database.
 
 3. **Durable writes** (``durable_writes.py``): each write an answer waits for (a reservation, a
-   place in line, a booking, saved work), ``--writers`` at a time through the service's
-   Database, on SQLite and PostgreSQL: answers a second, wait p50 / p99, CPU per answer, answers
+   place in line, a booking and its deletion, saved work, a session's end before a reclaim),
+   ``--writers`` at a time through the service's Database, on SQLite and PostgreSQL: answers a second, wait p50 / p99, CPU per answer, answers
    per commit, and the waits over one row committed alone in the same run.
 
 Prints one JSON line on stdout, and a summary table on stderr. Run::
@@ -826,6 +826,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.no_postgresql = True
         args.days, args.users, args.user_groups, args.api_hours = 1, 30, 6, 2
         args.writers, args.durable_seconds, args.baseline_n = 4, 1.0, 20
+        args.kept_bookings = 5_000
     return args
 
 

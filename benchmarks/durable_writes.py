@@ -2,8 +2,10 @@
 through the service's own :class:`~jupyter_gpupool.db.store.Database` and its writer.
 
 Each durable write the API waits for before it answers is measured apart: a reservation (a
-201), a place in line (a 202), a booking (``POST api/v1/bookings``) and saved work (``POST
-api/v1/servers/saved``). ``--writers`` asyncio tasks (the service's handlers) each write one and
+201), a place in line (a 202), a booking (``POST api/v1/bookings``), a booking's deletion
+(``DELETE api/v1/bookings/NAME``, of one of ``--kept-bookings`` put before), saved work (``POST
+api/v1/servers/saved``) and a session's end before a reclaim (why a server is stopped,
+``reclaimed``, committed before the hub is asked to stop it). ``--writers`` asyncio tasks (the service's handlers) each write one and
 await its commit as the service does (``asyncio.wrap_future``), one after the other, for
 ``--durable-seconds``. Figures per kind: answers a second, p50 / p99 of an answer's wait in ms,
 the process's CPU per answer (the writer's thread and the loop together), and answers per
@@ -30,9 +32,9 @@ from concurrent.futures import Future
 from typing import Any
 
 from bigcluster import percentile
-from sqlalchemy import Engine, create_engine, event, insert
+from sqlalchemy import Engine, create_engine, event, func, insert, select
 
-from jupyter_gpupool.db.models import ChangeRecord
+from jupyter_gpupool.db.models import BookingRow, ChangeRecord
 from jupyter_gpupool.db.store import Database
 
 Write = Callable[[Database, int], "Future[None] | None"]
@@ -89,18 +91,29 @@ def booking(db: Database, i: int) -> Future[None] | None:
     )
 
 
+def booking_deletion(db: Database, i: int) -> Future[None] | None:
+    return db.booking_drop(f"kept{i}")  # one of the --kept-bookings put before
+
+
 def saved_work(db: Database, i: int) -> Future[None] | None:
     return db.session_saved(f"pod-{i % SESSIONS}", 3, '["a.ipynb", "b.ipynb", "c.py"]', time.time())
+
+
+def session_end(db: Database, i: int) -> Future[None] | None:
+    # why a server is stopped, committed before the service asks the hub to stop it (a reclaim)
+    return db.session_stopping(f"pod-{i % SESSIONS}", "reclaimed")
 
 
 KINDS: dict[str, Write] = {
     "reservation": reservation,
     "place_in_line": place_in_line,
     "booking": booking,
+    "booking_deletion": booking_deletion,
     "saved_work": saved_work,
+    "session_end": session_end,
 }
 
-#: Open sessions whose saved work is reported
+#: Open sessions whose saved work is reported (and whose end is recorded before a reclaim)
 SESSIONS = 2000
 
 
@@ -132,6 +145,13 @@ def commit_alone(url: str, n: int) -> dict[str, float]:
     finally:
         engine.dispose()
     return figures(waits, sum(waits))
+
+
+def kept_left(engine: Engine) -> int:
+    """The bookings put before the deletions that are still there."""
+    with engine.connect() as conn:
+        query = select(func.count()).select_from(BookingRow).where(BookingRow.name.like("kept%"))
+        return int(conn.execute(query).scalar_one())
 
 
 def figures(waits: list[float], seconds: float) -> dict[str, float]:
@@ -191,12 +211,24 @@ async def one_database(url: str, args: argparse.Namespace) -> dict[str, Any]:
                     "last_seen": now,
                 }
             )
-        assert db.flush(60)
+        kept = [
+            {"name": f"kept{i}", "document": json.dumps({"kind": "booking", "name": f"kept{i}"})}
+            | {"created_by": "admin", "created": now, "changed_by": "admin", "changed": now}
+            for i in range(1, args.kept_bookings + 1)
+        ]
+        for start in range(0, len(kept), 10_000):
+            db.bookings_put(kept[start : start + 10_000])
+        assert db.flush(120)
         commits = count_commits(db.engine)
         result: dict[str, Any] = {"baseline_commit_alone": commit_alone(url, args.baseline_n)}
         base = result["baseline_commit_alone"]
         for name, write in KINDS.items():
             got = await one_kind(db, write, args.writers, args.durable_seconds, commits)
+            if write is booking_deletion:  # each deletion dropped a row (none ran out)
+                left = kept_left(db.engine)
+                got["rows_dropped"] = len(kept) - left
+                if got["n"] > len(kept):
+                    print(f"    more deletions than --kept-bookings {len(kept)}", file=sys.stderr)
             got["p50_x_commit"] = round(got["p50_ms"] / base["p50_ms"], 2)
             got["p99_x_commit"] = round(got["p99_ms"] / base["p99_ms"], 2)
             result[name] = got
@@ -211,3 +243,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     part.add_argument("--writers", type=int, default=16, help="concurrent writers")
     part.add_argument("--durable-seconds", type=float, default=5.0, help="seconds per kind")
     part.add_argument("--baseline-n", type=int, default=200, help="rows committed alone")
+    part.add_argument(
+        "--kept-bookings",
+        type=int,
+        default=100_000,
+        help="bookings put before the deletions are measured (more than a run deletes)",
+    )

@@ -390,17 +390,27 @@ def test_database_benchmark():
     durable = result["durable"]
     assert durable["postgresql"] == "left out (--no-postgresql)"
     sqlite_runs = durable["sqlite"]
-    kinds = ("reservation", "place_in_line", "booking", "saved_work")
+    kinds = (
+        "reservation",
+        "place_in_line",
+        "booking",
+        "booking_deletion",
+        "saved_work",
+        "session_end",
+    )
     assert set(sqlite_runs) == {"baseline_commit_alone", *kinds}
     base = sqlite_runs["baseline_commit_alone"]
     assert set(base) == {"n", "per_s", "p50_ms", "p99_ms"} and base["n"] == 20
     for kind in kinds:
         r = sqlite_runs[kind]
-        assert set(r) == {*base, "cpu_ms", "per_commit", "p50_x_commit", "p99_x_commit"}
+        dropped = {"rows_dropped"} if kind == "booking_deletion" else set()
+        assert set(r) == {*base, "cpu_ms", "per_commit", "p50_x_commit", "p99_x_commit", *dropped}
         assert r["n"] > 0 and 0 < r["p50_ms"] <= r["p99_ms"] and r["cpu_ms"] > 0, (kind, r)
         assert r["per_commit"] >= 1, (kind, r)
         # a wait over one commit alone: one to two commits with group commit, either side of 1
         assert r["p50_x_commit"] == round(r["p50_ms"] / base["p50_ms"], 2)
+    # each deletion measured dropped one of the bookings put before (the database's count)
+    assert sqlite_runs["booking_deletion"]["rows_dropped"] == sqlite_runs["booking_deletion"]["n"]
 
 
 def test_utilization_benchmark():
