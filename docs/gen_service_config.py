@@ -108,6 +108,7 @@ ORDER = (
     "history_raw_days",
     "history_days",
     "queue_heartbeat",
+    "queue_place_interval",
     "max_queued_per_user",
     "booking_warning",
     "utilization_source",

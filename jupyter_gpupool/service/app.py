@@ -230,6 +230,7 @@ class GPUPoolService(Application, GPUPoolSettings):
         desk.line = Line(
             desk, heartbeat=self.queue_heartbeat, max_per_user=self.max_queued_per_user
         )
+        desk.line.told.every = self.queue_place_interval
         records = Records.at(
             self.db_url, raw_days=self.history_raw_days, keep_days=self.history_days
         )

@@ -66,6 +66,7 @@ from .. import clock
 from ..loops import Loop
 from .outcome import Desk, Outcome, committed
 from .places import Places
+from .told import PlacesTold
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +127,7 @@ class Line:
         self._moved = asyncio.Event()
         #: How many questions are held open per entry: held entries are asked for
         self.held: dict[str, int] = {}
+        self.told = PlacesTold()  # when each entry's place was last answered (:mod:`.told`)
         #: Its passes: on each kick, and every PASS_EVERY seconds
         self.loop = Loop("admission.line", PASS_EVERY, self._round, wake=self._kick)
         #: Told of each request put in line, and of each that left it (the database's copy)

@@ -98,9 +98,11 @@ class WaitEstimates:
 
     def _ask(self, w: Waiting, base: AdmissionState) -> Ask:
         """What an entry asks for, as the estimate reads it (kept while it waits and nothing
-        it is charged by changed: its request, the registry, the reservations' and the
-        usage's counts)."""
-        mark = (len(self.state.index), len(self.state.reservations))
+        it is charged by changed: its request, the registry and, for an entry asking for a
+        shape, the reservations' and the usage's counts: what a unit of a shape weighs
+        against quota follows the nodes that offer it, a whole GPU's does not)."""
+        shaped = any(w.request.shapes)
+        mark = (len(self.state.index), len(self.state.reservations)) if shaped else (0, 0)
         kept = self._asks.get(w.id)
         if kept is not None and kept[0] is w and kept[1] is base.registry and kept[2] == mark:
             return kept[3]

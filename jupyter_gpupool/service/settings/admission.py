@@ -77,6 +77,24 @@ class AdmissionSettings(HasTraits):
         """,
     ).tag(config=True)
 
+    queue_place_interval = Float(
+        1.0,
+        help="""Seconds between two answers about a waiting request's new place in line alone.
+
+        The hub asks for all its waiting spawns at once (``POST api/v1/admissions/wait``), and
+        the service answers as soon as one of them changes. When the first request in line is
+        admitted, every place behind it moves up one: with hundreds of requests in line and
+        the line moving several times a second, re-answering each of them at every move would
+        keep the service busy with news of places. A new place is answered at most once per
+        request in this interval (it comes a little later, never lost); a change of state (the
+        turn comes, back in line, cancelled) is always answered at once. 0 answers every move.
+
+        Example::
+
+            c.GPUPoolService.queue_place_interval = 0.5
+        """,
+    ).tag(config=True)
+
     max_queued_per_user = Integer(
         4,
         help="""The most requests one user may have waiting in line (``"queue": true``) at once.
@@ -123,6 +141,16 @@ class AdmissionSettings(HasTraits):
             raise TraitError(
                 f"max_queued_per_user must be 0 (no cap) or more, not {value}: "
                 "how many requests one user may have waiting in line at once"
+            )
+        return value
+
+    @validate("queue_place_interval")
+    def _place_interval(self, proposal: Any) -> float:
+        value = float(proposal["value"])
+        if not value >= 0:
+            raise TraitError(
+                f"queue_place_interval must be 0 or more seconds, not {proposal['value']!r}: "
+                "how often a waiting request's new place in line is told"
             )
         return value
 

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
+import time
 
-from ...core.admission.queue import Waiting
+from ...core.admission.queue import QUEUED, Waiting
+from ..admission.told import place_alone
 from ..bodies import WaitBody, parse_json, parse_wait
 from .admissionapi import MAX_WAIT, LineAnswers
 from .auth import USE_SCOPE
@@ -39,12 +42,12 @@ class AdmissionsWaitHandler(LineAnswers):
             desk.check_known(admission_id)
         async with desk.lock:
             self._check_all(body)
-            changed = self._changed(body)
+            changed, _ = self._changed(body)
         if not changed and wait > 0:
             if not await self.held(self._hold(body, wait)):
                 return
             async with desk.lock:
-                changed = self._changed(body)
+                changed, _ = self._changed(body)
         ids = changed or list(body.heard)  # at the timeout, all of them: the heartbeat
         for admission_id in ids:
             # admitted from the line, or put back in line: answered once that is in the database
@@ -53,6 +56,9 @@ class AdmissionsWaitHandler(LineAnswers):
             rows = {
                 i: self._in_line(i) or {"id": i, "state": UNKNOWN, "queued": False} for i in ids
             }
+            if desk.line is not None:
+                queued = [i for i, row in rows.items() if row.get("state") == QUEUED]
+                desk.line.told.told(queued, time.monotonic(), desk.line.waiting)
         self.write_json({"admissions": rows})
 
     def _check_all(self, body: WaitBody) -> None:
@@ -73,18 +79,23 @@ class AdmissionsWaitHandler(LineAnswers):
                 elif not self.caller.is_admin:
                     self._check_owner("", admission_id)  # whose it was is not kept
 
-    def _changed(self, body: WaitBody) -> list[str]:
+    def _changed(self, body: WaitBody) -> tuple[list[str], float]:
         """The listed entries whose state or place is not what the asker heard (under the
-        desk's lock); an entry the line does not know always is."""
+        desk's lock; an entry the line does not know always is), a new place only once the
+        entry's place was last told ``queue_place_interval`` ago (:mod:`..admission.told`);
+        and when the first new place held back may be told (infinity: none is)."""
         line = self.ctx.desk.line
         if line is None:
-            return list(body.heard)
-        changed = []
+            return list(body.heard), math.inf
+        changed, soonest, now = [], math.inf, time.monotonic()
         for admission_id, heard in body.heard.items():
             key = line.turn_key(admission_id)
             if key is None or key != heard:
+                if place_alone(key, heard) and (due := line.told.due(admission_id)) > now:
+                    soonest = min(soonest, due)
+                    continue
                 changed.append(admission_id)
-        return changed
+        return changed, soonest
 
     async def _hold(self, body: WaitBody, wait: float) -> None:
         """Until a listed entry's state or place changes, or ``wait`` seconds pass; the
@@ -101,7 +112,10 @@ class AdmissionsWaitHandler(LineAnswers):
             while (left := until - loop.time()) > 0:
                 move = line.next_move()  # taken before looking: no move is missed
                 async with desk.lock:
-                    if self._changed(body):
-                        return
+                    changed, soonest = self._changed(body)
+                if changed:
+                    return
+                # until the next move, or a new place held back may be told
+                left = min(left, max(soonest - time.monotonic(), 0.0))
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(move.wait(), left)

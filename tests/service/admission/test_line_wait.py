@@ -398,3 +398,41 @@ async def test_many_places_bodies_are_checked(start_service):
             assert e.status == 400 and words in e.message, (body, e.message)
         else:
             raise AssertionError(f"{body} was taken")
+
+
+async def test_a_new_place_alone_is_told_at_most_once_per_interval_a_turn_at_once(start_service):
+    """``queue_place_interval``: two moves up the line within the interval are one answer, with
+    the latest place, no sooner than the interval after the entry's place was last told; the
+    turn that comes within the interval is answered at once. Times are the test's clock around
+    the API's answers."""
+    every = 1.5
+    service = await start_service(queue_place_interval=every)
+    admin = service.admin()
+    await dev_pool_full(service)
+    bob, carol = await in_line(admin, "bob"), await in_line(admin, "carol")
+    erin = await in_line(admin, "erin", gpus=1)
+    hub = service.client(service.hub.admin())
+    first = await hub.admissions_wait({erin["id"]: None}, wait=20)  # heard nothing: at once
+    told = time.monotonic()
+    assert first[erin["id"]]["position"] == 3
+    question = asyncio.ensure_future(hub.admissions_wait({erin["id"]: heard(erin)}, wait=20))
+    await asyncio.sleep(0.1)
+    await admin.release(bob["id"])  # erin moves up to 2 ...
+    await asyncio.sleep(0.2)
+    assert not question.done()  # ... not told yet: her place was told under 1.5 s ago
+    await admin.release(carol["id"])  # ... and up to 1
+    got = await asyncio.wait_for(question, 10)
+    answered = time.monotonic()
+    assert every - 0.1 <= answered - told < every + 1.5, f"told after {answered - told:.2f} s"
+    assert (got[erin["id"]]["state"], got[erin["id"]]["position"]) == ("queued", 1)
+    # her turn comes within the interval of that answer: told at once
+    question = asyncio.ensure_future(
+        hub.admissions_wait({erin["id"]: heard(got[erin["id"]])}, wait=20)
+    )
+    await asyncio.sleep(0.1)
+    freed = time.monotonic()
+    await delete_pod(service.cluster, "alice-nb")
+    got = await asyncio.wait_for(question, 10)
+    assert time.monotonic() - freed < 1.0, f"the turn told {time.monotonic() - freed:.2f} s late"
+    assert got[erin["id"]]["state"] == "admitted"
+    assert got[erin["id"]] == await admin.admission(erin["id"])
