@@ -106,7 +106,7 @@ async def test_a_shape_only_a_re_cut_offers_is_listed_waited_for_and_estimated(
     assert asked == int(T0)
     row = await admin.admission(waiting["id"])
     assert row["state"] == "queued", row
-    assert row["estimate"] == pytest.approx(asked + 120), row
+    assert row["estimate"] == pytest.approx(asked + 120, abs=1), row
     assert row["estimate_words"].startswith(
         "about 2 min, once gpu-node-2 is re-cut into 7g.80gb"
     ), row
@@ -118,7 +118,7 @@ async def test_a_shape_only_a_re_cut_offers_is_listed_waited_for_and_estimated(
     seven = shapes_of(await admin.launch_options(user="alice", groups=[]))["mig-7g.80gb"]
     assert seven["ready_in_s"] == 60 and "8 more in about 1 min" in seven["text"], seven
     row = await admin.admission(waiting["id"])
-    assert row["estimate"] == pytest.approx(asked + 120), row
+    assert row["estimate"] == pytest.approx(asked + 120, abs=1), row
 
     # done: the instances are offered as any, and alice is admitted on them
     sim_cluster.mig_manager.finish("gpu-node-2")
