@@ -184,7 +184,9 @@ def test_the_shapes_a_re_cut_would_make_are_listed_with_none_free_and_when():
 def test_a_pool_file_naming_its_shapes_lists_only_those_a_re_cut_would_make():
     from jupyter_gpupool.core.words.recut_rows import recut_shape_rows
 
-    pool, index = _pool_index("shapes:\n  - {id: whole}\n  - {id: mig-7g.80gb, name: A whole A100}\n")
+    pool, index = _pool_index(
+        "shapes:\n  - {id: whole}\n  - {id: mig-7g.80gb, name: A whole A100}\n"
+    )
     rows = recut_shape_rows(pool, index, 120.0, NOW)
     assert [(r["id"], r["text"]) for r in rows] == [
         ("mig-7g.80gb", "A whole A100 \u00b7 MIG 7g.80gb: 0 free now, more in about 2 min")
