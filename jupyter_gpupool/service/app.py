@@ -337,6 +337,7 @@ class GPUPoolService(Application, GPUPoolSettings):
                 lock=ctx.desk.lock,
             )
             ctx.loops.append(ctx.recut.loop)
+            waits.coming = ctx.recut.coming  # the estimates count what re-cuts bring
         if self.reload_interval > 0:
             ctx.loops.append(ctx.pools.reloader(self.reload_interval))
         for loop in ctx.loops:

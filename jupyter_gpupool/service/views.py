@@ -31,6 +31,8 @@ from ..core.usage.reservations import Reservation, Reservations
 from ..core.usage.shapes import WHOLE
 from ..core.words.gpu_counts import counts_row
 from ..core.words.pool_rows import pool_names, pool_or_bare
+from ..core.words.recut_rows import EXPECTED_SECONDS as RECUT_SECONDS
+from ..core.words.recut_rows import recut_shape_rows
 from ..core.words.shape_rows import server_text
 from ..core.words.tables import csv_text
 from .monitoring.polling import Utilization
@@ -292,6 +294,8 @@ def launch_options(
     groups: Sequence[str],
     max_gpus: int,
     waiting: Mapping[str, int] | None = None,
+    recut_seconds: float = RECUT_SECONDS,
+    now: float | None = None,
 ) -> JSON:
     """``GET api/v1/launch-options``: what ``user`` may choose when starting a server.
 
@@ -302,11 +306,22 @@ def launch_options(
     admin's default pool order for their groups, the pools that exist but are not open to them
     (so a spawn form can tell "no such pool" from "not yours"), and what is left of the GPU-hour
     budgets of the user and their groups (none when budgets are not enforced).
+
+    A pool's ``shapes`` go on with those only a MIG re-cut would offer
+    (:func:`~..core.words.recut_rows.recut_shape_rows`: 0 free, ``recut: true``,
+    ``ready_in_s`` from ``recut_seconds``, what a re-cut is expected to take, at ``now``).
     """
     registry = state.registry
+    now = state.now if now is None else now
     rows = []
     for summary in summaries:
         name = summary["name"]
+        pool = registry.pool(name)
+        recut = (
+            recut_shape_rows(pool, index, recut_seconds, now)
+            if pool is not None and pool.recut is not None
+            else []
+        )
         ceiling = summary["whole_gpus"]["total"]  # whole GPUs: the quota of whole GPUs
         room = quota_headroom(name, user, groups, state, ceiling)
         # one unit of each shape other than whole GPUs, at its largest equivalent in the pool
@@ -318,6 +333,7 @@ def launch_options(
         rows.append(
             {
                 **summary,
+                "shapes": [*summary.get("shapes", ()), *recut],
                 "largest_node_gpus": max(
                     (n.gpu_total for n in index.nodes(name) if index.node_gpus_whole(n.name)),
                     default=0,

@@ -144,3 +144,50 @@ def test_a_recut_that_cannot_be_is_refused_at_its_line(change, path, words):
         load_string(bad)
     (problem,) = e.value.problems
     assert problem.path == path and words in problem.message
+
+
+# --- what the launch options list: shapes only a re-cut would offer (issue 41) ----------------
+
+
+def _pool_index(extra: str = ""):
+    from k8s_factories import node as k8s_node
+
+    from jupyter_gpupool.core.usage.index import UsageIndex
+    from jupyter_gpupool.core.usage.labels import GFD_COUNT_LABEL
+
+    registry = load_string(
+        "kind: pool\npool: {name: p}\nnodes:\n  big: {gpu-type: A100-80G}\n"
+        "recut:\n  nodes: [big]\n  configs: [all-disabled, all-7g.80gb, all-balanced]\n" + extra
+    )
+    big = k8s_node("big", "p", 8, product=A100)
+    big["metadata"]["labels"][GFD_COUNT_LABEL] = "8"
+    index = UsageIndex()
+    index.apply_node("ADDED", big)
+    return registry.pool("p"), index
+
+
+def test_the_shapes_a_re_cut_would_make_are_listed_with_none_free_and_when():
+    from jupyter_gpupool.core.words.recut_rows import recut_shape_rows
+
+    pool, index = _pool_index()
+    rows = {r["id"]: r for r in recut_shape_rows(pool, index, 90.0, NOW)}
+    # all-7g.80gb: 8 x 7g.80gb; all-balanced: 1g.10gb, 2g.20gb, 3g.40gb; all-disabled: whole
+    # GPUs, which big offers now (and whole GPUs are not a shape a re-cut is listed for)
+    assert sorted(rows) == ["mig-1g.10gb", "mig-2g.20gb", "mig-3g.40gb", "mig-7g.80gb"]
+    seven = rows["mig-7g.80gb"]
+    assert (seven["free"], seven["total"], seven["recut"], seven["ready_in_s"]) == (0, 0, True, 90)
+    assert seven["equivalent"] == "1" and rows["mig-3g.40gb"]["equivalent"] == "3/7"
+    assert seven["text"] == "MIG 7g.80gb: 0 free now, more in about 2 min"
+    assert seven["resource"] == "nvidia.com/mig-7g.80gb" and seven["recut_nodes"] == ["big"]
+
+
+def test_a_pool_file_naming_its_shapes_lists_only_those_a_re_cut_would_make():
+    from jupyter_gpupool.core.words.recut_rows import recut_shape_rows
+
+    pool, index = _pool_index(
+        "shapes:\n  - {id: whole}\n  - {id: mig-7g.80gb, name: A whole A100}\n"
+    )
+    rows = recut_shape_rows(pool, index, 120.0, NOW)
+    assert [(r["id"], r["text"]) for r in rows] == [
+        ("mig-7g.80gb", "A whole A100 \u00b7 MIG 7g.80gb: 0 free now, more in about 2 min")
+    ]

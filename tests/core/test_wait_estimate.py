@@ -9,6 +9,7 @@ from jupyter_gpupool.core.time.wait_estimate import (
     NO_ESTIMATE,
     OUTLIVED,
     Ask,
+    Coming,
     Estimate,
     Held,
     History,
@@ -320,3 +321,48 @@ def test_only_the_first_of_a_long_line_are_replayed():
     got = estimate(line, [], free, hourly("p"), NOW)
     assert got[f"x{MAX_LINE - 1}"].at == NOW
     assert got[f"x{MAX_LINE}"] == Estimate(None)
+
+
+# --- re-cuts (issue 41) -----------------------------------------------------------------------------
+
+SEVEN = "mig-7g.80gb"
+RECUT_WHY = "gpu-node-2 is re-cut into 7g.80gb instances"
+
+
+def test_a_shape_only_a_re_cut_brings_is_estimated_at_the_re_cuts_end():
+    # no node offers 7g.80gb and none ran here: no history, but a re-cut brings 8 in 2 min;
+    # the first eight in line get in then, the ninth gets no estimate (nothing frees one)
+    coming = [Coming("p", SEVEN, 8, NOW + 120, RECUT_WHY)]
+    line = [Ask(f"a{i}", (("p", SEVEN),), 1) for i in range(9)]
+    got = estimate(line, [], {}, History({}, 30), NOW, coming=coming)
+    assert {got[f"a{i}"].at for i in range(8)} == {NOW + 120}
+    assert (got["a0"].low, got["a0"].high) == (NOW + 120, NOW + 120)
+    assert got["a0"].words == (
+        "about 2 min, once gpu-node-2 is re-cut into 7g.80gb instances (shapes: approximate)"
+    )
+    assert got["a8"].at is None and got["a8"].words == NO_ESTIMATE
+    # without the re-cut, none of them has an estimate
+    assert estimate(line, [], {}, History({}, 30), NOW)["a0"].at is None
+
+
+def test_a_request_only_a_re_cut_serves_is_never_estimated_before_it_ends():
+    # 7g.80gb servers of this pool run 10 min; the one running ends in 5: the first in line
+    # gets its instance then, the second waits for the re-cut's end in 15 min, not sooner
+    held = [Held("p", SEVEN, 1, NOW - 300)]
+    h = History({("p", SEVEN): [600.0] * 5}, 30)
+    coming = [Coming("p", SEVEN, 1, NOW + 900, RECUT_WHY)]
+    line = [Ask("a", (("p", SEVEN),), 1), Ask("b", (("p", SEVEN),), 1)]
+    got = estimate(line, held, {}, h, NOW, coming=coming)
+    assert got["a"].at == NOW + 300
+    assert got["b"].at == NOW + 900 and got["b"].words.startswith("about 15 min, once gpu-node-2")
+    # a re-cut whose time has passed (overdue) brings its units now, never in the past
+    late = [Coming("p", SEVEN, 1, NOW - 60, RECUT_WHY)]
+    assert estimate(line[1:], [], {}, h, NOW, coming=late)["b"].at == NOW
+
+
+def test_a_node_going_back_to_whole_gpus_brings_them_on_that_node():
+    # a 4-GPU request: the whole GPUs a re-cut brings back come on one node, gpu-node-2
+    coming = [Coming("p", None, 8, NOW + 120, "gpu-node-2 goes back to whole GPUs", "gpu-node-2")]
+    free = {("p", None, "n1"): 2}
+    got = estimate([Ask("a", (("p", None),), 4)], [], free, History({}, 30), NOW, coming=coming)
+    assert got["a"].at == NOW + 120 and "gpu-node-2 goes back to whole GPUs" in got["a"].words

@@ -16,14 +16,16 @@ docs/pools.md#re-cutting-mig-layouts).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..documents.durations import duration_seconds
+from ..documents.mig_parted import DEFAULT_CONFIGS, MigConfigs
 from ..documents.spec import Checker, Field, ListOf, Record, Str
 from ..documents.yaml_reader import PathElem
 from ..usage.labels import NODE_RECUT_AT, NODE_RECUT_FOR
+from ..usage.shapes import cut_units
 
 #: The MIG manager's labels: the config asked for, and its state (docs/shapes.md)
 CONFIG_LABEL = "nvidia.com/mig.config"
@@ -149,4 +151,23 @@ def recut_to_dict(policy: RecutPolicy) -> dict[str, Any]:
         out["unused"] = policy.unused
     if policy.interval != DEFAULT_INTERVAL:
         out["interval"] = policy.interval
+    return out
+
+
+def could_make(
+    policy: RecutPolicy,
+    labels_of: Callable[[str], Mapping[str, str]],
+    configs: MigConfigs = DEFAULT_CONFIGS,
+) -> dict[str, list[str]]:
+    """Per shape id, the policy's nodes that one of its configs would cut to offer it (read
+    as GFD describes each node: product and GPU count), whatever runs on them now: what a
+    re-cut could make (``core/admission/recut.could_offer`` asks the same of one shape)."""
+    out: dict[str, list[str]] = {}
+    for name in policy.nodes:
+        labels = labels_of(name)
+        made: set[str] = set()
+        for config in policy.configs:
+            made.update(cut_units(labels, config, configs) or {})
+        for shape in sorted(made):
+            out.setdefault(shape, []).append(name)
     return out

@@ -34,6 +34,12 @@ through the same function and measures its error.
 4. **A range**: the same, every duration at the :data:`LOW_Q` and :data:`HIGH_Q` quantiles
    of its kind's (the staggered ends at their quartiles), gives ``low`` and ``high``: "about
    20-45 min, from the last 30 days of training-pool".
+5. **Re-cuts** (:class:`~.wait_inputs.Coming`): the units a MIG re-cut brings come free at
+   the time it should end (one under way: its asking time plus what re-cuts take; one the
+   service would ask for now: now plus that), and no sooner, so a request only a re-cut can
+   serve is estimated no sooner than the re-cut's duration ("about 2 min, once gpu-node-2 is
+   re-cut into 1g.10gb instances"). A shape no server of the pool ran yet is replayed there
+   too: those let in get in when it comes, and give nothing back in the replay.
 
 Left out: requests that have not arrived yet (they may go ahead by quota or share), reclaim,
 the scheduler refusing a pod, budgets, bookings and the cluster-wide caps; the first
@@ -55,6 +61,7 @@ from .wait_inputs import (
     OUTLIVED,
     UNMANAGED,
     Ask,
+    Coming,
     Held,
     History,
     Key,
@@ -64,7 +71,7 @@ from .wait_inputs import (
     median,
     quantile,
 )
-from .wait_replay import End, replay, staggered
+from .wait_replay import RECUT, End, replay, staggered
 
 __all__ = [
     "BY_POOL",
@@ -78,6 +85,7 @@ __all__ = [
     "OUTLIVED",
     "UNMANAGED",
     "Ask",
+    "Coming",
     "Estimate",
     "Held",
     "History",
@@ -85,6 +93,7 @@ __all__ = [
     "estimate",
     "expected_end",
     "median",
+    "minutes_text",
     "quantile",
     "staggered",
     "wait_words",
@@ -116,15 +125,17 @@ def estimate(
     history: History,
     now: float,
     hold_back: str = HOLD_BACK,
+    coming: Sequence[Coming] = (),
 ) -> dict[str, Estimate]:
     """Each request of ``line`` (in its order) with its estimated admission; ``free``: the
     units free now per (pool, shape, node), reservations taken off (node None: the pool as a
     whole, as shapes are counted); ``hold_back``: what a request waiting within quota holds
-    back from borrowers (:data:`BY_SHAPE`, as admission does, or :data:`BY_POOL`)."""
-    held, first = list(held), line[:MAX_LINE]
-    mid = replay(first, held, free, history, now, 0.5, hold_back)
-    low = replay(first, held, free, history, now, LOW_Q, hold_back)
-    high = replay(first, held, free, history, now, HIGH_Q, hold_back)
+    back from borrowers (:data:`BY_SHAPE`, as admission does, or :data:`BY_POOL`);
+    ``coming``: the units MIG re-cuts bring, each no sooner than the re-cut should end."""
+    held, first, coming = list(held), line[:MAX_LINE], list(coming)
+    mid = replay(first, held, free, history, now, 0.5, hold_back, coming)
+    low = replay(first, held, free, history, now, LOW_Q, hold_back, coming)
+    high = replay(first, held, free, history, now, HIGH_Q, hold_back, coming)
     out: dict[str, Estimate] = {}
     for a in line:
         got = mid.get(a.id)
@@ -140,7 +151,7 @@ def estimate(
     return out
 
 
-def _minutes(seconds: float) -> str:
+def minutes_text(seconds: float) -> str:
     """``7 min``, ``25 min``, ``1 h 20 min``: to the minute under 10 minutes, then to 5 minutes,
     then to 10 from an hour on, so the words (and the spawner's progress line, which follows
     them) change seldom while the estimate holds."""
@@ -155,7 +166,7 @@ def _minutes(seconds: float) -> str:
 
 def _span(low: float, high: float) -> str:
     """``20-45 min``, ``45 min-1 h 30 min``, ``25 min`` (both ends alike once rounded)."""
-    a, b = _minutes(low), _minutes(high)
+    a, b = minutes_text(low), minutes_text(high)
     if a == b:
         return a
     if "h" not in a and "h" not in b:
@@ -181,10 +192,14 @@ def wait_words(
     if high < 60:
         when = "any moment now"
     elif low < 60:
-        when = f"within {_minutes(high)}"
+        when = f"within {minutes_text(high)}"
     else:
         when = f"about {_span(low, high)}"
-    words = f"{when}, from the last {days:g} days of {what}"
+    if decisive is not None and decisive.how == RECUT:
+        # what lets it in is a re-cut's end, not the servers' history
+        words = f"{when}, once {decisive.why or 'a node is re-cut'}"
+    else:
+        words = f"{when}, from the last {days:g} days of {what}"
     if decisive is not None and decisive.how == "sure":
         words += f" and {decisive.why or 'a known stop'} ahead"
     elif decisive is not None and decisive.how == "outlived":

@@ -22,6 +22,7 @@ __all__ = [
     "OUTLIVED",
     "UNMANAGED",
     "Ask",
+    "Coming",
     "Held",
     "History",
     "Key",
@@ -81,6 +82,20 @@ class Held:
     #: The quota counters it counts against (:class:`Terms`), ``amount`` GPU-equivalents each
     counters: tuple[str, ...] = ()
     amount: float = 0.0
+
+
+@dataclass(frozen=True)
+class Coming:
+    """Units that no server frees but a MIG re-cut brings: ``units`` of ``shape`` (None: whole
+    GPUs, on ``node``) in ``pool`` from ``at`` on; ``why`` in words (``gpu-node-2 is re-cut
+    into 1g.10gb instances``)."""
+
+    pool: str
+    shape: str | None
+    units: int
+    at: float
+    why: str = ""
+    node: str | None = None
 
 
 @dataclass(frozen=True)

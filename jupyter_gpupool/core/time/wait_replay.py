@@ -23,6 +23,7 @@ from .wait_inputs import (
     OUTLIVED,
     UNMANAGED,
     Ask,
+    Coming,
     Held,
     History,
     Key,
@@ -32,13 +33,17 @@ from .wait_inputs import (
     quantile,
 )
 
-__all__ = ["End", "Got", "replay", "staggered"]
+__all__ = ["RECUT", "End", "Got", "replay", "staggered"]
+
+#: How an :class:`End` is known when it is a re-cut's units coming, not a server ending
+RECUT = "recut"
 
 
 @dataclass(order=True)
 class End:
     """A server's expected end: its units come free (on ``node``: whole GPUs), its quota
-    counters go down; ``how`` it is known (``history``, ``sure``, ``outlived``) and why."""
+    counters go down; ``how`` it is known (``history``, ``sure``, ``outlived``; :data:`RECUT`:
+    the units a re-cut brings) and why."""
 
     at: float
     seq: int
@@ -85,13 +90,13 @@ class _Replay:
         #: let in alike (a pass tries one kind once while nothing changed)
         self.kind: dict[int, int] = {}
 
-    def duration(self, key: Key) -> float:
+    def duration(self, key: Key) -> float | None:
         """How long a server the replay admits runs: the median of its kind, or the range's
         quantile (the mean, the rate a pool gives GPUs back at in the long run, was measured
-        and is later at every load: ``docs/pools.md``)."""
+        and is later at every load: ``docs/pools.md``); None for a kind without history (one
+        a re-cut brings: the replay never gives its units back)."""
         durations = self.history.of(*key)
-        assert durations is not None
-        return quantile(durations, self.q)
+        return None if durations is None else quantile(durations, self.q)
 
     def held_by(self, key: Key) -> object:
         """What a request within quota for ``key`` holds back from borrowers."""
@@ -209,8 +214,9 @@ class _Replay:
             room[key] = max(nodes.values())
             self.count(counters, terms.amount)
             self.seq += 1
-            end = at + self.duration(key)
-            self.push(End(end, self.seq, key, node, a.units, counters, terms.amount))
+            runs = self.duration(key)
+            if runs is not None:
+                self.push(End(at + runs, self.seq, key, node, a.units, counters, terms.amount))
             self.got[a.id] = Got(at, key, by, self.kind[i] in self.quota_waits)
             for held in holds:  # in: it holds nothing back any more
                 self.held_back[held] -= 1
@@ -295,13 +301,19 @@ def replay(
     now: float,
     q: float,
     hold_back: str,
+    coming: Sequence[Coming] = (),
 ) -> dict[str, Got]:
-    """Who of ``line`` (in its order) gets in when, every duration at the ``q`` quantile."""
+    """Who of ``line`` (in its order) gets in when, every duration at the ``q`` quantile;
+    ``coming``: units re-cuts bring, each at its time (a kind without history is replayed
+    where one brings it: those it lets in get in then, and give nothing back)."""
     r = _Replay(history, now, q, hold_back)
+    brought = {(c.pool, c.shape) for c in coming}
     asks = []
     for i, a in enumerate(line):
         terms = list(a.terms) + [UNMANAGED] * (len(a.choices) - len(a.terms))
-        choices = [(k, t) for k, t in zip(a.choices, terms, strict=False) if history.of(*k)]
+        choices = [
+            (k, t) for k, t in zip(a.choices, terms, strict=False) if k in brought or history.of(*k)
+        ]
         if choices:
             asks.append((i, a, choices))
             for k, _ in choices:
@@ -332,4 +344,11 @@ def replay(
             node = h.node if h.shape is None else None
             units, amount = max(h.units, 1), h.amount or float(h.units)
             r.push(End(at[which], r.seq, key, node, units, h.counters, amount, how, h.sure_why))
+    for come in coming:
+        key = (come.pool, come.shape)
+        if key in r.free and come.units > 0:
+            r.seq += 1
+            node = come.node if come.shape is None else None
+            when = max(come.at, now)
+            r.push(End(when, r.seq, key, node, come.units, (), 0.0, RECUT, come.why))
     return r.run(asks)

@@ -203,6 +203,25 @@ def config_units(
     return {(k if k == WHOLE else f"{MIG}-{k}"): n for k, n in got.items() if n}
 
 
+def cut_units(
+    labels: Mapping[str, str], config: str, configs: MigConfigs = DEFAULT_CONFIGS
+) -> dict[str, int] | None:
+    """What the node would offer cut as ``config`` (:func:`config_units` of that config)."""
+    return config_units({**labels, MIG_CONFIG_LABEL: config}, configs)
+
+
+def cut_shape(shape_id: str, labels: Mapping[str, str]) -> Shape | None:
+    """The MIG shape ``shape_id`` (``mig-1g.10gb``) as the node would offer it once re-cut
+    (mixed strategy, as the MIG manager leaves it): its model as the node's whole GPUs are
+    shown, its memory not known until GFD writes it; None when it is not a MIG shape id."""
+    if not shape_id.startswith(f"{MIG}-"):
+        return None
+    profile = shape_id.removeprefix(f"{MIG}-")
+    card = labels.get(GFD_PRODUCT_LABEL) or gpu_model(labels)
+    model = labels.get(GPU_TYPE_LABEL) or card
+    return _mig_shape(MIG_RESOURCE_PREFIX + profile, profile, model, None, 1, card=card)
+
+
 def gpu_model(labels: Mapping[str, str]) -> str | None:
     """The GPU type as the usage index reads it: gpuctl's label, else GFD's product."""
     return labels.get(GPU_TYPE_LABEL) or labels.get(GFD_PRODUCT_LABEL) or None

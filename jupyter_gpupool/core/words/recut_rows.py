@@ -1,6 +1,7 @@
 """What a pool says of its MIG re-cuts under way (:mod:`..admission.recut` decides them): the
-pools API's ``recuts``, the words on a shape that more of it is coming, and a waiting
-request's words while a re-cut will bring what it waits for.
+pools API's ``recuts``, the words on a shape that more of it is coming, a waiting request's
+words while a re-cut will bring what it waits for, and the shapes that only a re-cut would
+offer as the launch options list them (:func:`recut_shape_rows`).
 
 All of it is read from the nodes' labels (the config asked for, the MIG manager's state, the
 service's :data:`~..pools.recut_policy.RECUT_AT_LABEL`), so it is what the cluster says, and
@@ -15,10 +16,18 @@ from typing import Any
 
 from ..documents.mig_parted import DEFAULT_CONFIGS, MigConfigs
 from ..pools.model import Pool
-from ..pools.recut_policy import CONFIG_LABEL, RECUT_AT_LABEL, STATE_LABEL, UNDER_WAY
+from ..pools.recut_policy import (
+    CONFIG_LABEL,
+    RECUT_AT_LABEL,
+    STATE_LABEL,
+    UNDER_WAY,
+    could_make,
+)
+from ..time.wait_estimate import minutes_text
 from ..usage.index import UsageIndex
-from ..usage.shapes import WHOLE, config_units
+from ..usage.shapes import MIG, WHOLE, config_units, cut_shape
 from .gpu_use import clock_words
+from .shape_rows import shape_row
 
 JSON = dict[str, Any]
 
@@ -96,3 +105,58 @@ def waiting_for_recut(
                 profile = wanted.removeprefix("mig-")
                 return f"waiting for {r['node']} to be re-cut into {profile} instances"
     return None
+
+
+def recut_shape_rows(
+    pool: Pool,
+    index: UsageIndex,
+    expected_seconds: float,
+    now: float,
+    configs: MigConfigs = DEFAULT_CONFIGS,
+) -> list[JSON]:
+    """The launch options' rows of the MIG shapes that no node of the pool offers now and that
+    its ``recut`` lets the service cut one of its nodes into (a shape its file lets in): each
+    with 0 free, ``recut: true`` and ``ready_in_s``, the seconds until a re-cut should bring it
+    (``expected_seconds`` from now; what is left of that for a re-cut under way that brings it,
+    asked at its node's :data:`~..pools.recut_policy.RECUT_AT_LABEL`):
+    ``MIG 1g.10gb: 0 free now, more in about 2 min``. Whether a node is free to be re-cut
+    (no GPU pod on it, its interval passed) is not asked: the line re-cuts it once it is."""
+    if pool.recut is None:
+        return []
+    offered = {c.shape.id for c in index.shape_counts(pool.name)}
+    rules = {r.id: r.name for r in pool.shapes}
+    under_way = recuts_under_way(pool, index)
+    out = []
+    for shape_id, nodes in could_make(pool.recut, index.node_labels, configs).items():
+        if not shape_id.startswith(f"{MIG}-") or shape_id in offered:
+            continue
+        if not pool.offers_shape(shape_id):
+            continue
+        shape = cut_shape(shape_id, index.node_labels(nodes[0]))
+        if shape is None:
+            continue
+        mine = [r for r in under_way if r["brings"].get(shape_id)]
+        ready = expected_seconds
+        if mine:
+            ready = min(
+                expected_seconds
+                if r["asked_at"] is None
+                else r["asked_at"] + expected_seconds - now
+                for r in mine
+            )
+        ready = max(0.0, ready)
+        row = shape_row(shape, 0, 0, 0, rules.get(shape_id))
+        if mine:
+            more = sum(r["brings"][shape_id] for r in mine)
+            names = ", ".join(r["node"] for r in mine)
+            coming = f"{more} more in about {minutes_text(ready)} ({names} is re-cut)"
+        else:
+            coming = f"more in about {minutes_text(ready)}"
+        row.update(
+            text=f"{row['text']} now, {coming}",
+            recut=True,
+            ready_in_s=round(ready),
+            recut_nodes=list(nodes),
+        )
+        out.append(row)
+    return out

@@ -60,6 +60,10 @@ class ShapeChoice:
     total: int = 0
     free: int = 0
     largest_free: int = 0
+    #: no node offers it now, a MIG re-cut would ("MIG 1g.10gb: 0 free now, more in about 2
+    #: min"); ``ready_in_s``: seconds until one should bring it
+    recut: bool = False
+    ready_in_s: float | None = None
 
     @property
     def whole(self) -> bool:
@@ -77,6 +81,8 @@ class ShapeChoice:
             total=int(row.get("total") or 0),
             free=int(row.get("free") or 0),
             largest_free=int(row.get("largest_free") or 0),
+            recut=bool(row.get("recut")),
+            ready_in_s=None if row.get("ready_in_s") is None else float(row["ready_in_s"]),
         )
 
 

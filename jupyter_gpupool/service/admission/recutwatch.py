@@ -43,8 +43,10 @@ from ...core.pools.recut_policy import (
     RecutPolicy,
 )
 from ...core.time.idle import duration_words
-from ...core.usage.shapes import MIG_CONFIG_STATE_LABEL, WHOLE
+from ...core.time.wait_inputs import Coming
+from ...core.usage.shapes import MIG_CONFIG_STATE_LABEL, WHOLE, cut_units
 from ...core.words.gpu_use import clock_words
+from ...core.words.recut_rows import recuts_under_way
 from .. import clock
 from ..loops import Loop
 from ..records.changelog import ChangeLog
@@ -208,6 +210,31 @@ class RecutWatch:
         """What the next re-cut should take: the mean of the last ones seen, else a default."""
         return sum(self._took) / len(self._took) if self._took else EXPECTED_SECONDS
 
+    def coming(self, now: float) -> list[Coming]:
+        """What re-cuts will bring, for the wait estimates: each under way (its node's labels
+        say the config and the MIG manager's state) at its asking time plus
+        :meth:`expected_seconds`, each the planner would ask for now at now plus that. A node
+        that cannot be re-cut yet (a GPU pod on it, its interval not passed) brings nothing."""
+        expected = self.expected_seconds()
+        registry, index = self.state.registry, self.state.index
+        out: list[Coming] = []
+        asked: dict[str, Counter[str]] | None = None
+        for name, policy in self.policies():
+            pool = registry.pool(name)
+            if pool is None:
+                continue
+            for r in recuts_under_way(pool, index):
+                at = (now if r["asked_at"] is None else r["asked_at"]) + expected
+                out.extend(_coming(name, r["node"], r["brings"], at))
+            if asked is None:
+                asked = self.asked()
+            if name not in asked:
+                continue
+            for cut in self.pool_plans(name, policy, asked[name], now):
+                got = cut_units(index.node_labels(cut.node), cut.config, self.configs) or {}
+                out.extend(_coming(name, cut.node, got, now + expected))
+        return out
+
     def under_way(self, pool: str | None = None) -> list[RecutEvent]:
         """The re-cuts asked and not ended yet (of ``pool`` when given)."""
         return [e for e in self.events if e.state not in ENDED and (pool is None or e.pool == pool)]
@@ -344,6 +371,17 @@ class RecutWatch:
                     f"re-cutting {e.node} to {e.config} has not ended for {now - e.at:.0f} s"
                 )
         return out
+
+
+def _coming(pool: str, node: str, brings: Mapping[str, int], at: float) -> list[Coming]:
+    out = []
+    for shape, units in brings.items():
+        if shape == WHOLE:
+            out.append(Coming(pool, None, units, at, f"{node} goes back to whole GPUs", node))
+        else:
+            what = shape.removeprefix("mig-")
+            out.append(Coming(pool, shape, units, at, f"{node} is re-cut into {what} instances"))
+    return out
 
 
 def _number(text: str | None) -> float | None:

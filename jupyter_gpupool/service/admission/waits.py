@@ -6,7 +6,8 @@ hold GPUs in each pool with their start (the pods' creation, as the ledger's ses
 and the quota counters they count against, the reservations (held from now), the free units
 per pool and shape (reservations taken off), what will end a
 server for sure (:attr:`WaitEstimates.sure_end`: the idle policy's stop once it warned, a
-notice's deadline), and the durations the ledger keeps (:mod:`..records.durations`). One
+notice's deadline), what MIG re-cuts will bring and when (:attr:`WaitEstimates.coming`), and
+the durations the ledger keeps (:mod:`..records.durations`). One
 walk gives every entry its estimate; it is kept for :data:`KEEP` seconds, or until the line
 or the usage changes, so a listing of the line walks it once.
 """
@@ -14,7 +15,7 @@ or the usage changes, so a listing of the line walks it once.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ...core.accounting.ledger import parse_time
@@ -22,7 +23,7 @@ from ...core.admission.decision import AdmissionState
 from ...core.admission.queue import Waiting, pools_of
 from ...core.admission.wait_terms import counters, terms
 from ...core.time.notices import STOP, Notice
-from ...core.time.wait_estimate import Ask, Estimate, Held, History, estimate
+from ...core.time.wait_estimate import Ask, Coming, Estimate, Held, History, estimate
 from ...core.usage.index import UsageIndex
 from ...core.usage.reservations import Reservations
 from ...core.usage.rows import ServerUsage
@@ -70,6 +71,8 @@ class WaitEstimates:
         self.state = line.state
         self.history = history
         self.sure_end: SureEnd = no_sure_end
+        #: What MIG re-cuts will bring, at ``now`` (:meth:`.recutwatch.RecutWatch.coming`)
+        self.coming: Callable[[float], Sequence[Coming]] = lambda now: ()
         self._kept: tuple[tuple[object, ...], dict[str, Estimate]] | None = None
         self._asks: dict[str, tuple[Waiting, object, tuple[int, int], Ask]] = {}
 
@@ -117,7 +120,8 @@ class WaitEstimates:
         base = state.admission_state()
         asks = [self._ask(w, base) for w in self.line.ranked()]
         held, free = holding(asks, state.index, state.reservations, now, self.sure_end)
-        return estimate(asks, held, free, self.history(), now)
+        coming = self.coming(now)
+        return estimate(asks, held, free, self.history(), now, coming=coming)
 
 
 def ask_of(w: Waiting, base: AdmissionState) -> Ask:
@@ -126,7 +130,8 @@ def ask_of(w: Waiting, base: AdmissionState) -> Ask:
     req = w.request
     choices = [
         (p, sh)
-        for p, sh in req.choices(pools_of(req, base))
+        # its own list keeps its shapes (pools_of's copy of it would drop them)
+        for p, sh in req.choices(req.pools or pools_of(req, base))
         if (pool := base.registry.pool(p)) is None or pool.allows(req.user, req.groups)
     ]
     return Ask(

@@ -339,7 +339,7 @@ class LaunchOptionsHandler(APIHandler):
             groups = parse_groups(raw_groups)
         else:
             groups = await self.ctx.user_groups(user)
-        state = self.ctx.state
+        state, recut = self.ctx.state, self.ctx.recut
         self.write_json(
             views.launch_options(
                 state.pool_summaries(user, groups),
@@ -349,6 +349,9 @@ class LaunchOptionsHandler(APIHandler):
                 groups,
                 self.ctx.max_gpus,
                 self.ctx.desk.line.lengths() if self.ctx.desk.line is not None else {},
+                # a shape only a re-cut offers: ready in what re-cuts took lately
+                **({"recut_seconds": recut.expected_seconds()} if recut is not None else {}),
+                now=clock.now(),
             )
         )
 
