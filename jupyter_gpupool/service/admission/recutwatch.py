@@ -17,9 +17,9 @@ section:
   between that check and its patch;
 - re-cuts ahead of a booking's window (:mod:`jupyter_gpupool.core.admission.booking_layout`):
   the bookings of the pool in force now or starting within the re-cut's expected duration
-  plus :data:`BOOKING_MARGIN` are demand for their shapes; the layout that fits them (the one
-  the booking desk fitted them with) says which nodes to cut to which config, and those the
-  planner may change now are re-cut (never one with a GPU pod, the policy's interval kept).
+  plus :data:`BOOKING_MARGIN` are demand for their shapes; the layout that fits them (chosen
+  as the booking desk chose it, nodes free to change now before others) says which nodes to
+  cut to which config, and those the planner may change now are re-cut (never one with a GPU pod, the policy's interval kept).
   While the bookings hold them, the line neither re-cuts those nodes nor sends them home;
   once the windows end, the planner's "back again" brings them home as any other;
 - follows each re-cut's state to ``success`` or ``failed``: both go in the change log; a failed
