@@ -51,6 +51,7 @@ from ...core.pools.recut_policy import (
     RECUT_FOR_LABEL,
     RecutPolicy,
 )
+from ...core.time.bookings_in_force import Calendar
 from ...core.time.idle import duration_words
 from ...core.usage.shapes import MIG_CONFIG_STATE_LABEL, WHOLE
 from ...core.words.gpu_use import clock_words
@@ -138,6 +139,8 @@ class RecutWatch:
         self.events: deque[RecutEvent] = deque(maxlen=50)
         self._unused: dict[str, float] = {}
         self._took: deque[float] = deque(maxlen=10)
+        #: the round's time, the calendar then, and per pool the starts within the lead
+        self._starts: tuple[float, Calendar, dict[str, list[float]]] | None = None
         self.wake = asyncio.Event()
         self.loop = Loop("admission.recut", interval, self.round, wake=self.wake, first=0)
 
@@ -265,10 +268,7 @@ class RecutWatch:
         calendar = self.state.calendar
         if pool not in calendar.pools:
             return {}
-        lead = self.expected_seconds() + BOOKING_MARGIN
-        moments = [now] + [
-            w.occurrence.start for w in calendar.starting(now, now + lead) if w.booking.pool == pool
-        ]
+        moments = [now, *self._starting(now).get(pool, [])]
         out: dict[str, tuple[int, list[tuple[str, float]]]] = {}
         for t in moments:
             held: Counter[str] = Counter()
@@ -280,6 +280,18 @@ class RecutWatch:
                 if n > out.get(shape, (0, []))[0]:
                     out[shape] = (n, who[shape])
         return out if any(s.startswith("mig-") for s in out) else {}
+
+    def _starting(self, now: float) -> dict[str, list[float]]:
+        """Per pool, the starts of the windows starting within the lead from ``now``: listed
+        once per round (the calendar's ``starting`` reads every window it holds)."""
+        calendar = self.state.calendar
+        if self._starts is None or self._starts[:2] != (now, calendar):
+            lead = self.expected_seconds() + BOOKING_MARGIN
+            found: dict[str, list[float]] = {}
+            for w in calendar.starting(now, now + lead):
+                found.setdefault(w.booking.pool, []).append(w.occurrence.start)
+            self._starts = (now, calendar, found)
+        return self._starts[2]
 
     def booking_plans(
         self,

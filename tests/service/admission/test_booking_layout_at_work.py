@@ -199,3 +199,55 @@ async def test_the_node_is_re_cut_before_the_window_held_through_it_and_home_aft
     assert any(
         w.startswith("gpu-node-2 back to all-disabled: its instances stood unused") for w in words
     ), words
+
+
+async def test_a_node_running_a_gpu_server_is_not_re_cut_for_a_booking_until_it_ends(
+    db_url, start_service, pools_dir, now
+):
+    recuttable(pools_dir)
+    service = await start_service(db_url=db_url)
+    cluster, admin, watch = service.cluster, service.admin(), service.ctx.recut
+    assert watch is not None
+    await admin.create_bookings(LAB)
+    # two researchers fill the pool's two 8-GPU nodes with whole-GPU servers
+    for user in ("dave", "erin"):
+        a = await admin.admit(user=user, groups=["ml-research"], pools=["training-pool"], gpus=8)
+        await start_pod(cluster, a, f"jupyter-{user}")
+    on = {where(cluster, f"jupyter-{u}"): u for u in ("dave", "erin")}
+    assert sorted(n or "" for n in on) == ["gpu-node-1", "gpu-node-2"], on
+    await service.settled()
+
+    now[0] = START - 179
+    for _ in range(2):
+        await watch.round()
+    assert labels(cluster, "gpu-node-2").get("nvidia.com/mig.config", "all-disabled") == (
+        "all-disabled"
+    )
+    # the server on gpu-node-2 ends: the next round re-cuts it for the booking
+    await delete_pod(cluster, f"jupyter-{on['gpu-node-2']}")
+    await service.settled()
+    await watch.round()
+    assert labels(cluster, "gpu-node-2")["nvidia.com/mig.config"] == "all-1g.10gb"
+    assert labels(cluster, "gpu-node-1").get("nvidia.com/mig.config", "all-disabled") == (
+        "all-disabled"
+    )
+
+
+async def test_a_booking_made_within_the_lead_is_planned_at_the_next_round(
+    db_url, start_service, pools_dir, now
+):
+    # a round has just read the pool's bookings when the lab is booked, at the same moment
+    recuttable(pools_dir)
+    service = await start_service(db_url=db_url)
+    cluster, admin, watch = service.cluster, service.admin(), service.ctx.recut
+    assert watch is not None
+    now[0] = START - 179
+    later = ONE_WHOLE.replace("T09:00", "T09:30").replace("T10:00", "T10:30")
+    await admin.create_bookings(later)
+    await watch.round()
+    assert labels(cluster, "gpu-node-2").get("nvidia.com/mig.config", "all-disabled") == (
+        "all-disabled"
+    )
+    await admin.create_bookings(LAB)
+    await watch.round()
+    assert labels(cluster, "gpu-node-2")["nvidia.com/mig.config"] == "all-1g.10gb"
