@@ -174,3 +174,21 @@ def test_a_node_already_cut_so_is_chosen_before_one_that_would_have_to_change():
     lay = pool_layout(POOL, pol, DEFAULT_CONFIGS, nodes, lambda n: {"whole": 8})
     choice = choose_layout(lay, {"whole": 8, MIG: 2}, {MIG: 40}, 0, _eq)
     assert choice.cuts == (("gpu-node-3", "all-1g.10gb"),)
+
+
+def test_a_long_window_that_began_days_before_is_met():
+    # nine whole GPUs from the 18th to the 21st, then many short windows: the lab on the 19th
+    # still meets the long one (found among the windows that began before it)
+    long = Booking(
+        "long-nine",
+        POOL,
+        Window("UTC", once=Once(dt.datetime(2027, 1, 18), dt.datetime(2027, 1, 21))),
+        9,
+        "whole",
+        users=("bob",),
+    )
+    short = [once(f"s{h}", 1, 18, shape="whole", start=h, end=h + 1) for h in range(12)]
+    [c] = booking_conflicts(
+        [long, *short, once("cs-lab", 40, 19)], capacity(), {}, {POOL: layout("gpu-node-2")}
+    )
+    assert c.booking.name == "cs-lab" and [b.name for b, _ in c.others] == ["long-nine"]

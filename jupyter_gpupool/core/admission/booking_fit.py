@@ -202,7 +202,8 @@ def _not_offered(
 class _Relayable:
     """A pool whose nodes may be re-cut (:mod:`.booking_layout`): every moment a booking's
     window meets (its start, and each start or end of another window inside it) is checked
-    with the layout that moment's bookings need; the layouts are kept per demand."""
+    with the layout that moment's bookings need; the layouts are kept per demand. A window
+    costs the windows it meets (found by bisection), not every window of the pool."""
 
     def __init__(
         self, layout: PoolLayout, capacity: Capacity, guaranteed: Amount, pool: str
@@ -214,8 +215,18 @@ class _Relayable:
         self.fixed = {
             s: max(0, c - present.get(s, 0)) for (p, s), c in capacity.units.items() if p == pool
         }
+        #: the windows added so far, by start (``starts`` beside them), and the longest
         self.held: list[_Held] = []
+        self.starts: list[float] = []
+        self.longest = 0.0
         self._memo: dict[frozenset[tuple[str, int]], Choice] = {}
+
+    def meeting(self, w: Occurrence) -> list[_Held]:
+        """The windows added so far that overlap ``w``: only those starting less than the
+        longest one before it, found by bisection."""
+        i = bisect.bisect_left(self.starts, w.start - self.longest)
+        j = bisect.bisect_left(self.starts, w.end)
+        return [h for h in self.held[i:j] if h.window.end > w.start]
 
     def offers(self, shape: str) -> bool:
         return bool(self.fixed.get(shape)) or self.layout.offers(shape)
@@ -233,7 +244,7 @@ class _Relayable:
         found: Conflict | None = None
         bad = 0
         for w in windows:
-            met = [h for h in self.held if h.window.start < w.end and h.window.end > w.start]
+            met = self.meeting(w)
             moments = {w.start}
             moments.update(h.window.start for h in met if h.window.start > w.start)
             moments.update(h.window.end for h in met if h.window.end < w.end)
@@ -262,7 +273,11 @@ class _Relayable:
         return Conflict(**{**found.__dict__, "more_windows": bad - 1})
 
     def add(self, booking: Booking, windows: Sequence[Occurrence]) -> None:
-        self.held.extend(_Held(booking, w, booking.gpus) for w in windows)
+        for w in windows:
+            k = bisect.bisect_right(self.starts, w.start)
+            self.starts.insert(k, w.start)
+            self.held.insert(k, _Held(booking, w, booking.gpus))
+            self.longest = max(self.longest, w.end - w.start)
 
 
 def booking_conflicts(
