@@ -295,3 +295,65 @@ def booking_recuts(
         shape, booked, words = reason(options[name][config])
         out.append(Recut(name, config, shape, booked, False, words))
     return out
+
+
+def booking_homes(
+    policy: RecutPolicy,
+    layout: PoolLayout,
+    nodes: Sequence[NodeCut],
+    choice: Choice,
+    fixed: Units,
+    demand: Units,
+    guaranteed: Amount,
+    equivalent: Callable[[str], Fraction],
+    now: float,
+    reason: Callable[[Units], tuple[str, int, str]],
+) -> list[Recut]:
+    """The nodes to send home for the bookings of a moment: each the layout ``choice`` leaves
+    at home that is cut otherwise now (for the line, or by an admin), free to change, and
+    whose home layout offers more of a shape the moment lacks as the nodes are cut now (the
+    whole GPUs a whole-GPU booking and the guarantees need, say)."""
+    by_name = {n.name: n for n in nodes}
+    chosen = {name for name, _ in choice.cuts}
+    need = _Need(demand, guaranteed, equivalent).need(True)
+    supply = dict(fixed)
+    for n in layout.nodes:
+        supply = _swap(supply, {}, n.present)
+    out = []
+    for n in layout.nodes:
+        cut = by_name.get(n.name)
+        if n.name in chosen or cut is None or (n.config or layout.home) == layout.home:
+            continue
+        lacks = [
+            s
+            for s, c in n.home.items()
+            if c > n.present.get(s, 0) and need.get(s, 0) > supply.get(s, 0)
+        ]
+        if not lacks or not free_to_change(policy, cut, now):
+            continue
+        supply = _swap(supply, n.present, n.home)
+        shape, booked, words = reason(n.home)
+        out.append(
+            Recut(n.name, layout.home, shape, booked, True, f"back to {layout.home} {words}")
+        )
+    return out
+
+
+def needed_at_home(
+    layout: PoolLayout,
+    choice: Choice,
+    demand: Units,
+    guaranteed: Amount,
+    equivalent: Callable[[str], Fraction],
+) -> list[str]:
+    """The nodes ``choice`` leaves at home whose home layout the moment needs: cut otherwise,
+    it would lack something (the line must not re-cut them while the bookings hold)."""
+    if choice.short is not None:
+        return []  # short whatever is kept: the line's re-cuts are not held back for it
+    need = _Need(demand, guaranteed, equivalent)
+    chosen = {name for name, _ in choice.cuts}
+    return [
+        n.name
+        for n in layout.nodes
+        if n.name not in chosen and need.short(_swap(choice.supply, n.home, {}), True) is not None
+    ]

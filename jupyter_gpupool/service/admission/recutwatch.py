@@ -41,7 +41,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...core.admission.booking_fit import Capacity, pool_guarantees
-from ...core.admission.booking_layout import Units, booking_recuts, choose_layout
+from ...core.admission.booking_layout import (
+    Units,
+    booking_homes,
+    booking_recuts,
+    choose_layout,
+    needed_at_home,
+)
 from ...core.admission.queue import Waiting, pools_of
 from ...core.admission.recut import SETTLED, NodeCut, Recut, free_to_change, plan
 from ...core.documents.mig_parted import DEFAULT_CONFIGS, MigConfigs
@@ -264,7 +270,7 @@ class RecutWatch:
     def booked(self, pool: str, now: float) -> dict[str, tuple[int, list[tuple[str, float]]]]:
         """Per shape id, the most units ``pool``'s bookings hold at once from now until the
         re-cut's expected duration and :data:`BOOKING_MARGIN` from now, with the bookings
-        (name, start of their window); empty when they book no MIG shape."""
+        (name, start of their window)."""
         calendar = self.state.calendar
         if pool not in calendar.pools:
             return {}
@@ -279,7 +285,7 @@ class RecutWatch:
             for shape, n in held.items():
                 if n > out.get(shape, (0, []))[0]:
                     out[shape] = (n, who[shape])
-        return out if any(s.startswith("mig-") for s in out) else {}
+        return out
 
     def _starting(self, now: float) -> dict[str, list[float]]:
         """Per pool, the starts of the windows starting within the lead from ``now``: listed
@@ -301,9 +307,10 @@ class RecutWatch:
         booked: dict[str, tuple[int, list[tuple[str, float]]]],
         now: float,
     ) -> tuple[list[Recut], list[str]]:
-        """The re-cuts that bring ``pool`` to the layout its bookings need (``booked``), and
-        the nodes that layout cuts away from home (kept from the line's re-cuts and from going
-        home while the bookings hold them)."""
+        """The re-cuts that bring ``pool`` to the layout its bookings need (``booked``): the
+        nodes it cuts away from home, and those cut otherwise now that it needs at home; and
+        the nodes the bookings hold, kept from the line's re-cuts and from going home (those
+        it cuts, and those at home it could not do without)."""
         by_name = {n.name: n for n in nodes}
         layout = layout_of(
             self.state,
@@ -322,16 +329,29 @@ class RecutWatch:
         choice = choose_layout(layout, fixed, demand, guaranteed, equivalent.equivalent)
 
         def reason(units: Units) -> tuple[str, int, str]:
-            shape = max((s for s in booked if s != WHOLE), key=lambda s: (units.get(s, 0), s))
+            shape = max(booked, key=lambda s: (units.get(s, 0), s))
             n, who = booked[shape]
             names = ", ".join(sorted({name for name, _ in who}))
             start = min(t for _, t in who)
-            profile = shape.removeprefix("mig-")
+            what = "whole GPUs" if shape == WHOLE else shape.removeprefix("mig-") + " instances"
             when = clock_words(start, now)
-            return shape, n, f"for booking {names}: {n} {profile} instances from {when}"
+            return shape, n, f"for booking {names}: {n} {what} from {when}"
 
         cuts = booking_recuts(policy, layout, nodes, choice, now, reason)
-        return cuts, [name for name, _ in choice.cuts]
+        cuts += booking_homes(
+            policy,
+            layout,
+            nodes,
+            choice,
+            fixed,
+            demand,
+            guaranteed,
+            equivalent.equivalent,
+            now,
+            reason,
+        )
+        held = needed_at_home(layout, choice, demand, guaranteed, equivalent.equivalent)
+        return cuts, [name for name, _ in choice.cuts] + held
 
     async def round(self) -> None:
         """Plan pool by pool outside the admission desk's lock, letting the event loop answer

@@ -72,9 +72,9 @@ def where(cluster: SimCluster, pod: str) -> str | None:
     return (cluster.pod("default", pod) or {}).get("spec", {}).get("nodeName")
 
 
-def recuttable(pools_dir: Path, guaranteed: int = 6) -> None:
+def recuttable(pools_dir: Path, guaranteed: int = 6, unused: str = "3s") -> None:
     with (pools_dir / "training-pool.yaml").open("a") as f:
-        f.write(RECUT)
+        f.write(RECUT.replace("unused: 3s", f"unused: {unused}"))
     quotas = pools_dir / "quotas.yaml"
     text = quotas.read_text()
     assert "ml-research: {guaranteed: 12, limit: 16}" in text
@@ -251,3 +251,53 @@ async def test_a_booking_made_within_the_lead_is_planned_at_the_next_round(
     await admin.create_bookings(LAB)
     await watch.round()
     assert labels(cluster, "gpu-node-2")["nvidia.com/mig.config"] == "all-1g.10gb"
+
+
+async def test_a_node_cut_otherwise_goes_home_before_a_whole_gpu_booking_that_needs_it(
+    db_url, start_service, pools_dir, now
+):
+    # gpu-node-2 was cut into 1g.10gb instances (by an admin); eight whole GPUs booked from
+    # 08:30 beside the 8 guaranteed need it whole: it goes home before the window, and the
+    # line does not cut it again while the window holds
+    recuttable(pools_dir, unused="30m")
+    service = await start_service(db_url=db_url)
+    cluster, admin, watch = service.cluster, service.admin(), service.ctx.recut
+    assert watch is not None
+    await service.ctx.kube.patch_node_labels("gpu-node-2", {"nvidia.com/mig.config": "all-1g.10gb"})
+
+    def cut() -> bool:
+        return allocatable(cluster, "gpu-node-2").get("nvidia.com/mig-1g.10gb") == "56"
+
+    await async_wait_for(cut, what="gpu-node-2 cut into 56 x 1g.10gb", timeout=30, interval=0.1)
+    await service.settled()
+    eight = ONE_WHOLE.replace("gpus: 1", "gpus: 8").replace("T09:00", "T08:30")
+    assert (await admin.create_bookings(eight))["created"] == ["one-whole"]
+    now[0] = START - 181
+    await watch.round()
+    assert labels(cluster, "gpu-node-2")["nvidia.com/mig.config"] == "all-1g.10gb"
+    now[0] = START - 179
+    await watch.round()
+    assert labels(cluster, "gpu-node-2")["nvidia.com/mig.config"] == "all-disabled"
+
+    def home() -> bool:
+        return allocatable(cluster, "gpu-node-2").get("nvidia.com/gpu") == "8"
+
+    await async_wait_for(home, what="gpu-node-2 back to 8 whole GPUs", timeout=30, interval=0.1)
+    await service.settled()
+    words = [c.what for c in service.ctx.changes.latest()]
+    assert any(
+        w.startswith(
+            "gpu-node-2 back to all-disabled for booking one-whole: 8 whole GPUs from 08:30 UTC"
+        )
+        for w in words
+    ), words
+    # in the window, three students ask for 1g.10gb: two get gpu-node-mig-1's, one waits, and
+    # gpu-node-2 is not cut for it
+    now[0] = START + 60
+    answers = [
+        await admin.admit(user=f"student{i}", pools=[MIG], gpus=1, queue=True) for i in range(3)
+    ]
+    assert [a.get("queued", False) for a in answers] == [False, False, True]
+    for _ in range(2):
+        await watch.round()
+    assert labels(cluster, "gpu-node-2")["nvidia.com/mig.config"] == "all-disabled"
