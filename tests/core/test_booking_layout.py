@@ -15,6 +15,7 @@ from jupyter_gpupool.core.admission.booking_fit import Capacity, booking_conflic
 from jupyter_gpupool.core.admission.booking_layout import (
     booking_recuts,
     choose_layout,
+    needed_at_home,
     pool_layout,
 )
 from jupyter_gpupool.core.admission.recut import NodeCut, RecutPolicy
@@ -192,3 +193,19 @@ def test_a_long_window_that_began_days_before_is_met():
         [long, *short, once("cs-lab", 40, 19)], capacity(), {}, {POOL: layout("gpu-node-2")}
     )
     assert c.booking.name == "cs-lab" and [b.name for b, _ in c.others] == ["long-nine"]
+
+
+def test_the_nodes_a_moment_needs_at_home_are_held_unless_it_is_short_anyway():
+    lay = layout("gpu-node-2", "gpu-node-3")
+    fixed = {"whole": 8, MIG: 2}
+    # 16 whole GPUs booked beside 8 guaranteed: 24 whole, all three nodes whole
+    whole = choose_layout(lay, fixed, {"whole": 16}, 8, _eq)
+    assert whole.cuts == () and whole.short is None
+    assert needed_at_home(lay, whole, {"whole": 16}, 8, _eq) == ["gpu-node-2", "gpu-node-3"]
+    # 8 booked and nothing guaranteed: cutting either leaves 16 whole GPUs, neither is held
+    eight = choose_layout(lay, fixed, {"whole": 8}, 0, _eq)
+    assert needed_at_home(lay, eight, {"whole": 8}, 0, _eq) == []
+    # 30 whole booked: short whatever is kept, so the line is not held back
+    short = choose_layout(lay, fixed, {"whole": 30}, 0, _eq)
+    assert short.short is not None
+    assert needed_at_home(lay, short, {"whole": 30}, 0, _eq) == []
