@@ -46,6 +46,7 @@ from jupyter_gpupool.core.admission.decision import AdmissionState
 from jupyter_gpupool.core.admission.queue import Waiting
 from jupyter_gpupool.core.admission.walk import AdmissionRequest
 from jupyter_gpupool.core.pools.model import Registry
+from jupyter_gpupool.core.time.bookings_in_force import Calendar
 from jupyter_gpupool.core.usage import labels as L
 from jupyter_gpupool.core.usage.index import UsageIndex
 from jupyter_gpupool.core.usage.reservations import Reservations
@@ -103,6 +104,8 @@ class WatchedState:
         self.index = index
         self.reservations = reservations
         self.now = 0.0
+        #: no bookings: the watch plans for the line only (bookings' layouts are not measured)
+        self.calendar = Calendar(())
 
     def admission_state(self) -> AdmissionState:
         return AdmissionState(self.registry, self.index, self.reservations, now=self.now)

@@ -33,6 +33,7 @@ from typing import Any
 from ..pools.model import PoolQuota
 from ..time.bookings import Booking, Occurrence, all_occurrences, shape_id_equivalent
 from ..usage.amounts import Amount, amount_words
+from .booking_layout import Choice, PoolLayout, choose_layout
 
 WHOLE = "whole"
 
@@ -65,6 +66,8 @@ class Conflict:
     more_windows: int = 0
     #: why it cannot fit at all (a shape no node of its pool offers), instead of the count
     reason: str = ""
+    #: in a pool whose nodes may be re-cut: the layout's words (what is missing, and why)
+    layout: str = ""
 
     def words(self) -> str:
         """``cs231 (Tue 2027-01-19 10:00-12:00 Europe/Berlin) overlaps ml-ops (…): 46 of 40
@@ -74,6 +77,12 @@ class Conflict:
         head = f"{self.booking.name} ({self.window.words()})"
         if self.others:
             head += " overlaps " + ", ".join(f"{b.name} ({o.words()})" for b, o in self.others)
+        if self.layout:
+            text = f"{head}: {self.layout}"
+            if self.more_windows:
+                text += f"; and {self.more_windows} more window"
+                text += "s" if self.more_windows > 1 else ""
+            return text
         text = f"{head}: {amount_words(self.booked)} of {amount_words(self.capacity)} {self.unit}"
         text += " booked"
         if self.guaranteed:
@@ -171,8 +180,11 @@ def _check(
     return Conflict(**{**found.__dict__, "more_windows": bad - 1})
 
 
-def _not_offered(booking: Booking, windows: Sequence[Occurrence], capacity: Capacity) -> Conflict:
+def _not_offered(
+    booking: Booking, windows: Sequence[Occurrence], capacity: Capacity, recut: bool = False
+) -> Conflict:
     offered = sorted(s for p, s in capacity.units if p == booking.pool)
+    nor = ", nor could re-cutting the nodes its file allows" if recut else ""
     return Conflict(
         booking,
         windows[0],
@@ -182,25 +194,129 @@ def _not_offered(booking: Booking, windows: Sequence[Occurrence], capacity: Capa
         booking.shape,
         reason=(
             f"no node of pool {booking.pool} offers {booking.shape} (its nodes offer "
-            f"{', '.join(offered) or 'no GPUs'}): nothing could hold it"
+            f"{', '.join(offered) or 'no GPUs'}){nor}: nothing could hold it"
         ),
     )
+
+
+class _Relayable:
+    """A pool whose nodes may be re-cut (:mod:`.booking_layout`): every moment a booking's
+    window meets (its start, and each start or end of another window inside it) is checked
+    with the layout that moment's bookings need; the layouts are kept per demand. A window
+    costs the windows it meets (found by bisection), not every window of the pool."""
+
+    def __init__(
+        self, layout: PoolLayout, capacity: Capacity, guaranteed: Amount, pool: str
+    ) -> None:
+        self.layout = layout
+        self.guaranteed = guaranteed
+        self.equivalent = capacity.equivalent
+        present = layout.present
+        self.fixed = {
+            s: max(0, c - present.get(s, 0)) for (p, s), c in capacity.units.items() if p == pool
+        }
+        #: the windows added so far, by start (``starts`` beside them), and the longest
+        self.held: list[_Held] = []
+        self.starts: list[float] = []
+        self.longest = 0.0
+        self._memo: dict[frozenset[tuple[str, int]], Choice] = {}
+
+    def meeting(self, w: Occurrence) -> list[_Held]:
+        """The windows added so far that overlap ``w``: only those starting less than the
+        longest one before it, found by bisection."""
+        i = bisect.bisect_left(self.starts, w.start - self.longest)
+        j = bisect.bisect_left(self.starts, w.end)
+        return [h for h in self.held[i:j] if h.window.end > w.start]
+
+    def offers(self, shape: str) -> bool:
+        return bool(self.fixed.get(shape)) or self.layout.offers(shape)
+
+    def choose(self, demand: Mapping[str, int]) -> Choice:
+        key = frozenset(demand.items())
+        found = self._memo.get(key)
+        if found is None:
+            found = self._memo[key] = choose_layout(
+                self.layout, self.fixed, demand, self.guaranteed, self.equivalent
+            )
+        return found
+
+    def check(self, booking: Booking, windows: Sequence[Occurrence]) -> Conflict | None:
+        found: Conflict | None = None
+        bad = 0
+        for w in windows:
+            met = self.meeting(w)
+            moments = {w.start}
+            moments.update(h.window.start for h in met if h.window.start > w.start)
+            moments.update(h.window.end for h in met if h.window.end < w.end)
+            for t in sorted(moments):
+                now = [h for h in met if h.window.start <= t < h.window.end]
+                demand = {booking.shape: booking.gpus}
+                for h in now:
+                    demand[h.booking.shape] = demand.get(h.booking.shape, 0) + h.booking.gpus
+                choice = self.choose(demand)
+                if choice.short is None:
+                    continue
+                bad += 1
+                if found is None:
+                    found = Conflict(
+                        booking,
+                        w,
+                        tuple((h.booking, h.window) for h in now),
+                        choice.short.need,
+                        choice.short.supply,
+                        choice.short.shape,
+                        layout=choice.words(),
+                    )
+                break
+        if found is None:
+            return None
+        return Conflict(**{**found.__dict__, "more_windows": bad - 1})
+
+    def add(self, booking: Booking, windows: Sequence[Occurrence]) -> None:
+        for w in windows:
+            k = bisect.bisect_right(self.starts, w.start)
+            self.starts.insert(k, w.start)
+            self.held.insert(k, _Held(booking, w, booking.gpus))
+            self.longest = max(self.longest, w.end - w.start)
 
 
 def booking_conflicts(
     bookings: Iterable[Booking],
     capacity: Capacity,
     guarantees: Mapping[str, Amount],
+    layouts: Mapping[str, PoolLayout] | None = None,
 ) -> list[Conflict]:
     """The bookings that do not fit (see the module's words), each with its first bad window.
-    Each booking costs its windows times the steps they meet (:class:`_Load`)."""
+    Each booking costs its windows times the steps they meet (:class:`_Load`). A pool in
+    ``layouts`` (its nodes may be re-cut) is checked moment by moment with the layout its
+    bookings need (:class:`_Relayable`)."""
     equivalents: dict[str, _Load] = {}  # per pool
     units: dict[tuple[str, str], _Load] = {}  # per pool and shape
+    relayable: dict[str, _Relayable] = {}
     out: list[Conflict] = []
     for booking in bookings:
         windows = all_occurrences(booking)
         if not windows:
             continue  # it never holds: nothing to fit
+        if (
+            layouts
+            and booking.pool in layouts
+            and any(p == booking.pool for p, _ in capacity.units)
+        ):
+            pool = relayable.get(booking.pool)
+            if pool is None:
+                pool = relayable[booking.pool] = _Relayable(
+                    layouts[booking.pool], capacity, guarantees.get(booking.pool, 0), booking.pool
+                )
+            if not pool.offers(booking.shape):
+                out.append(_not_offered(booking, windows, capacity, recut=True))
+                continue
+            conflict = pool.check(booking, windows)
+            if conflict is not None:
+                out.append(conflict)
+            else:
+                pool.add(booking, windows)
+            continue
         eq = capacity.equivalent(booking.shape) * booking.gpus
         key = (booking.pool, booking.shape)
         conflict = None

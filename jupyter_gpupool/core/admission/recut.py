@@ -96,9 +96,11 @@ def plan(
     nodes: Sequence[NodeCut],
     wanted: Mapping[str, int],
     now: float,
+    keep: frozenset[str] = frozenset(),
 ) -> list[Recut]:
     """The re-cuts to ask for now. ``wanted``: by shape id, the requests waiting for it beyond
-    what the pool offers free (requests that no free unit can take)."""
+    what the pool offers free (requests that no free unit can take). ``keep``: nodes cut for
+    bookings (``booking_layout.py``), neither re-cut for the line nor sent home."""
     need = Counter({s: n for s, n in wanted.items() if n > 0})
     offers = {n.name: shape_units(configs, n.config or policy.home, n) for n in nodes}
     # what re-cuts under way will bring
@@ -106,7 +108,7 @@ def plan(
         if n.busy and n.state != "failed":
             for shape, count in (offers[n.name] or {}).items():
                 need[shape] -= count
-    free = [n for n in nodes if _free_to_change(policy, n, now)]
+    free = [n for n in nodes if n.name not in keep and free_to_change(policy, n, now)]
     out: list[Recut] = []
     taken: set[str] = set()
     for shape in sorted((s for s in need if need[s] > 0), key=lambda s: (-need[s], s)):
@@ -160,7 +162,9 @@ def plan(
     return out
 
 
-def _free_to_change(policy: RecutPolicy, n: NodeCut, now: float) -> bool:
+def free_to_change(policy: RecutPolicy, n: NodeCut, now: float) -> bool:
+    """Whether the service may ask to re-cut ``n`` now: a node the policy names, schedulable,
+    no GPU pod, nothing under way or failed, its last change an interval ago."""
     if n.name not in policy.nodes or n.busy or n.gpu_pods or not n.schedulable:
         return False
     return n.last_change is None or now - n.last_change >= policy.interval_seconds

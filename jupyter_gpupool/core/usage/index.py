@@ -346,6 +346,17 @@ class UsageIndex(PodBook):
         ps = self._pools.get(pool)
         return sorted(ps.nodes) if ps is not None else []
 
+    def node_offer_units(self, name: str) -> dict[str, int]:
+        """What the node offers now, units by shape id, as its pool's shape rows count them
+        (empty for an unknown node)."""
+        n = self._nodes.get(name)
+        if n is None:
+            return {}
+        out: dict[str, int] = {}
+        for o in n.offer.shapes:
+            out[o.shape.id] = out.get(o.shape.id, 0) + o.count
+        return out
+
     def node_labels(self, name: str) -> Mapping[str, str]:
         n = self._nodes.get(name)
         return n.labels if n is not None else {}

@@ -15,6 +15,13 @@ section:
   (a round over thousands of nodes takes a while); each node is then checked again (no GPU pod,
   no reservation, nothing under way) and patched under it, so no admission lands on the node
   between that check and its patch;
+- re-cuts ahead of a booking's window (:mod:`jupyter_gpupool.core.admission.booking_layout`):
+  the bookings of the pool in force now or starting within the re-cut's expected duration
+  plus :data:`BOOKING_MARGIN` are demand for their shapes; the layout that fits them (chosen
+  as the booking desk chose it, nodes free to change now before others) says which nodes to
+  cut to which config, and those the planner may change now are re-cut (never one with a GPU pod, the policy's interval kept).
+  While the bookings hold them, the line neither re-cuts those nodes nor sends them home;
+  once the windows end, the planner's "back again" brings them home as any other;
 - follows each re-cut's state to ``success`` or ``failed``: both go in the change log; a failed
   node is left as the MIG manager left it (the planner never touches it again until an admin
   sets a config whose state ends ``success``) and is a problem in the health report.
@@ -33,8 +40,16 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ...core.admission.booking_fit import Capacity, pool_guarantees
+from ...core.admission.booking_layout import (
+    Units,
+    booking_homes,
+    booking_recuts,
+    choose_layout,
+    needed_at_home,
+)
 from ...core.admission.queue import Waiting, pools_of
-from ...core.admission.recut import SETTLED, NodeCut, Recut, plan
+from ...core.admission.recut import SETTLED, NodeCut, Recut, free_to_change, plan
 from ...core.documents.mig_parted import DEFAULT_CONFIGS, MigConfigs
 from ...core.pools.recut_policy import (
     CONFIG_LABEL,
@@ -42,6 +57,7 @@ from ...core.pools.recut_policy import (
     RECUT_FOR_LABEL,
     RecutPolicy,
 )
+from ...core.time.bookings_in_force import Calendar
 from ...core.time.idle import duration_words
 from ...core.time.wait_inputs import Coming
 from ...core.usage.shapes import MIG_CONFIG_STATE_LABEL, WHOLE, cut_units
@@ -51,6 +67,7 @@ from .. import clock
 from ..loops import Loop
 from ..records.changelog import ChangeLog
 from ..state import ServiceState
+from .recutlayouts import layout_of
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +80,10 @@ RECUT_EVERY = 2.0
 #: What a re-cut is expected to take before any was seen (the GPU operator's MIG manager
 #: restarts the device plugin, GFD and DCGM on the node; a reboot takes longer)
 EXPECTED_SECONDS = 120.0
+#: How long before a booking's window its nodes are re-cut, beyond what a re-cut is expected
+#: to take (:meth:`RecutWatch.expected_seconds`): the device plugin's new resources come a
+#: little after the MIG manager's ``success``
+BOOKING_MARGIN = 60.0
 
 Patch = Callable[[str, Mapping[str, str | None]], Awaitable[dict[str, Any]]]
 
@@ -126,6 +147,8 @@ class RecutWatch:
         self.events: deque[RecutEvent] = deque(maxlen=50)
         self._unused: dict[str, float] = {}
         self._took: deque[float] = deque(maxlen=10)
+        #: the round's time, the calendar then, and per pool the starts within the lead
+        self._starts: tuple[float, Calendar, dict[str, list[float]]] | None = None
         self.wake = asyncio.Event()
         self.loop = Loop("admission.recut", interval, self.round, wake=self.wake, first=0)
 
@@ -257,13 +280,105 @@ class RecutWatch:
         passed over at the cost of a label lookup per node."""
         index = self.state.index
         wanted = self.wanted(pool, asked)
-        if not wanted and all(
-            (index.node_labels(n).get(CONFIG_LABEL) or policy.home) == policy.home
-            for n in policy.nodes
+        booked = self.booked(pool, now)
+        if (
+            not wanted
+            and not booked
+            and all(
+                (index.node_labels(n).get(CONFIG_LABEL) or policy.home) == policy.home
+                for n in policy.nodes
+            )
         ):
             return []
         nodes = [n for name in policy.nodes if (n := self.node_cut(pool, name, now))]
-        return plan(policy, self.configs, nodes, wanted, now)
+        cuts, keep = self.booking_plans(pool, policy, nodes, booked, now) if booked else ([], ())
+        return cuts + plan(policy, self.configs, nodes, wanted, now, keep=frozenset(keep))
+
+    def booked(self, pool: str, now: float) -> dict[str, tuple[int, list[tuple[str, float]]]]:
+        """Per shape id, the most units ``pool``'s bookings hold at once from now until the
+        re-cut's expected duration and :data:`BOOKING_MARGIN` from now, with the bookings
+        (name, start of their window)."""
+        calendar = self.state.calendar
+        if pool not in calendar.pools:
+            return {}
+        moments = [now, *self._starting(now).get(pool, [])]
+        out: dict[str, tuple[int, list[tuple[str, float]]]] = {}
+        for t in moments:
+            held: Counter[str] = Counter()
+            who: dict[str, list[tuple[str, float]]] = {}
+            for w in calendar.in_force(pool, t):
+                held[w.booking.shape] += w.booking.gpus
+                who.setdefault(w.booking.shape, []).append((w.booking.name, w.occurrence.start))
+            for shape, n in held.items():
+                if n > out.get(shape, (0, []))[0]:
+                    out[shape] = (n, who[shape])
+        return out
+
+    def _starting(self, now: float) -> dict[str, list[float]]:
+        """Per pool, the starts of the windows starting within the lead from ``now``: listed
+        once per round (the calendar's ``starting`` reads every window it holds)."""
+        calendar = self.state.calendar
+        if self._starts is None or self._starts[:2] != (now, calendar):
+            lead = self.expected_seconds() + BOOKING_MARGIN
+            found: dict[str, list[float]] = {}
+            for w in calendar.starting(now, now + lead):
+                found.setdefault(w.booking.pool, []).append(w.occurrence.start)
+            self._starts = (now, calendar, found)
+        return self._starts[2]
+
+    def booking_plans(
+        self,
+        pool: str,
+        policy: RecutPolicy,
+        nodes: list[NodeCut],
+        booked: dict[str, tuple[int, list[tuple[str, float]]]],
+        now: float,
+    ) -> tuple[list[Recut], list[str]]:
+        """The re-cuts that bring ``pool`` to the layout its bookings need (``booked``): the
+        nodes it cuts away from home, and those cut otherwise now that it needs at home; and
+        the nodes the bookings hold, kept from the line's re-cuts and from going home (those
+        it cuts, and those at home it could not do without)."""
+        by_name = {n.name: n for n in nodes}
+        layout = layout_of(
+            self.state,
+            pool,
+            policy,
+            self.configs,
+            cut=by_name.get,
+            free=lambda n: free_to_change(policy, n, now),
+        )
+        counts = self.state.index.shape_counts(pool)
+        present = layout.present
+        fixed = {c.shape.id: max(0, c.total - present.get(c.shape.id, 0)) for c in counts}
+        equivalent = Capacity(equivalents={c.shape.id: c.shape.equivalent for c in counts})
+        guaranteed = pool_guarantees(self.state.registry.pool_quotas).get(pool, 0)
+        demand = {s: n for s, (n, _) in booked.items()}
+        choice = choose_layout(layout, fixed, demand, guaranteed, equivalent.equivalent)
+
+        def reason(units: Units) -> tuple[str, int, str]:
+            shape = max(booked, key=lambda s: (units.get(s, 0), s))
+            n, who = booked[shape]
+            names = ", ".join(sorted({name for name, _ in who}))
+            start = min(t for _, t in who)
+            what = "whole GPUs" if shape == WHOLE else shape.removeprefix("mig-") + " instances"
+            when = clock_words(start, now)
+            return shape, n, f"for booking {names}: {n} {what} from {when}"
+
+        cuts = booking_recuts(policy, layout, nodes, choice, now, reason)
+        cuts += booking_homes(
+            policy,
+            layout,
+            nodes,
+            choice,
+            fixed,
+            demand,
+            guaranteed,
+            equivalent.equivalent,
+            now,
+            reason,
+        )
+        held = needed_at_home(layout, choice, demand, guaranteed, equivalent.equivalent)
+        return cuts, [name for name, _ in choice.cuts] + held
 
     async def round(self) -> None:
         """Plan pool by pool outside the admission desk's lock, letting the event loop answer

@@ -6,8 +6,11 @@ not take a name a pool file uses (409, saying where), and must fit its pool
 (:mod:`~jupyter_gpupool.core.admission.booking_fit`: 409 naming the first window where it does
 not). Capacity is what ``GET api/v1/pools`` says of the pool's nodes, read the way ``gpupool
 validate --nodes`` reads it (:func:`~jupyter_gpupool.core.admission.booking_fit.capacity_from_rows`
-over the same rows), with the pool's guaranteed quotas and every other booking. Checks and the
-durable write run under one lock, so two bookings sent at once cannot both take the last GPUs.
+over the same rows), with the pool's guaranteed quotas and every other booking; in a pool whose
+file has ``recut``, with what its nodes could be re-cut into
+(:mod:`~jupyter_gpupool.core.admission.booking_layout`, the layouts read by
+:func:`..admission.recutlayouts.pool_layouts`). Checks and the durable write run under one
+lock, so two bookings sent at once cannot both take the last GPUs.
 """
 
 from __future__ import annotations
@@ -17,11 +20,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...core.admission.booking_fit import booking_conflicts, capacity_from_rows, pool_guarantees
+from ...core.admission.booking_layout import PoolLayout
 from ...core.documents.yaml_reader import Document, DocumentError, load_documents
 from ...core.pools.booking_requests import is_booking_document, load_bookings
 from ...core.pools.model import Registry
 from ...core.time.bookings import Booking, all_occurrences, occurrences
 from .. import clock
+from ..admission.recutlayouts import pool_layouts
 from ..errors import ApiError
 from ..records.bookingbook import BookingBook
 from ..state import ServiceState
@@ -82,7 +87,10 @@ class BookingDesk:
             registry = self.state.registry
             held = self.state.bookings
             rows = self.state.pool_summaries()
-            bookings = await asyncio.to_thread(self._checked, docs, registry, held, rows, replacing)
+            layouts = pool_layouts(self.state)
+            bookings = await asyncio.to_thread(
+                self._checked, docs, registry, held, rows, replacing, layouts
+            )
             replaced = await self.book.put_all(bookings, who, clock.now())
         return {
             "created": [b.name for b, was in zip(bookings, replaced, strict=True) if not was],
@@ -96,6 +104,7 @@ class BookingDesk:
         held: Sequence[Booking],
         rows: Sequence[Mapping[str, Any]],
         replacing: str | None,
+        layouts: Mapping[str, PoolLayout] | None = None,
     ) -> list[Booking]:
         """The bookings of ``docs`` once every check passed (ApiError for the first that
         fails). Pure but for reading what it is given: run in a thread."""
@@ -114,7 +123,7 @@ class BookingDesk:
             if replacing not in self.book.stored and all(b.name != replacing for b in held):
                 raise ApiError(404, f"no booking named {replacing!r}")
         _check_names(bookings, registry)
-        _check_fit(bookings, held, registry, rows)
+        _check_fit(bookings, held, registry, rows, layouts)
         return bookings
 
     async def delete(self, name: str) -> Booking:
@@ -159,6 +168,7 @@ def _check_fit(
     held: Sequence[Booking],
     registry: Registry,
     rows: Sequence[Mapping[str, Any]],
+    layouts: Mapping[str, PoolLayout] | None = None,
 ) -> None:
     """409 for the first of ``bookings`` that does not fit with every other booking. Only the
     others in the same pools whose windows come within the new ones' span are read: the rest
@@ -176,6 +186,7 @@ def _check_fit(
         [*others, *bookings],
         capacity_from_rows(rows),
         pool_guarantees(registry.pool_quotas),
+        layouts,
     )
     for c in conflicts:
         if c.booking.name in new:
