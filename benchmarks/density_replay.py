@@ -95,6 +95,8 @@ class Result:
     capacity: dict[str, dict[str, int]] = field(default_factory=dict)
     passes: int = 0
     decisions: int = 0
+    #: what a policy's own loop counted (policy 4's re-cuts, density_recut.py)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def is_gpu_resource(name: str) -> bool:
@@ -164,19 +166,28 @@ class Replay:
         self.next_id = max((s.id for s in sessions), default=-1) + 1
         if self.idle is not None:
             self.push(self.poll, POLL, None)
-        handlers = {
+        handlers = self.handlers()
+        while self.heap:
+            at, kind, _, what = heapq.heappop(self.heap)
+            self.now = at
+            handlers[kind](what)
+            self.stepped()
+        assert not self.running and not self.waiting
+        return self.result
+
+    def handlers(self) -> dict[int, Callable[[Any], None]]:
+        """What each kind of event does (a subclass adds its own kinds)."""
+        return {
             END: self.on_end,
             POLL: self.on_poll,
             GIVE_UP: self.on_give_up,
             RETRY: self.on_attempt,
             ARRIVE: self.on_attempt,
         }
-        while self.heap:
-            at, kind, _, what = heapq.heappop(self.heap)
-            self.now = at
-            handlers[kind](what)
-        assert not self.running and not self.waiting
-        return self.result
+
+    def stepped(self) -> None:
+        """After each event, as the service's loops run between watch events (the re-cutting
+        replay, density_recut.py, plans its re-cuts here)."""
 
     def state(self) -> AdmissionState:
         return AdmissionState(
@@ -225,7 +236,7 @@ class Replay:
         self.promised = Holds()
         base = self.state()
         ranked = order(self.waiting.values(), base)
-        p = Pass(base, self.index.pool_max_free, ranked)
+        p = Pass(base, self.index.pool_max_room, ranked)
         for w, st in ranked:
             if not p.worth_deciding(w, st, lambda pool: False):
                 continue

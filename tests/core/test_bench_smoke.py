@@ -621,9 +621,14 @@ def test_density_benchmark():
     sessions = result["sessions"]
     assert sessions > 0
     policies = result["policies"]
-    assert set(policies) == {"whole", "whole_idle_queue", "shapes_idle_queue"}
+    assert set(policies) == {"whole", "whole_idle_queue", "shapes_idle_queue", "recut_idle_queue"}
     equal = result["equal_hardware"]
-    assert set(equal) == {"whole", "whole_idle_queue", "shapes_idle_queue_ratios"}
+    assert set(equal) == {
+        "whole",
+        "whole_idle_queue",
+        "shapes_idle_queue_ratios",
+        "recut_idle_queue_ratios",
+    }
     runs = {**policies, "whole_equal": equal["whole"], "idle_equal": equal["whole_idle_queue"]}
     for name, f in runs.items():
         # every session is served, abandoned or refused, exactly once
@@ -665,6 +670,12 @@ def test_density_benchmark():
     assert set(policies["shapes_idle_queue"]["served_by_shape"]) - {"whole"}
     ratio_sets = [policies[name]["ratios"] for name in set(policies) - {"whole"}]
     ratio_sets += [equal["whole_idle_queue"]["ratios"], equal["shapes_idle_queue_ratios"]]
+    ratio_sets.append(equal["recut_idle_queue_ratios"])
+    # policy 4 counts its re-cuts: each to demand or home, each done at most once a node asks
+    p4 = policies["recut_idle_queue"]
+    assert p4["recuts"] == p4["recuts_to_demand"] + p4["recuts_home"] == len(p4["recut_log"])
+    assert 0 <= p4["recuts_unused"] <= p4["recuts"]
+    assert 0 <= p4["nodes_home_at_end"] <= p4["recut_nodes"] and p4["plans"] > 0
     for ratios in ratio_sets:
         assert set(ratios) == {
             "served",
