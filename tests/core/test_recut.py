@@ -111,7 +111,7 @@ def test_instances_a_re_cut_brought_stand_unused_only_since_the_re_cut():
     assert plan(POLICY, DEFAULT_CONFIGS, [cut], {}, NOW) == []
     cut = node("n1", config="all-1g.10gb", unused_since=NOW - 3600, last_change=NOW - 1800)
     (back,) = plan(POLICY, DEFAULT_CONFIGS, [cut], {}, NOW)
-    assert back.reason == "back to all-disabled: its instances stood unused 30 min"
+    assert back.reason == "back to all-disabled: its instances stood unused 30m"
 
 
 POOL = """
