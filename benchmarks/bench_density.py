@@ -304,7 +304,8 @@ def recut_words(f: dict[str, Any], args: argparse.Namespace) -> str:
         f"{', '.join(recut_policy(args.recut_nodes).configs)}, {args.recut_seconds:g} s a re-cut): "
         f"{f['recuts']} re-cuts ({f['recuts_to_demand']} to demand, {f['recuts_home']} home), "
         f"{f['recuts_unused']} whose layout no server used, {f['nodes_home_at_end']} of "
-        f"{f['recut_nodes']} nodes home at the end; the planner asked {f['plans']} times"
+        f"{f['recut_nodes']} nodes home at the end; the planner asked {f['plans']} times "
+        f"in {f['recut_rounds']} rounds"
     )
     cuts = [
         f"  {c['at_min'] / 60:5.2f} h {c['node']}: {c['from']} -> {c['to']} ({c['reason']}; "

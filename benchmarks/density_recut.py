@@ -1,9 +1,15 @@
 """Policy 4 of ``bench_density.py`` (issue 41): policy 3's day, plus the service's re-cutting.
 
-The replay (``density_replay.Replay``) with one more loop, run after every event as the
-service's re-cut loop runs between watch events: per pool whose file has a ``recut``, it asks
-the product's planner, ``core.admission.recut.plan(policy, configs, nodes, wanted, now)``, and
-does what it answers, as NVIDIA's MIG manager would:
+The replay (``density_replay.Replay``) with one more loop, paced as the service's re-cut watch
+(``service/admission/recutwatch.py``, a round at most every ``RECUT_EVERY`` = 2 s): a round is
+due when the line or the nodes changed (a request queued, served or gone, a server started or
+ended, a re-cut done), at the event's second or 2 s after the last round, whichever is later,
+and once a ``poll`` (60 s) while requests wait or a node is away from home, since time alone
+moves the planner's answer (``unused``, ``interval``): there the replay is up to a minute later
+than the service. A round, per pool whose file has a ``recut``, passes over a pool whose line
+wants nothing and whose nodes are all home, as the service's does; else it asks the product's
+planner, ``core.admission.recut.plan(policy, configs, nodes, wanted, now)``, and does what it
+answers, as NVIDIA's MIG manager would:
 
 - ``nodes``: the policy's nodes as :class:`NodeCut` rows: GFD's product and GPU count, the
   config the node is cut as now (``nvidia.com/mig.config``), the MIG manager's state
@@ -21,7 +27,8 @@ does what it answers, as NVIDIA's MIG manager would:
 
 The planner is never second-guessed here: what it answers is done, and what it leaves is left.
 Counted: every re-cut, those to demand and those home, the re-cuts whose layout no server used
-before the node changed again (or the day ended), and the nodes at home at the end.
+before the node changed again (or the day ended), the nodes at home at the end, the rounds and
+the times the planner was asked.
 """
 
 from __future__ import annotations
@@ -55,8 +62,11 @@ from jupyter_gpupool.sim.nodes.partitions import GPU_RESOURCE, MIG_PREFIX, Layou
 from jupyter_gpupool.sim.nodes.spec import NodeSpec, parse_cluster
 
 #: Event kinds after density_replay's: a re-cut the MIG manager finished; the re-cut loop's
-#: own tick (every ``poll`` seconds while the day goes on: "unused for 30 min" needs a clock)
-RECUT_DONE, RECUT_TICK = 5, 6
+#: own tick (every ``poll`` seconds while the day goes on: "unused for 30 min" needs a clock);
+#: a round of the re-cut loop (after every other event of its second)
+RECUT_DONE, RECUT_TICK, RECUT_ROUND = 5, 6, 7
+#: The service's re-cut watch: seconds between two rounds at most often (recutwatch.RECUT_EVERY)
+RECUT_EVERY = 2.0
 CONFIG_LABEL = "nvidia.com/mig.config"
 STATE_LABEL = "nvidia.com/mig.config.state"
 
@@ -175,6 +185,9 @@ class NodeState:
 class RecutReplay(Replay):
     """The replay with the service's re-cutting (the module's words)."""
 
+    #: a round due is a clock's too: what it follows (a server, a wait, a re-cut) has its own event
+    clocks = frozenset({*Replay.clocks, RECUT_TICK, RECUT_ROUND})
+
     def __init__(
         self,
         registry: Registry,
@@ -191,6 +204,10 @@ class RecutReplay(Replay):
         self.recut_seconds = recut_seconds
         self.plan_fn = plan_fn
         self.plans = 0  # times the planner was asked
+        self.rounds = 0  # rounds of the re-cut loop
+        self.changed = True  # the line or the nodes changed since the last round
+        self.round_due = False  # a round is in the heap
+        self.last_round = float("-inf")
         #: per node, what it offers free of: (shape id, resource, units); none while re-cut
         self.offers: dict[str, list[tuple[str, str, int]]] = {}
         self.shape_equivalents: dict[str, dict[str, Fraction]] = {}
@@ -240,18 +257,39 @@ class RecutReplay(Replay):
         self._offer(name, *_read(node))
 
     def handlers(self) -> dict[int, Callable[[Any], None]]:
-        return {**super().handlers(), RECUT_DONE: self.on_recut_done, RECUT_TICK: self.on_tick}
+        return {
+            **super().handlers(),
+            RECUT_DONE: self.on_recut_done,
+            RECUT_TICK: self.on_tick,
+            RECUT_ROUND: self.on_round,
+        }
 
     def on_tick(self, _: None) -> None:
-        if self.heap:  # planned in stepped(), after this event
+        if self.waiting or any(st.config != self._home(n) for n, st in self.nodes.items()):
+            self.changed = True  # time moves the planner's answer: unused, interval
+        if self.day_goes_on():
             self.push(self.now + self.poll, RECUT_TICK, None)
 
     def stepped(self) -> None:
+        """A round is due when something changed, at most every RECUT_EVERY seconds."""
+        if self.changed and not self.round_due:
+            self.round_due = True
+            self.push(max(self.now, self.last_round + RECUT_EVERY), RECUT_ROUND, None)
+
+    def on_round(self, _: None) -> None:
+        self.round_due, self.changed, self.last_round = False, False, self.now
+        self.rounds += 1
         for pool, policy in self.policies.items():
+            wanted = self.wanted(pool)
+            if not wanted and all(self.nodes[n].config == policy.home for n in policy.nodes):
+                continue  # the service's round passes over it too
             rows = [self._row(n) for n in policy.nodes]
             self.plans += 1
-            for r in self.plan_fn(policy, self.configs, rows, self.wanted(pool), self.now):
+            for r in self.plan_fn(policy, self.configs, rows, wanted, self.now):
                 self._recut(r)
+
+    def _home(self, name: str) -> str:
+        return next(p.home for p in self.policies.values() if name in p.nodes)
 
     def _row(self, name: str) -> NodeCut:
         st = self.nodes[name]
@@ -273,6 +311,7 @@ class RecutReplay(Replay):
         st.config, st.state, st.last_change = r.config, "pending", self.now
         self._write_node(r.node)
         self.push(self.now + self.recut_seconds, RECUT_DONE, r.node)
+        self.changed = True
 
     def on_recut_done(self, name: str) -> None:
         st = self.nodes[name]
@@ -281,6 +320,7 @@ class RecutReplay(Replay):
         assert not any(self.held[name].values())  # nothing could be placed meanwhile
         self._write_node(name)
         self.line_pass()
+        self.changed = True
 
     # --- what the line waits for -----------------------------------------------------------------
 
@@ -316,8 +356,20 @@ class RecutReplay(Replay):
 
     # --- servers on the re-cut nodes -------------------------------------------------------------
 
+    def on_attempt(self, s: Any) -> None:
+        before = len(self.waiting)
+        super().on_attempt(s)
+        if len(self.waiting) != before:
+            self.changed = True
+
+    def on_give_up(self, admission_id: str) -> None:
+        if admission_id in self.waiting:
+            self.changed = True
+        super().on_give_up(admission_id)
+
     def start(self, s: Any, decision: Decision) -> None:
         super().start(s, decision)
+        self.changed = True
         st = self.nodes.get(decision.node or "")
         if st is None:
             return
@@ -331,6 +383,8 @@ class RecutReplay(Replay):
 
     def on_end(self, admission_id: str) -> None:
         r = self.running.get(admission_id)
+        if r is not None:
+            self.changed = True
         st = self.nodes.get(r.node) if r is not None else None
         if st is not None:
             st.gpu_pods -= 1
@@ -372,6 +426,7 @@ class RecutReplay(Replay):
             "nodes_home_at_end": sum(st.config == homes[n] for n, st in self.nodes.items()),
             "recut_nodes": len(self.nodes),
             "plans": self.plans,
+            "recut_rounds": self.rounds,
             "recut_log": log,
         }
 

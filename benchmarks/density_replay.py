@@ -104,6 +104,11 @@ def is_gpu_resource(name: str) -> bool:
 
 
 class Replay:
+    #: Kinds of event that only keep a clock going: each pushes its next while other events are
+    #: due, so the day ends when only clocks are left (two clocks that each saw the other in
+    #: the heap would never stop)
+    clocks: frozenset[int] = frozenset({POLL})
+
     def __init__(
         self,
         registry: Registry,
@@ -145,6 +150,7 @@ class Replay:
         self.now = 0.0
         self.heap: list[tuple[float, int, int, Any]] = []
         self.seq = 0
+        self.due = 0  # events in the heap that are not clocks
         self.running: dict[str, Running] = {}
         self.waiting: dict[str, Waiting] = {}
         self.waiting_session: dict[str, Session] = {}
@@ -157,7 +163,13 @@ class Replay:
 
     def push(self, at: float, kind: int, what: Any) -> None:
         self.seq += 1
+        if kind not in self.clocks:
+            self.due += 1
         heapq.heappush(self.heap, (at, kind, self.seq, what))
+
+    def day_goes_on(self) -> bool:
+        """Whether an event other than a clock's is still due (a clock stops when none is)."""
+        return self.due > 0
 
     def run(self, sessions: Sequence[Session]) -> Result:
         for s in sessions:
@@ -169,6 +181,8 @@ class Replay:
         handlers = self.handlers()
         while self.heap:
             at, kind, _, what = heapq.heappop(self.heap)
+            if kind not in self.clocks:
+                self.due -= 1
             self.now = at
             handlers[kind](what)
             self.stepped()
@@ -316,7 +330,7 @@ class Replay:
                     if self.returns:
                         self.come_back(r, back)
                 self.on_end(aid)
-        if self.heap:
+        if self.day_goes_on():
             self.push(self.now + self.poll, POLL, None)
 
     def come_back(self, r: Running, stretch: int) -> None:

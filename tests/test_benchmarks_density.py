@@ -6,6 +6,7 @@ sessions' stretches, not read from the code under test."""
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from jupyter_gpupool.core.admission.decision import AdmissionRequest  # noqa: E4
 from jupyter_gpupool.core.admission.recut import plan  # noqa: E402
 from jupyter_gpupool.core.time.idle import IdlePolicy  # noqa: E402
 from jupyter_gpupool.poolfiles import load_paths  # noqa: E402
+from jupyter_gpupool.service.admission.recutwatch import RECUT_EVERY  # noqa: E402
 
 LIGHT = NEEDS[0]
 MIN = 60.0
@@ -171,7 +173,19 @@ def only_mig_1g(s: Session, admission_id: str) -> AdmissionRequest:
     )
 
 
-def recut_replay(plan_fn=plan) -> RecutReplay:
+class Bounded(RecutReplay):
+    """The re-cutting replay, stopped with a failure past 5,000 events (a day that would not
+    end fails its test instead of hanging it)."""
+
+    steps = 0
+
+    def stepped(self):
+        self.steps += 1
+        assert self.steps < 5000, "the day does not end"
+        super().stepped()
+
+
+def recut_replay(plan_fn=plan, idle=None, kind=Bounded) -> RecutReplay:
     """gpu-node-mig-1 (2 x 1g.10gb beside a 2g and a 3g) and gpu-node-2 (8 whole A100s, which
     training-pool's recut lets the service cut among all-disabled, all-1g.10gb, all-balanced)."""
     names = ("gpu-node-mig-1", "gpu-node-2")
@@ -179,12 +193,12 @@ def recut_replay(plan_fn=plan) -> RecutReplay:
         n for n in cluster_nodes(False, hardware="partitioned") if n["metadata"]["name"] in names
     ]
     registry = with_recut(load_paths([POOLS]), recut_policy(("gpu-node-2",)))
-    return RecutReplay(
+    return kind(
         registry,
         partitioned_recut_nodes(nodes),
         only_mig_1g,
         queue=True,
-        idle=None,
+        idle=idle,
         patience=30 * MIN,
         retry=5 * MIN,
         poll=MIN,
@@ -266,3 +280,51 @@ def test_policy_4_starts_the_day_on_policy_3s_hardware():
         "nvidia.com/mig-2g.20gb": "6",
         "nvidia.com/mig-3g.40gb": "4",
     }
+
+
+def recut_day() -> list[Session]:
+    """The re-cut test's day: three users ask for a 1g.10gb at 60 min, a fourth at 200 min."""
+    sessions = [session(i, f"user{i}", 60 * MIN, [(60, 10.0)]) for i in range(3)]
+    sessions.append(session(3, "user3", 200 * MIN, [(10, 10.0)]))
+    return sessions
+
+
+def test_policy_4_asks_the_planner_at_the_service_watchs_pace():
+    """The service's re-cut watch plans a round at most every RECUT_EVERY seconds, and passes
+    over a pool whose line wants nothing and whose nodes are all home. On the re-cut day the
+    three arrivals of 60 min are one round, not one each; the next round (the node now
+    pending) comes 2 s later; and once gpu-node-2 is home (152 min) with nothing waiting, the
+    planner is not asked again, though the fourth user comes at 200 min."""
+    asked: list[float] = []
+    rounds: list[float] = []
+
+    def noting(policy, configs, rows, wanted, now):
+        asked.append(now)
+        return plan(policy, configs, rows, wanted, now)
+
+    class Noting(Bounded):
+        def on_round(self, what):
+            rounds.append(self.now)
+            super().on_round(what)
+
+    f = figures(recut_replay(noting, kind=Noting).run(recut_day()), 4)
+    assert f["recuts"] == 2  # the day of the re-cut test above, re-cut as it says
+    assert asked.count(60 * MIN) == 1
+    assert asked[1] - asked[0] == RECUT_EVERY
+    assert all(b - a >= RECUT_EVERY for a, b in itertools.pairwise(asked))
+    assert asked[-1] == 152 * MIN
+    assert f["plans"] == len(asked) <= f["recut_rounds"] == len(rounds)
+    # from gpu-node-2's re-cut home being done (154 min) to the fourth user, nothing changes:
+    # no round
+    assert not [t for t in rounds if 154 * MIN < t < 200 * MIN]
+
+
+def test_policy_4_with_the_idle_policy_ends_its_day():
+    """The idle policy's poll and the re-cut loop's tick each go on only while events other
+    than clocks are due: with both, the day still ends within a poll of its last server's end
+    (two clocks that each kept the other going ran for ever)."""
+
+    r = recut_replay(idle=IDLE)
+    f = figures(r.run(recut_day()), 4)
+    assert f["served"] == 4 and f["recuts"] == 2
+    assert r.now <= 210 * MIN + MIN  # user3's server ends at 210 min
