@@ -3,7 +3,7 @@
 The replay (``density_replay.Replay``) with one more loop, paced as the service's re-cut watch
 (``service/admission/recutwatch.py``, a round at most every ``RECUT_EVERY`` = 2 s): a round is
 due when the line or the nodes changed (a request queued, served or gone, a server started or
-ended, a re-cut done), at the event's second or 2 s after the last round, whichever is later,
+ended, a re-cut asked or done), at the event's second or 2 s after the last round, whichever is later,
 and once a ``poll`` (60 s) while requests wait or a node is away from home, since time alone
 moves the planner's answer (``unused``, ``interval``): there the replay is up to a minute later
 than the service. A round, per pool whose file has a ``recut``, passes over a pool whose line

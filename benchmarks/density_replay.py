@@ -201,7 +201,7 @@ class Replay:
 
     def stepped(self) -> None:
         """After each event, as the service's loops run between watch events (the re-cutting
-        replay, density_recut.py, plans its re-cuts here)."""
+        replay, density_recut.py, schedules its re-cut rounds here)."""
 
     def state(self) -> AdmissionState:
         return AdmissionState(
