@@ -3,13 +3,13 @@
 The replay (``density_replay.Replay``) with one more loop, paced as the service's re-cut watch
 (``service/admission/recutwatch.py``, a round at most every ``RECUT_EVERY`` = 2 s): a round is
 due when the line or the nodes changed (a request queued, served or gone, a server started or
-ended, a re-cut asked or done), at the event's second or 2 s after the last round, whichever is later,
-and once a ``poll`` (60 s) while requests wait or a node is away from home, since time alone
-moves the planner's answer (``unused``, ``interval``): there the replay is up to a minute later
-than the service. A round, per pool whose file has a ``recut``, passes over a pool whose line
-wants nothing and whose nodes are all home, as the service's does; else it asks the product's
-planner, ``core.admission.recut.plan(policy, configs, nodes, wanted, now)``, and does what it
-answers, as NVIDIA's MIG manager would:
+ended, a re-cut asked or done), at the event's second or 2 s after the last round, whichever
+is later, and once a ``poll`` (60 s) while requests wait or a node is away from home, since
+time alone moves the planner's answer (``unused``, ``interval``): there the replay is up to a
+minute later than the service. A round, per pool whose file has a ``recut``, passes over a
+pool whose line wants nothing and whose nodes are all home, as the service's does; else it asks
+the product's planner, ``core.admission.recut.plan(policy, configs, nodes, wanted, now)``, and
+does what it answers, as NVIDIA's MIG manager would:
 
 - ``nodes``: the policy's nodes as :class:`NodeCut` rows: GFD's product and GPU count, the
   config the node is cut as now (``nvidia.com/mig.config``), the MIG manager's state
