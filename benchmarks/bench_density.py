@@ -52,6 +52,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_admission import percentile
+from density_recut import (
+    RECUT_NODES,
+    RecutReplay,
+    partitioned_recut_nodes,
+    recut_policy,
+    with_recut,
+)
 from density_replay import Replay, RequestFor, Result
 from density_workload import NEEDS, Session, cluster_gpus, cluster_nodes, make_day
 
@@ -117,6 +124,7 @@ class Policy:
     queue: bool
     idle: IdlePolicy | None
     hardware: str  # density_workload.HARDWARE
+    recut: bool = False  # the service re-cuts MIG layouts to demand (density_recut.py)
 
 
 POLICIES = (
@@ -125,15 +133,35 @@ POLICIES = (
     Policy(
         "shapes_idle_queue", "3 shapes + idle + queue", shaped_request, True, IDLE, "partitioned"
     ),
+    Policy(
+        "recut_idle_queue",
+        "4 shapes+idle+queue+recut",
+        shaped_request,
+        True,
+        IDLE,
+        "partitioned",
+        recut=True,
+    ),
 )
 #: Policies 1 and 2 on the equal-hardware cluster (the demo's slices whole)
 EQUAL = tuple(dataclasses.replace(p, hardware="whole") for p in POLICIES[:2])
+#: The policies on the partitioned cluster, compared with policy 1 on equal hardware
+SHAPED = POLICIES[2:]
 
 
 def run_policy(p: Policy, sessions: Sequence[Session], args: argparse.Namespace) -> Result:
-    replay = Replay(
-        load_paths([POOLS]),
-        cluster_nodes(False, hardware=p.hardware),
+    registry = load_paths([POOLS])
+    nodes = cluster_nodes(False, hardware=p.hardware)
+    kind: type[Replay] = Replay
+    extra: dict[str, Any] = {}
+    if p.recut:
+        registry = with_recut(registry, recut_policy(args.recut_nodes))
+        nodes = partitioned_recut_nodes(nodes)
+        kind = RecutReplay
+        extra = {"recut_seconds": args.recut_seconds}
+    replay = kind(
+        registry,
+        nodes,
         p.request_for,
         queue=p.queue,
         idle=p.idle,
@@ -141,6 +169,7 @@ def run_policy(p: Policy, sessions: Sequence[Session], args: argparse.Namespace)
         retry=args.retry * 60,
         poll=args.poll,
         returns=True,
+        **extra,
     )
     return replay.run(sessions)
 
@@ -178,6 +207,7 @@ def figures(r: Result, sessions: int) -> dict[str, Any]:
         "capacity": r.capacity,
         "ledger": sorted(r.outcome.items()),
         "back_ledger": sorted((b, r.back_of[b], how) for b, how in r.back_outcome.items()),
+        **r.extra,
     }
 
 
@@ -241,11 +271,13 @@ def table(out: dict[str, Any], args: argparse.Namespace) -> str:
         lines.append(row(p.title, eq[p.key], p.idle is not None))
     lines += ["", "against policy 1 (x = this policy's figure / policy 1's), equal hardware:"]
     lines.append(ratio_words(EQUAL[1].title, eq[EQUAL[1].key]["ratios"]))
-    lines.append(ratio_words(POLICIES[2].title, eq["shapes_idle_queue_ratios"]))
+    for p in SHAPED:
+        lines.append(ratio_words(p.title, eq[f"{p.key}_ratios"]))
     lines.append("demo hardware:")
     for p in POLICIES[1:]:
         lines.append(ratio_words(p.title, out["policies"][p.key]["ratios"]))
     p3 = out["policies"]["shapes_idle_queue"]
+    p4 = out["policies"]["recut_idle_queue"]
     lines += [
         "",
         "compl.: served, and every return of theirs served too; idle stops: servers the idle "
@@ -253,6 +285,7 @@ def table(out: dict[str, Any], args: argparse.Namespace) -> str:
         "moment); back s/a: of those returns, served again / gave up",
         f"policy 3: {p3['slowed']} servers ran slower on their slice "
         f"(+{p3['slowed_hours']:.1f} h to their sessions)",
+        recut_words(p4, args),
     ]
     for p in POLICIES:
         f = out["policies"][p.key]
@@ -262,6 +295,24 @@ def table(out: dict[str, Any], args: argparse.Namespace) -> str:
             f"{f['not_served_by_need']}"
         )
     return "\n".join(lines)
+
+
+def recut_words(f: dict[str, Any], args: argparse.Namespace) -> str:
+    """Policy 4's re-cuts, in one line, and each one after it."""
+    head = (
+        f"policy 4 (re-cutting {', '.join(args.recut_nodes)} among "
+        f"{', '.join(recut_policy(args.recut_nodes).configs)}, {args.recut_seconds:g} s a re-cut): "
+        f"{f['recuts']} re-cuts ({f['recuts_to_demand']} to demand, {f['recuts_home']} home), "
+        f"{f['recuts_unused']} whose layout no server used, {f['nodes_home_at_end']} of "
+        f"{f['recut_nodes']} nodes home at the end; the planner asked {f['plans']} times "
+        f"in {f['recut_rounds']} rounds"
+    )
+    cuts = [
+        f"  {c['at_min'] / 60:5.2f} h {c['node']}: {c['from']} -> {c['to']} ({c['reason']}; "
+        f"{c['servers']} servers on it after)"
+        for c in f["recut_log"]
+    ]
+    return "\n".join([head, *cuts])
 
 
 def day(seed: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -286,7 +337,8 @@ def day(seed: int, args: argparse.Namespace) -> dict[str, Any]:
                 f["ratios"] = ratios(f, base)
             out[key][p.key] = f
     eq = out["equal_hardware"]
-    eq["shapes_idle_queue_ratios"] = ratios(out["policies"]["shapes_idle_queue"], eq["whole"])
+    for p in SHAPED:
+        eq[f"{p.key}_ratios"] = ratios(out["policies"][p.key], eq["whole"])
     return out
 
 
@@ -312,6 +364,7 @@ SEED_RATIOS = {
     "p3_x_p1_demo": ("served", ("policies", "shapes_idle_queue"), "policies"),
     "p2_x_p1_equal": ("served", ("equal_hardware", "whole_idle_queue"), "equal_hardware"),
     "p3_x_p1_equal_completed": ("completed", ("policies", "shapes_idle_queue"), "equal_hardware"),
+    "p4_x_p1_equal": ("served", ("policies", "recut_idle_queue"), "equal_hardware"),
     "p2_x_p1_equal_held": (
         "gpu_hours_held",
         ("equal_hardware", "whole_idle_queue"),
@@ -320,6 +373,19 @@ SEED_RATIOS = {
 }
 #: The claim (issue 38): policy 3 over policy 1 on equal hardware, sessions served
 CLAIM_MEDIAN, CLAIM_FLOOR = 1.5, 1.3
+#: The goal (issue 41): policy 4 over policy 1 on equal hardware, sessions served, at the median
+GOAL_RECUT = 2.0
+#: ``--seeds``' figures per policy, each given as median and range
+SEED_FIGURES = (
+    "served",
+    "completed",
+    "back",
+    "back_abandoned",
+    "wait_p50_min",
+    "wait_p95_min",
+    "gpu_hours_held",
+)
+RECUT_FIGURES = ("recuts", "recuts_to_demand", "recuts_home", "recuts_unused", "nodes_home_at_end")
 
 
 def over_seeds(seeds: Sequence[int], args: argparse.Namespace) -> dict[str, Any]:
@@ -331,11 +397,12 @@ def over_seeds(seeds: Sequence[int], args: argparse.Namespace) -> dict[str, Any]
             "whole_demo": out["policies"]["whole"],
             "whole_idle_queue_demo": out["policies"]["whole_idle_queue"],
             "shapes_idle_queue": out["policies"]["shapes_idle_queue"],
+            "recut_idle_queue": out["policies"]["recut_idle_queue"],
             "whole_equal": out["equal_hardware"]["whole"],
             "whole_idle_queue_equal": out["equal_hardware"]["whole_idle_queue"],
         }
         for name, f in runs.items():
-            r[name] = {x: f[x] for x in ("served", "completed", "back", "back_abandoned")}
+            r[name] = {x: f[x] for x in (*SEED_FIGURES, *RECUT_FIGURES) if x in f}
         for name, (fig, (group, key), base) in SEED_RATIOS.items():
             b = out[base]["whole"][fig]
             r[name] = round(out[group][key][fig] / b, 3) if b else None
@@ -351,6 +418,13 @@ def over_seeds(seeds: Sequence[int], args: argparse.Namespace) -> dict[str, Any]
             "min": min(values),
             "max": max(values),
         }
+    per_policy: dict[str, dict[str, dict[str, float]]] = {}
+    for run in rows[0]:
+        if not isinstance(rows[0][run], dict):
+            continue
+        per_policy[run] = {
+            x: spread([r[run][x] for r in rows]) for x in rows[0][run] if x in rows[0][run]
+        }
     head = summary["p3_x_p1_equal"]
     holds = head["median"] >= CLAIM_MEDIAN and head["min"] >= CLAIM_FLOOR
     return {
@@ -358,8 +432,14 @@ def over_seeds(seeds: Sequence[int], args: argparse.Namespace) -> dict[str, Any]
         "seeds": list(seeds),
         "per_seed": rows,
         "summary": summary,
+        "per_policy": per_policy,
         "claim_holds": holds,
+        "recut_goal_holds": summary["p4_x_p1_equal"]["median"] >= GOAL_RECUT,
     }
+
+
+def spread(values: Sequence[float]) -> dict[str, float]:
+    return {"median": round(statistics.median(values), 3), "min": min(values), "max": max(values)}
 
 
 def seeds_table(res: dict[str, Any]) -> str:
@@ -369,7 +449,7 @@ def seeds_table(res: dict[str, Any]) -> str:
         f" ({len(res['seeds'])} days); served by policy, then ratios (x = A / B)",
         "",
         f"{'seed':>4}{'sess.':>6}{'p1 demo':>8}{'p1 eq':>7}{'p2 eq':>7}{'p3':>5}{'p3 back/lost':>14}"
-        + "".join(f"{n:>{max(len(n), 6) + 2}}" for n in names),
+        f"{'p4':>5}{'cuts':>6}" + "".join(f"{n:>{max(len(n), 6) + 2}}" for n in names),
     ]
     for r in res["per_seed"]:
         p3 = r["shapes_idle_queue"]
@@ -377,6 +457,7 @@ def seeds_table(res: dict[str, Any]) -> str:
             f"{r['seed']:>4}{r['sessions']:>6}{r['whole_demo']['served']:>8}"
             f"{r['whole_equal']['served']:>7}{r['whole_idle_queue_equal']['served']:>7}"
             f"{p3['served']:>5}{p3['back']:>8}/{p3['back_abandoned']:<5}"
+            f"{r['recut_idle_queue']['served']:>5}{r['recut_idle_queue']['recuts']:>6}"
             + "".join(f"{r[n]:>{max(len(n), 6) + 2}.2f}" for n in names)
         )
     lines.append("")
@@ -393,6 +474,28 @@ def seeds_table(res: dict[str, Any]) -> str:
         + ("holds" if res["claim_holds"] else "does not hold")
         + f" (median x{head['median']:.2f}, lowest x{head['min']:.2f})"
     )
+    p4 = res["summary"]["p4_x_p1_equal"]
+    lines.append(
+        f"goal (policy 4 over policy 1 on equal hardware, sessions served: median >= "
+        f"x{GOAL_RECUT}): "
+        + ("holds" if res["recut_goal_holds"] else "does not hold")
+        + f" (median x{p4['median']:.2f}, x{p4['min']:.2f} to x{p4['max']:.2f})"
+    )
+    lines += ["", "per policy, median (range) over the seeds:"]
+    titles = {
+        "whole_equal": "1 whole, equal hw",
+        "whole_idle_queue_equal": "2 whole+idle+queue, eq.",
+        "shapes_idle_queue": "3 shapes+idle+queue",
+        "recut_idle_queue": "4 shapes+idle+queue+recut",
+    }
+    for run, title in titles.items():
+        figs = res["per_policy"][run]
+        words = ", ".join(
+            f"{x.replace('_min', ' min').replace('_', ' ')} {v['median']:g} "
+            f"({v['min']:g}-{v['max']:g})"
+            for x, v in figs.items()
+        )
+        lines.append(f"  {title}: {words}")
     return "\n".join(lines)
 
 
@@ -404,6 +507,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--patience", type=float, default=30.0, help="minutes")
     parser.add_argument("--retry", type=float, default=5.0, help="minutes (policy 1)")
     parser.add_argument("--poll", type=float, default=60.0, help="seconds (idle policy)")
+    parser.add_argument(
+        "--recut-nodes",
+        type=lambda t: tuple(n for n in t.split(",") if n),
+        default=RECUT_NODES,
+        help=f"policy 4: training-pool's nodes it may re-cut (default {','.join(RECUT_NODES)})",
+    )
+    parser.add_argument(
+        "--recut-seconds", type=float, default=120.0, help="policy 4: how long a re-cut takes"
+    )
     parser.add_argument("--json", action="store_true", help="one JSON line")
     args = parser.parse_args(argv)
 

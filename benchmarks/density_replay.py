@@ -95,6 +95,8 @@ class Result:
     capacity: dict[str, dict[str, int]] = field(default_factory=dict)
     passes: int = 0
     decisions: int = 0
+    #: what a policy's own loop counted (policy 4's re-cuts, density_recut.py)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def is_gpu_resource(name: str) -> bool:
@@ -102,6 +104,11 @@ def is_gpu_resource(name: str) -> bool:
 
 
 class Replay:
+    #: Kinds of event that only keep a clock going: each pushes its next while other events are
+    #: due, so the day ends when only clocks are left (two clocks that each saw the other in
+    #: the heap would never stop)
+    clocks: frozenset[int] = frozenset({POLL})
+
     def __init__(
         self,
         registry: Registry,
@@ -143,6 +150,7 @@ class Replay:
         self.now = 0.0
         self.heap: list[tuple[float, int, int, Any]] = []
         self.seq = 0
+        self.due = 0  # events in the heap that are not clocks
         self.running: dict[str, Running] = {}
         self.waiting: dict[str, Waiting] = {}
         self.waiting_session: dict[str, Session] = {}
@@ -155,7 +163,13 @@ class Replay:
 
     def push(self, at: float, kind: int, what: Any) -> None:
         self.seq += 1
+        if kind not in self.clocks:
+            self.due += 1
         heapq.heappush(self.heap, (at, kind, self.seq, what))
+
+    def day_goes_on(self) -> bool:
+        """Whether an event other than a clock's is still due (a clock stops when none is)."""
+        return self.due > 0
 
     def run(self, sessions: Sequence[Session]) -> Result:
         for s in sessions:
@@ -164,19 +178,30 @@ class Replay:
         self.next_id = max((s.id for s in sessions), default=-1) + 1
         if self.idle is not None:
             self.push(self.poll, POLL, None)
-        handlers = {
+        handlers = self.handlers()
+        while self.heap:
+            at, kind, _, what = heapq.heappop(self.heap)
+            if kind not in self.clocks:
+                self.due -= 1
+            self.now = at
+            handlers[kind](what)
+            self.stepped()
+        assert not self.running and not self.waiting
+        return self.result
+
+    def handlers(self) -> dict[int, Callable[[Any], None]]:
+        """What each kind of event does (a subclass adds its own kinds)."""
+        return {
             END: self.on_end,
             POLL: self.on_poll,
             GIVE_UP: self.on_give_up,
             RETRY: self.on_attempt,
             ARRIVE: self.on_attempt,
         }
-        while self.heap:
-            at, kind, _, what = heapq.heappop(self.heap)
-            self.now = at
-            handlers[kind](what)
-        assert not self.running and not self.waiting
-        return self.result
+
+    def stepped(self) -> None:
+        """After each event, as the service's loops run between watch events (the re-cutting
+        replay, density_recut.py, schedules its re-cut rounds here)."""
 
     def state(self) -> AdmissionState:
         return AdmissionState(
@@ -225,7 +250,7 @@ class Replay:
         self.promised = Holds()
         base = self.state()
         ranked = order(self.waiting.values(), base)
-        p = Pass(base, self.index.pool_max_free, ranked)
+        p = Pass(base, self.index.pool_max_room, ranked)
         for w, st in ranked:
             if not p.worth_deciding(w, st, lambda pool: False):
                 continue
@@ -305,7 +330,7 @@ class Replay:
                     if self.returns:
                         self.come_back(r, back)
                 self.on_end(aid)
-        if self.heap:
+        if self.day_goes_on():
             self.push(self.now + self.poll, POLL, None)
 
     def come_back(self, r: Running, stretch: int) -> None:

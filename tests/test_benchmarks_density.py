@@ -6,6 +6,7 @@ sessions' stretches, not read from the code under test."""
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 
@@ -15,6 +16,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_density import POOLS, figures, shaped_request, whole_request  # noqa: E402
+from density_recut import (  # noqa: E402
+    RecutReplay,
+    partitioned_recut_nodes,
+    recut_policy,
+    with_recut,
+)
 from density_replay import Replay  # noqa: E402
 from density_workload import (  # noqa: E402
     EXAMPLE_CLUSTER,
@@ -24,8 +31,11 @@ from density_workload import (  # noqa: E402
     cluster_nodes,
 )
 
+from jupyter_gpupool.core.admission.decision import AdmissionRequest  # noqa: E402
+from jupyter_gpupool.core.admission.recut import plan  # noqa: E402
 from jupyter_gpupool.core.time.idle import IdlePolicy  # noqa: E402
 from jupyter_gpupool.poolfiles import load_paths  # noqa: E402
+from jupyter_gpupool.service.admission.recutwatch import RECUT_EVERY  # noqa: E402
 
 LIGHT = NEEDS[0]
 MIN = 60.0
@@ -147,3 +157,174 @@ def test_session_on_a_small_slice_runs_slower_while_it_wants_more():
     assert result.served_by_shape == {"whole": 1}
     assert whole.ends == [(0, 30)]
     assert result.slowed == 0
+
+
+def only_mig_1g(s: Session, admission_id: str) -> AdmissionRequest:
+    """A request for one training-pool 1g.10gb instance and nothing else (no fallback)."""
+    return AdmissionRequest(
+        s.user,
+        s.groups,
+        ("training-pool",),
+        1,
+        server=f"s{s.id}",
+        admission_id=admission_id,
+        reclaim=False,
+        shapes=("mig-1g.10gb",),
+    )
+
+
+class Bounded(RecutReplay):
+    """The re-cutting replay, stopped with a failure past 5,000 events (a day that would not
+    end fails its test instead of hanging it)."""
+
+    steps = 0
+
+    def stepped(self):
+        self.steps += 1
+        assert self.steps < 5000, "the day does not end"
+        super().stepped()
+
+
+def recut_replay(plan_fn=plan, idle=None, kind=Bounded) -> RecutReplay:
+    """gpu-node-mig-1 (2 x 1g.10gb beside a 2g and a 3g) and gpu-node-2 (8 whole A100s, which
+    training-pool's recut lets the service cut among all-disabled, all-1g.10gb, all-balanced)."""
+    names = ("gpu-node-mig-1", "gpu-node-2")
+    nodes = [
+        n for n in cluster_nodes(False, hardware="partitioned") if n["metadata"]["name"] in names
+    ]
+    registry = with_recut(load_paths([POOLS]), recut_policy(("gpu-node-2",)))
+    return kind(
+        registry,
+        partitioned_recut_nodes(nodes),
+        only_mig_1g,
+        queue=True,
+        idle=idle,
+        patience=30 * MIN,
+        retry=5 * MIN,
+        poll=MIN,
+        returns=True,
+        recut_seconds=2 * MIN,
+        plan_fn=plan_fn,
+    )
+
+
+def test_policy_4_re_cuts_an_idle_node_for_requests_waiting_and_sends_it_home_after():
+    """Three users ask for a 1g.10gb at 60 min, for 60 min each; gpu-node-mig-1 has two. The
+    third waits; the planner cuts gpu-node-2 (no pod on it) to all-1g.10gb, which takes the
+    2 minutes of --recut-seconds; the third is served at 62 min on gpu-node-2. Its server ends
+    at 122 min; 30 min unused later (152 min, the pool's ``unused``) it goes home whole. A
+    fourth user at 200 min keeps the day going."""
+    sessions = [session(i, f"user{i}", 60 * MIN, [(60, 10.0)]) for i in range(3)]
+    sessions.append(session(3, "user3", 200 * MIN, [(10, 10.0)]))
+    r = recut_replay()
+    started: list[tuple[int, float, str]] = []
+    start = r.start
+
+    def noting(s, decision):
+        started.append((s.id, r.now / MIN, decision.node))
+        start(s, decision)
+
+    r.start = noting  # type: ignore[method-assign]
+    f = figures(r.run(sessions), 4)
+    assert f["served"] == 4 and f["served_by_shape"] == {"mig-1g.10gb": 4}
+    assert sorted(started) == [
+        (0, 60.0, "gpu-node-mig-1"),
+        (1, 60.0, "gpu-node-mig-1"),
+        (2, 62.0, "gpu-node-2"),
+        (3, 200.0, "gpu-node-mig-1"),
+    ]
+    assert [(c["node"], c["at_min"], c["from"], c["to"], c["servers"]) for c in f["recut_log"]] == [
+        ("gpu-node-2", 60.0, "all-disabled", "all-1g.10gb", 1),
+        ("gpu-node-2", 152.0, "all-1g.10gb", "all-disabled", 0),
+    ]
+    assert f["recut_log"][0]["reason"] == "for 1 waiting request of 1g.10gb"
+    assert (f["recuts"], f["recuts_to_demand"], f["recuts_home"]) == (2, 1, 1)
+    assert (f["recuts_to_demand_unused"], f["nodes_home_at_end"]) == (0, 1)
+    # the node held no more 1g instances than all-1g.10gb gives it (7 a GPU)
+    assert f["capacity"]["gpu-node-2"]["nvidia.com/mig-1g.10gb"] == 56
+
+
+def test_policy_4_without_the_planners_answers_cuts_nothing_and_the_third_gives_up():
+    """The same day with a planner that answers nothing: no re-cut, the third user waits the
+    30 minutes of patience and gives up (the re-cut test above fails this way when the replay
+    never calls plan or ignores what it answers)."""
+    sessions = [session(i, f"user{i}", 60 * MIN, [(60, 10.0)]) for i in range(3)]
+    asked = []
+
+    def silent(*args):
+        asked.append(args)
+        return []
+
+    f = figures(recut_replay(silent).run(sessions), 3)
+    assert (f["served"], f["abandoned"], f["recuts"]) == (2, 1, 0)
+    assert asked  # called, as the service would, and its silence kept
+
+
+def test_policy_4_starts_the_day_on_policy_3s_hardware():
+    """The re-cut nodes are written as their starting configs (gpu-node-1 as density-mixed, the
+    admin's mig-parted name for policy 3's layout; gpu-node-2 all-disabled): the same
+    allocatable GPU resources as policy 3's cluster, and the config label the planner reads."""
+    three = cluster_nodes(False, hardware="partitioned")
+    four = partitioned_recut_nodes(three)
+
+    def gpus(n):
+        alloc = n["status"]["allocatable"]
+        return {r: v for r, v in alloc.items() if r.startswith("nvidia.com/")}
+
+    assert [gpus(n) for n in four] == [gpus(n) for n in three]
+    labels = {n["metadata"]["name"]: n["metadata"]["labels"] for n in four}
+    assert labels["gpu-node-1"]["nvidia.com/mig.config"] == "density-mixed"
+    assert labels["gpu-node-2"]["nvidia.com/mig.config"] == "all-disabled"
+    assert gpus(next(n for n in four if n["metadata"]["name"] == "gpu-node-1")) == {
+        "nvidia.com/mig-1g.10gb": "30",
+        "nvidia.com/mig-2g.20gb": "6",
+        "nvidia.com/mig-3g.40gb": "4",
+    }
+
+
+def recut_day() -> list[Session]:
+    """The re-cut test's day: three users ask for a 1g.10gb at 60 min, a fourth at 200 min."""
+    sessions = [session(i, f"user{i}", 60 * MIN, [(60, 10.0)]) for i in range(3)]
+    sessions.append(session(3, "user3", 200 * MIN, [(10, 10.0)]))
+    return sessions
+
+
+def test_policy_4_asks_the_planner_at_the_service_watchs_pace():
+    """The service's re-cut watch plans a round at most every RECUT_EVERY seconds, and passes
+    over a pool whose line wants nothing and whose nodes are all home. On the re-cut day the
+    three arrivals of 60 min are one round, not one each; the next round (the node now
+    pending) comes 2 s later; and once gpu-node-2 is home (152 min) with nothing waiting, the
+    planner is not asked again, though the fourth user comes at 200 min."""
+    asked: list[float] = []
+    rounds: list[float] = []
+
+    def noting(policy, configs, rows, wanted, now):
+        asked.append(now)
+        return plan(policy, configs, rows, wanted, now)
+
+    class Noting(Bounded):
+        def on_round(self, what):
+            rounds.append(self.now)
+            super().on_round(what)
+
+    f = figures(recut_replay(noting, kind=Noting).run(recut_day()), 4)
+    assert f["recuts"] == 2  # the day of the re-cut test above, re-cut as it says
+    assert asked.count(60 * MIN) == 1
+    assert asked[1] - asked[0] == RECUT_EVERY
+    assert all(b - a >= RECUT_EVERY for a, b in itertools.pairwise(asked))
+    assert asked[-1] == 152 * MIN
+    assert f["plans"] == len(asked) <= f["recut_rounds"] == len(rounds)
+    # from gpu-node-2's re-cut home being done (154 min) to the fourth user, nothing changes:
+    # no round
+    assert not [t for t in rounds if 154 * MIN < t < 200 * MIN]
+
+
+def test_policy_4_with_the_idle_policy_ends_its_day():
+    """The idle policy's poll and the re-cut loop's tick each go on only while events other
+    than clocks are due: with both, the day still ends within a poll of its last server's end
+    (two clocks that each kept the other going ran for ever)."""
+
+    r = recut_replay(idle=IDLE)
+    f = figures(r.run(recut_day()), 4)
+    assert f["served"] == 4 and f["recuts"] == 2
+    assert r.now <= 210 * MIN + MIN  # user3's server ends at 210 min

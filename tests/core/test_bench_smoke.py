@@ -631,9 +631,14 @@ def test_density_benchmark():
     sessions = result["sessions"]
     assert sessions > 0
     policies = result["policies"]
-    assert set(policies) == {"whole", "whole_idle_queue", "shapes_idle_queue"}
+    assert set(policies) == {"whole", "whole_idle_queue", "shapes_idle_queue", "recut_idle_queue"}
     equal = result["equal_hardware"]
-    assert set(equal) == {"whole", "whole_idle_queue", "shapes_idle_queue_ratios"}
+    assert set(equal) == {
+        "whole",
+        "whole_idle_queue",
+        "shapes_idle_queue_ratios",
+        "recut_idle_queue_ratios",
+    }
     runs = {**policies, "whole_equal": equal["whole"], "idle_equal": equal["whole_idle_queue"]}
     for name, f in runs.items():
         # every session is served, abandoned or refused, exactly once
@@ -675,6 +680,14 @@ def test_density_benchmark():
     assert set(policies["shapes_idle_queue"]["served_by_shape"]) - {"whole"}
     ratio_sets = [policies[name]["ratios"] for name in set(policies) - {"whole"}]
     ratio_sets += [equal["whole_idle_queue"]["ratios"], equal["shapes_idle_queue_ratios"]]
+    ratio_sets.append(equal["recut_idle_queue_ratios"])
+    # policy 4 counts its re-cuts: each to demand or home, each done at most once a node asks
+    p4 = policies["recut_idle_queue"]
+    assert p4["recuts"] == p4["recuts_to_demand"] + p4["recuts_home"] == len(p4["recut_log"])
+    assert 0 <= p4["recuts_unused"] <= p4["recuts"]
+    assert 0 <= p4["nodes_home_at_end"] <= p4["recut_nodes"]
+    # the re-cut loop ran, and asked the planner at most once a round
+    assert 0 <= p4["plans"] <= p4["recut_rounds"] and p4["recut_rounds"] > 0
     for ratios in ratio_sets:
         assert set(ratios) == {
             "served",
@@ -696,12 +709,20 @@ def test_density_benchmark_over_seeds():
     for r in rows:
         p1, p3 = r["whole_equal"]["served"], r["shapes_idle_queue"]["served"]
         assert r["p3_x_p1_equal"] == round(p3 / p1, 3)
+        assert r["p4_x_p1_equal"] == round(r["recut_idle_queue"]["served"] / p1, 3)
         assert r["ceiling_x_p1_equal"] == round(r["sessions"] / p1, 3) >= r["p3_x_p1_equal"]
     head = result["summary"]["p3_x_p1_equal"]
     values = sorted(r["p3_x_p1_equal"] for r in rows)
     assert (head["min"], head["max"]) == (values[0], values[-1])
     assert head["median"] == values[1]
     assert result["claim_holds"] == (head["median"] >= 1.5 and head["min"] >= 1.3)
+    # policy 4 (issue 41): its goal read from its ratios, its figures given per policy too
+    p4 = sorted(r["p4_x_p1_equal"] for r in rows)
+    assert result["summary"]["p4_x_p1_equal"]["median"] == p4[1]
+    assert result["recut_goal_holds"] == (p4[1] >= 2.0)
+    served = sorted(r["recut_idle_queue"]["served"] for r in rows)
+    spread = result["per_policy"]["recut_idle_queue"]["served"]
+    assert (spread["min"], spread["median"], spread["max"]) == tuple(served)
 
 
 def test_estimate_benchmark():

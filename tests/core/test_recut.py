@@ -104,6 +104,16 @@ def test_unused_instances_go_home_after_the_policys_time_and_not_before():
     assert plan(POLICY, DEFAULT_CONFIGS, [cut], {"mig-1g.10gb": 1}, NOW) == []
 
 
+def test_instances_a_re_cut_brought_stand_unused_only_since_the_re_cut():
+    # idle for an hour, then cut to 1g for a request that was served elsewhere or gave up:
+    # 20 minutes after the change its instances have stood unused 20 minutes, not 60
+    cut = node("n1", config="all-1g.10gb", unused_since=NOW - 3600, last_change=NOW - 1200)
+    assert plan(POLICY, DEFAULT_CONFIGS, [cut], {}, NOW) == []
+    cut = node("n1", config="all-1g.10gb", unused_since=NOW - 3600, last_change=NOW - 1800)
+    (back,) = plan(POLICY, DEFAULT_CONFIGS, [cut], {}, NOW)
+    assert back.reason == "back to all-disabled: its instances stood unused 30m"
+
+
 POOL = """
 kind: pool
 pool: {name: training-pool}

@@ -155,7 +155,10 @@ def plan(
         home = shape_units(configs, policy.home, n)
         if home is None:
             continue
-        idle = None if n.unused_since is None else now - n.unused_since
+        # unused since the last of: no GPU pod on it, its layout asked for (instances that
+        # came with a re-cut stood unused only since then, however long the node was idle)
+        since = None if n.unused_since is None else max(n.unused_since, n.last_change or 0.0)
+        idle = None if since is None else now - since
         if idle is not None and idle >= policy.unused_seconds:
             reason = f"back to {policy.home}: its instances stood unused {duration_words(idle)}"
             out.append(Recut(n.name, policy.home, WHOLE, 0, True, reason))
