@@ -94,6 +94,7 @@ ORDER = (
     "max_pools",
     "kubeconfig",
     "pool_label",
+    "mig_parted_config",
     "sync_timeout",
     "reservation_ttl",
     "reclaim_wait",

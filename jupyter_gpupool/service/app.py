@@ -201,6 +201,7 @@ class GPUPoolService(Application, GPUPoolSettings):
     async def _build(self, api: Any, kube: Kube) -> ServiceContext:
         store = await self._store(kube)
         state = ServiceState(pool_label=self.pool_label, summary_ttl=self.summary_cache_seconds)
+        state.mig_configs = self.mig_configs
         pools = PoolManager(state, store, kube, max_pools=self.max_pools)
         try:
             await pools.load()
@@ -335,6 +336,7 @@ class GPUPoolService(Application, GPUPoolSettings):
                 lambda: list(line.waiting.values()),
                 ctx.changes,
                 lock=ctx.desk.lock,
+                configs=ctx.state.mig_configs,
             )
             ctx.loops.append(ctx.recut.loop)
             waits.coming = ctx.recut.coming  # the estimates count what re-cuts bring

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..core.accounting.budgets import BudgetSessions
 from ..core.admission.walk import AdmissionState
+from ..core.documents.mig_parted import DEFAULT_CONFIGS, MigConfigs
 from ..core.pools.model import Pool, Registry
 from ..core.time.bookings import Booking
 from ..core.time.bookings_in_force import Calendar
@@ -78,6 +79,8 @@ class ServiceState:
             on_admission=self.reservations.observe,
         )
         self.summary_ttl = summary_ttl
+        #: The mig-parted configs the MIG manager applies (``c.GPUPoolService.mig_parted_config``)
+        self.mig_configs: MigConfigs = DEFAULT_CONFIGS
         self._usages: dict[str, tuple[float, PoolUsage]] = {}
         # pool -> (usage row, reservations version, registry) it was built from, the pool,
         # the summary and its JSON text
@@ -139,6 +142,7 @@ class ServiceState:
             budgets=self.budgets,
             now=clock.now(),
             bookings=self.calendar,
+            mig_configs=self.mig_configs,
         )
 
     # --- pools, as the API lists them ------------------------------------------------------------
@@ -201,7 +205,7 @@ class ServiceState:
             hit = self._summaries.get(name)
             if hit is None or hit[0] is not usage or hit[1] != version or hit[2] is not registry:
                 pool = pool_or_bare(registry, name)
-                row = pool_summary(pool, usage, self.index, self.reservations)
+                row = pool_summary(pool, usage, self.index, self.reservations, self.mig_configs)
                 hit = (usage, version, registry, pool, row, json.dumps(row, default=json_default))
                 self._summaries[name] = hit
             if user is not None and not hit[3].allows(user, groups):
@@ -211,4 +215,5 @@ class ServiceState:
 
     def pool_summary(self, name: str) -> dict[str, Any]:
         pool = pool_or_bare(self.registry, name)
-        return pool_summary(pool, self.index.pool_usage(name), self.index, self.reservations)
+        usage = self.index.pool_usage(name)
+        return pool_summary(pool, usage, self.index, self.reservations, self.mig_configs)

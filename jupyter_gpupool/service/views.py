@@ -318,7 +318,7 @@ def launch_options(
         name = summary["name"]
         pool = registry.pool(name)
         recut = (
-            recut_shape_rows(pool, index, recut_seconds, now)
+            recut_shape_rows(pool, index, recut_seconds, now, state.mig_configs)
             if pool is not None and pool.recut is not None
             else []
         )

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..accounting.budgets import BudgetSessions
+from ..documents.mig_parted import DEFAULT_CONFIGS, MigConfigs
 from ..pools.model import Registry
 from ..time.bookings_in_force import Calendar, booking_of, ended_servers
 from ..usage.amounts import Amount, whole_if_whole
@@ -107,6 +108,8 @@ class AdmissionState:
     promised: Holds = field(default_factory=Holds)
     #: The bookings and their windows (:mod:`..time.bookings_in_force`); None: no bookings
     bookings: Calendar | None = None
+    #: The mig-parted configs a pool's ``recut`` names (the MIG manager's file)
+    mig_configs: MigConfigs = field(default_factory=lambda: DEFAULT_CONFIGS)
 
 
 @dataclass(frozen=True)

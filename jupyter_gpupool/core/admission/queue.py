@@ -34,7 +34,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from ..documents.mig_parted import DEFAULT_CONFIGS
 from ..pools.model import Pool
 from .booking_charge import charge as charge_with_bookings
 from .decision import (
@@ -246,7 +245,9 @@ def never_reason(
                 shape_id not in ids
                 and not (
                     pool.recut is not None
-                    and could_offer(pool.recut, DEFAULT_CONFIGS, state.usage.node_labels, shape_id)
+                    and could_offer(
+                        pool.recut, state.mig_configs, state.usage.node_labels, shape_id
+                    )
                 )
             ):
                 reasons.append(f"{name}: this pool has no {shape_id}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..documents.mig_parted import DEFAULT_CONFIGS, MigConfigs
 from ..pools.model import DEFAULT_POOL, Pool, Registry
 from ..usage.index import PoolUsage, UsageIndex
 from ..usage.reservations import Reservations
@@ -100,12 +101,17 @@ def nodes_taken_out(pool: Pool, index: UsageIndex) -> list[JSON]:
 
 
 def pool_summary(
-    pool: Pool, usage: PoolUsage, index: UsageIndex, reservations: Reservations
+    pool: Pool,
+    usage: PoolUsage,
+    index: UsageIndex,
+    reservations: Reservations,
+    configs: MigConfigs = DEFAULT_CONFIGS,
 ) -> JSON:
-    """One row of ``GET api/v1/pools``: gpuctl's columns, and what can still be admitted."""
+    """One row of ``GET api/v1/pools``: gpuctl's columns, and what can still be admitted
+    (``configs``: the mig-parted configs a re-cut under way is read with)."""
     reserved = sum(whole_reserved(index, reservations, pool.name).values())
     taken_out = nodes_taken_out(pool, index)
-    recuts = recuts_under_way(pool, index)
+    recuts = recuts_under_way(pool, index, configs)
     status = usage.status
     if taken_out and usage.node_count == 0:
         status = UNLABELED  # not "empty": its document still lists nodes

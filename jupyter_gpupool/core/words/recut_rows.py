@@ -41,8 +41,11 @@ def brings(labels: Mapping[str, str], configs: MigConfigs = DEFAULT_CONFIGS) -> 
     return config_units(labels, configs) or {}
 
 
-def recuts_under_way(pool: Pool, index: UsageIndex) -> list[JSON]:
-    """The pool's nodes the MIG manager is re-cutting now (those its ``recut`` names)."""
+def recuts_under_way(
+    pool: Pool, index: UsageIndex, configs: MigConfigs = DEFAULT_CONFIGS
+) -> list[JSON]:
+    """The pool's nodes the MIG manager is re-cutting now (those its ``recut`` names), each
+    with what it brings as ``configs`` cut it."""
     if pool.recut is None:
         return []
     out = []
@@ -61,7 +64,7 @@ def recuts_under_way(pool: Pool, index: UsageIndex) -> list[JSON]:
                 "state": labels[STATE_LABEL],
                 "asked_at": asked,
                 "expected_at": asked + EXPECTED_SECONDS if asked is not None else None,
-                "brings": brings(labels),
+                "brings": brings(labels, configs),
             }
         )
     return out
@@ -89,7 +92,10 @@ def with_coming(shapes: Iterable[JSON], recuts: Iterable[JSON]) -> list[JSON]:
 
 
 def waiting_for_recut(
-    choices: Iterable[tuple[str, str | None]], registry_pools: Mapping[str, Pool], index: UsageIndex
+    choices: Iterable[tuple[str, str | None]],
+    registry_pools: Mapping[str, Pool],
+    index: UsageIndex,
+    configs: MigConfigs = DEFAULT_CONFIGS,
 ) -> str | None:
     """``waiting for gpu-node-2 to be re-cut into 1g.10gb instances`` when a re-cut under way
     in one of a waiting request's pools brings the shape it asks there, else None."""
@@ -98,7 +104,7 @@ def waiting_for_recut(
         if pool is None:
             continue
         wanted = shape or WHOLE
-        for r in recuts_under_way(pool, index):
+        for r in recuts_under_way(pool, index, configs):
             if r["brings"].get(wanted):
                 if wanted == WHOLE:
                     return f"waiting for {r['node']} to go back to whole GPUs"
@@ -125,7 +131,7 @@ def recut_shape_rows(
         return []
     offered = {c.shape.id for c in index.shape_counts(pool.name)}
     rules = {r.id: r.name for r in pool.shapes}
-    under_way = recuts_under_way(pool, index)
+    under_way = recuts_under_way(pool, index, configs)
     out = []
     for shape_id, nodes in could_make(pool.recut, index.node_labels, configs).items():
         if not shape_id.startswith(f"{MIG}-") or shape_id in offered:

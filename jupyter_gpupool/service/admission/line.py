@@ -547,7 +547,7 @@ class Line:
         """While a MIG re-cut under way brings what ``w`` waits for (:mod:`.recutwatch`)."""
         registry = self.state.registry
         choices = w.request.choices(w.request.pools or pools)  # its own list keeps its shapes
-        return waiting_for_recut(choices, registry.pools, self.state.index)
+        return waiting_for_recut(choices, registry.pools, self.state.index, self.state.mig_configs)
 
     def lookup(self, admission_id: str) -> Waiting | Ended | None:
         return self.waiting.get(admission_id) or self.ended.get(admission_id)

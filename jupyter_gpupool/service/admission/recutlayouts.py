@@ -47,12 +47,11 @@ def layout_of(
     return pool_layout(pool, policy, configs, nodes, index.node_offer_units, free)
 
 
-def pool_layouts(
-    state: ServiceState, configs: MigConfigs = DEFAULT_CONFIGS
-) -> dict[str, PoolLayout]:
-    """Every pool whose file has ``recut``, with its nodes' layouts."""
+def pool_layouts(state: ServiceState, configs: MigConfigs | None = None) -> dict[str, PoolLayout]:
+    """Every pool whose file has ``recut``, with its nodes' layouts (``configs``: the state's
+    mig-parted configs unless given)."""
     return {
-        p.name: layout_of(state, p.name, p.recut, configs)
+        p.name: layout_of(state, p.name, p.recut, configs or state.mig_configs)
         for p in state.registry.pools.values()
         if p.recut is not None
     }

@@ -246,7 +246,7 @@ class RecutWatch:
             pool = registry.pool(name)
             if pool is None:
                 continue
-            for r in recuts_under_way(pool, index):
+            for r in recuts_under_way(pool, index, self.configs):
                 at = (now if r["asked_at"] is None else r["asked_at"]) + expected
                 out.extend(_coming(name, r["node"], r["brings"], at))
             if asked is None:
