@@ -149,6 +149,8 @@ class RecutWatch:
         self._took: deque[float] = deque(maxlen=10)
         #: the round's time, the calendar then, and per pool the starts within the lead
         self._starts: tuple[float, Calendar, dict[str, list[float]]] | None = None
+        #: Whether the re-cuts asked before a restart were taken up from the nodes' labels
+        self._taken_up = False
         self.wake = asyncio.Event()
         self.loop = Loop("admission.recut", interval, self.round, wake=self.wake, first=0)
 
@@ -388,6 +390,8 @@ class RecutWatch:
         that check and its patch, and none waits for a whole round."""
         self.wake.clear()
         now = clock.now()
+        if not self._taken_up:
+            self.take_up(now)
         self._follow(now)
         policies = self.policies()
         if not policies:
@@ -425,6 +429,27 @@ class RecutWatch:
         self._unused.pop(cut.node, None)
         log.info("Re-cutting node %s of %s to %s %s", cut.node, pool, cut.config, cut.reason)
         self.changes.record("service", "gpupool", event.words(now), via="re-cut")
+
+    def take_up(self, now: float) -> None:
+        """The re-cuts an earlier run of the service asked for (the labels it wrote on the
+        policies' nodes: when, for what shape, and the MIG manager's state), followed as if
+        asked now: one under way ends in the change log, one that failed stays a problem, and
+        the last one's time keeps the node's ``interval``."""
+        self._taken_up = True
+        index, known = self.state.index, {e.node for e in self.events}
+        for pool, policy in self.policies():
+            for name in policy.nodes:
+                labels = index.node_labels(name)
+                at, config = _number(labels.get(RECUT_AT_LABEL)), labels.get(CONFIG_LABEL)
+                state = labels.get(MIG_CONFIG_STATE_LABEL) or ""
+                if name in known or at is None or not config or state == "success":
+                    continue
+                shape = labels.get(RECUT_FOR_LABEL) or ""
+                taken = "taken up after the service restarted"
+                reason = f"back to whole GPUs, {taken}" if shape == WHOLE else f"({taken})"
+                event = RecutEvent(at, pool, name, config, shape, reason, state or "pending")
+                self.events.append(event)
+                log.info("Following the re-cut of node %s to %s (%s)", name, config, event.state)
 
     def _follow(self, now: float) -> None:
         """Each re-cut under way that the MIG manager ended: in the change log, once."""
