@@ -22,6 +22,7 @@ from ..core.usage.index import PoolUsage, UsageIndex
 from ..core.usage.labels import POOL_LABEL
 from ..core.usage.reservations import Reservation, Reservations
 from ..core.words.pool_rows import pool_names, pool_or_bare, pool_summary
+from ..core.words.recut_rows import EXPECTED_SECONDS as RECUT_SECONDS
 from . import clock
 
 #: At most this many stale pool rows are recomputed per request (see ``pool_usages``).
@@ -81,6 +82,8 @@ class ServiceState:
         self.summary_ttl = summary_ttl
         #: The mig-parted configs the MIG manager applies (``c.GPUPoolService.mig_parted_config``)
         self.mig_configs: MigConfigs = DEFAULT_CONFIGS
+        #: What a MIG re-cut is expected to take (the re-cut watch keeps it, from the last ones)
+        self.recut_seconds = RECUT_SECONDS
         self._usages: dict[str, tuple[float, PoolUsage]] = {}
         # pool -> (usage row, reservations version, registry) it was built from, the pool,
         # the summary and its JSON text
@@ -205,7 +208,9 @@ class ServiceState:
             hit = self._summaries.get(name)
             if hit is None or hit[0] is not usage or hit[1] != version or hit[2] is not registry:
                 pool = pool_or_bare(registry, name)
-                row = pool_summary(pool, usage, self.index, self.reservations, self.mig_configs)
+                row = pool_summary(
+                    pool, usage, self.index, self.reservations, self.mig_configs, self.recut_seconds
+                )
                 hit = (usage, version, registry, pool, row, json.dumps(row, default=json_default))
                 self._summaries[name] = hit
             if user is not None and not hit[3].allows(user, groups):
@@ -216,4 +221,6 @@ class ServiceState:
     def pool_summary(self, name: str) -> dict[str, Any]:
         pool = pool_or_bare(self.registry, name)
         usage = self.index.pool_usage(name)
-        return pool_summary(pool, usage, self.index, self.reservations, self.mig_configs)
+        return pool_summary(
+            pool, usage, self.index, self.reservations, self.mig_configs, self.recut_seconds
+        )

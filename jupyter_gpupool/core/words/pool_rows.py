@@ -15,7 +15,7 @@ from ..pools.model import DEFAULT_POOL, Pool, Registry
 from ..usage.index import PoolUsage, UsageIndex
 from ..usage.reservations import Reservations
 from .gpu_counts import counts_row
-from .recut_rows import recuts_under_way, with_coming
+from .recut_rows import EXPECTED_SECONDS, recuts_under_way, with_coming
 from .shape_rows import pool_shapes
 
 JSON = dict[str, Any]
@@ -106,12 +106,14 @@ def pool_summary(
     index: UsageIndex,
     reservations: Reservations,
     configs: MigConfigs = DEFAULT_CONFIGS,
+    recut_seconds: float = EXPECTED_SECONDS,
 ) -> JSON:
     """One row of ``GET api/v1/pools``: gpuctl's columns, and what can still be admitted
-    (``configs``: the mig-parted configs a re-cut under way is read with)."""
+    (``configs``: the mig-parted configs a re-cut under way is read with; ``recut_seconds``:
+    what a re-cut is expected to take)."""
     reserved = sum(whole_reserved(index, reservations, pool.name).values())
     taken_out = nodes_taken_out(pool, index)
-    recuts = recuts_under_way(pool, index, configs)
+    recuts = recuts_under_way(pool, index, configs, recut_seconds)
     status = usage.status
     if taken_out and usage.node_count == 0:
         status = UNLABELED  # not "empty": its document still lists nodes

@@ -5,8 +5,9 @@ offer as the launch options list them (:func:`recut_shape_rows`).
 
 All of it is read from the nodes' labels (the config asked for, the MIG manager's state, the
 service's :data:`~..pools.recut_policy.RECUT_AT_LABEL`), so it is what the cluster says, and
-the same after the service restarts. "Expected by" is the asking time plus
-:data:`EXPECTED_SECONDS`, a clock time, so a cached row stays true.
+the same after the service restarts. "Expected by" is the asking time plus what re-cuts took
+lately (the re-cut watch's mean, :data:`EXPECTED_SECONDS` before any ended), a clock time, so a
+cached row stays true until a re-cut ends.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from .shape_rows import shape_row
 
 JSON = dict[str, Any]
 
-#: What a re-cut is expected to take (the MIG manager restarts the device plugin, GFD and the
-#: DCGM exporter on the node; a change of MIG mode also reboots it)
+#: What a re-cut is expected to take before any was seen to end (the MIG manager restarts the
+#: device plugin, GFD and the DCGM exporter on the node; a change of MIG mode also reboots it)
 EXPECTED_SECONDS = 120.0
 
 
@@ -42,10 +43,14 @@ def brings(labels: Mapping[str, str], configs: MigConfigs = DEFAULT_CONFIGS) -> 
 
 
 def recuts_under_way(
-    pool: Pool, index: UsageIndex, configs: MigConfigs = DEFAULT_CONFIGS
+    pool: Pool,
+    index: UsageIndex,
+    configs: MigConfigs = DEFAULT_CONFIGS,
+    expected: float = EXPECTED_SECONDS,
 ) -> list[JSON]:
     """The pool's nodes the MIG manager is re-cutting now (those its ``recut`` names), each
-    with what it brings as ``configs`` cut it."""
+    with what it brings as ``configs`` cut it, and when it should end (``expected`` seconds
+    after it was asked)."""
     if pool.recut is None:
         return []
     out = []
@@ -63,7 +68,7 @@ def recuts_under_way(
                 "config": labels[CONFIG_LABEL],
                 "state": labels[STATE_LABEL],
                 "asked_at": asked,
-                "expected_at": asked + EXPECTED_SECONDS if asked is not None else None,
+                "expected_at": asked + expected if asked is not None else None,
                 "brings": brings(labels, configs),
             }
         )

@@ -62,7 +62,7 @@ from ...core.time.idle import duration_words
 from ...core.time.wait_inputs import Coming
 from ...core.usage.shapes import MIG_CONFIG_STATE_LABEL, WHOLE, cut_units
 from ...core.words.gpu_use import clock_words
-from ...core.words.recut_rows import recuts_under_way
+from ...core.words.recut_rows import EXPECTED_SECONDS, recuts_under_way
 from .. import clock
 from ..loops import Loop
 from ..records.changelog import ChangeLog
@@ -77,9 +77,6 @@ COUNT_LABEL = "nvidia.com/gpu.count"
 ENDED = ("success", "failed", "superseded")
 #: Seconds between two rounds when nothing kicks one
 RECUT_EVERY = 2.0
-#: What a re-cut is expected to take before any was seen (the GPU operator's MIG manager
-#: restarts the device plugin, GFD and DCGM on the node; a reboot takes longer)
-EXPECTED_SECONDS = 120.0
 #: How long before a booking's window its nodes are re-cut, beyond what a re-cut is expected
 #: to take (:meth:`RecutWatch.expected_seconds`): the device plugin's new resources come a
 #: little after the MIG manager's ``success``
@@ -467,6 +464,7 @@ class RecutWatch:
                 event.done_at = now
                 if state == "success":
                     self._took.append(now - event.at)
+                    self.state.recut_seconds = self.expected_seconds()  # the pool rows' too
                 self.changes.record("service", "gpupool", event.words(now), via="re-cut")
                 log.log(
                     logging.INFO if state == "success" else logging.WARNING,
