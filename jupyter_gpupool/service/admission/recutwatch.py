@@ -37,7 +37,7 @@ import asyncio
 import logging
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ...core.admission.booking_fit import Capacity, pool_guarantees
@@ -67,12 +67,10 @@ from .. import clock
 from ..loops import Loop
 from ..records.changelog import ChangeLog
 from ..state import ServiceState
-from .recutlayouts import layout_of
+from .recutlayouts import layout_of, plain_cut
 
 log = logging.getLogger(__name__)
 
-PRODUCT_LABEL = "nvidia.com/gpu.product"
-COUNT_LABEL = "nvidia.com/gpu.count"
 #: The states after which a re-cut is over
 ENDED = ("success", "failed", "superseded")
 #: Seconds between two rounds when nothing kicks one
@@ -199,7 +197,8 @@ class RecutWatch:
         index = self.state.index
         # the index's cheap lookups, not index.node(name): a round reads every node a policy
         # names, and a node's whole row (reasons, parts) is built for pages
-        if index.node_gpu_type(name) is None:  # not a node the index knows
+        card = plain_cut(index, name)  # its card and config, as bookings' layouts read them
+        if card is None:  # not a node the index knows
             return None
         labels = index.node_labels(name)
         reservations = self.state.reservations
@@ -213,17 +212,11 @@ class RecutWatch:
             unused = None
         else:
             unused = max(self._unused.setdefault(name, now), last or float("-inf"))
-        count = _number(labels.get(COUNT_LABEL))
-        state = labels.get(MIG_CONFIG_STATE_LABEL)
-        return NodeCut(
-            name=name,
-            product=labels.get(PRODUCT_LABEL),
-            gpu_count=int(count) if count is not None else index.node_gpus(name),
-            config=labels.get(CONFIG_LABEL),
-            state=state,
+        return replace(
+            card,
             gpu_pods=pods,
             # a node the MIG manager is re-cutting takes no servers, but is not cordoned for it
-            schedulable=index.node_group(name) is not None or (state or "") not in SETTLED,
+            schedulable=index.node_group(name) is not None or (card.state or "") not in SETTLED,
             last_change=last,
             unused_since=unused,
         )
