@@ -86,6 +86,15 @@ def recuttable(pools_dir: Path, guaranteed: int = 6, unused: str = "3s") -> None
     )
 
 
+async def recut_service(start_service, pools_dir: Path, db_url: str) -> tuple[Any, ...]:
+    """A service on the recuttable pools: it, its cluster, an admin client and its re-cut watch."""
+    recuttable(pools_dir)
+    service = await start_service(db_url=db_url)
+    watch = service.ctx.recut
+    assert watch is not None
+    return service, service.cluster, service.admin(), watch
+
+
 async def test_a_booking_of_40_instances_fits_by_re_cutting_and_takes_the_whole_gpus_it_cuts(
     db_url, start_service, pools_dir, now
 ):
@@ -130,10 +139,7 @@ async def test_with_the_guarantees_needing_the_whole_gpus_the_40_do_not_fit(
 async def test_the_node_is_re_cut_before_the_window_held_through_it_and_home_after(
     db_url, start_service, pools_dir, now
 ):
-    recuttable(pools_dir)
-    service = await start_service(db_url=db_url)
-    cluster, admin, watch = service.cluster, service.admin(), service.ctx.recut
-    assert watch is not None
+    service, cluster, admin, watch = await recut_service(start_service, pools_dir, db_url)
     await admin.create_bookings(LAB)
 
     async def rounds() -> None:
@@ -204,10 +210,7 @@ async def test_the_node_is_re_cut_before_the_window_held_through_it_and_home_aft
 async def test_a_node_running_a_gpu_server_is_not_re_cut_for_a_booking_until_it_ends(
     db_url, start_service, pools_dir, now
 ):
-    recuttable(pools_dir)
-    service = await start_service(db_url=db_url)
-    cluster, admin, watch = service.cluster, service.admin(), service.ctx.recut
-    assert watch is not None
+    service, cluster, admin, watch = await recut_service(start_service, pools_dir, db_url)
     await admin.create_bookings(LAB)
     # two researchers fill the pool's two 8-GPU nodes with whole-GPU servers
     for user in ("dave", "erin"):
@@ -237,10 +240,7 @@ async def test_a_booking_made_within_the_lead_is_planned_at_the_next_round(
     db_url, start_service, pools_dir, now
 ):
     # a round has just read the pool's bookings when the lab is booked, at the same moment
-    recuttable(pools_dir)
-    service = await start_service(db_url=db_url)
-    cluster, admin, watch = service.cluster, service.admin(), service.ctx.recut
-    assert watch is not None
+    _service, cluster, admin, watch = await recut_service(start_service, pools_dir, db_url)
     now[0] = START - 179
     later = ONE_WHOLE.replace("T09:00", "T09:30").replace("T10:00", "T10:30")
     await admin.create_bookings(later)
