@@ -261,6 +261,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             )
             procs.append(bproc)
             await wait_answering(bproc, answers_ok(bbase + "api/v1/", ADMIN_TOKEN))
+            baseline_rss_ready = rss_mb(bproc.pid)
 
             pool_names = [f"pool-{p:02d}" for p in range(args.pools)]
             results: dict[str, dict[str, Latencies]] = {}
@@ -287,6 +288,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                         await c.close()
             rss_loaded = rss_mb(proc.pid)
             rss_peak = peak_rss_mb(proc.pid)
+            baseline_rss_loaded = rss_mb(bproc.pid)
         finally:
             for p in procs:
                 stop_service(p)
@@ -323,6 +325,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "service_rss_ready_mb": round(rss_ready, 1),
         "service_rss_mb": round(rss_loaded, 1),
         "service_peak_rss_mb": round(rss_peak, 1),
+        "baseline_rss_ready_mb": round(baseline_rss_ready, 1),
+        "baseline_rss_mb": round(baseline_rss_loaded, 1),
         "populate_s": round(built.populate_s, 2),
         "sim_settle_s": round(built.settle_s, 2),
         # after the start, until each service was quiet (its first database writes done)

@@ -52,16 +52,23 @@ class Capacity:
         # (:mod:`.holds`: a request within quota waits for it) counts as having none free.
         self.reserved: dict[int, dict[str, tuple[int, int]]] = {}
         self.reserved_at: dict[int, dict[int, int]] = {}
-        usage = ctx.usage
         reserved = ctx.res.pool_nodes(pool)
-        for node in itertools.chain(reserved, (h for h in held if h not in reserved)):
-            g = usage.node_group(node)
-            if g is not None and id(g) in ids:
-                free = usage.node_free(node)
-                eff = 0 if node in held else free - reserved[node]
-                self.reserved.setdefault(id(g), {})[node] = (free, eff)
-                at = self.reserved_at.setdefault(id(g), {})
-                at[free] = at.get(free, 0) + 1
+        nodes = (
+            itertools.chain(reserved, (h for h in held if h not in reserved)) if held else reserved
+        )
+        for node, g, free in ctx.usage.placed(nodes):
+            gid = id(g)
+            if gid not in ids:
+                continue
+            eff = 0 if node in held else free - reserved[node]
+            by_node = self.reserved.get(gid)
+            if by_node is None:
+                by_node = self.reserved[gid] = {}
+                at = self.reserved_at[gid] = {}
+            else:
+                at = self.reserved_at[gid]
+            by_node[node] = (free, eff)
+            at[free] = at.get(free, 0) + 1
 
     def fit(self, n: int, spread: bool) -> Fit:
         out = Fit()

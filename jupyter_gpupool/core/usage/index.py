@@ -45,7 +45,7 @@ Accounting rules (the ones the issue left open are marked *decided*):
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .amounts import Amount
@@ -164,6 +164,16 @@ class UsageIndex(PodBook):
             return 0
         pods = (self._pods.get(key) for key in n.pods)
         return sum(1 for p in pods if p is not None and (p.gpus or p.shapes))
+
+    def placed(self, nodes: Iterable[str]) -> Iterator[tuple[str, PlacementGroup, int]]:
+        """``(node, placement group, free GPUs)`` of each of ``nodes`` that takes servers (in
+        a group): what :meth:`node_group` and :meth:`node_free` say, in one look per node
+        (admission asks it of every reserved node of a pool)."""
+        get = self._nodes.get
+        for node in nodes:
+            n = get(node)
+            if n is not None and n.group is not None:
+                yield node, n.group, n.free
 
     def node_group(self, node: str) -> PlacementGroup | None:
         """The placement group a schedulable node is in (None when it takes no servers)."""
