@@ -4,6 +4,11 @@ Importing this package starts nothing and reads no configuration; :class:`GPUPoo
 when it is started.
 """
 
-from .app import GPUPoolService, main
+from .cluster import lazykube
+
+# Before anything imports kubernetes_asyncio: its ~700 model classes stay unloaded (35 MB).
+lazykube.install()
+
+from .app import GPUPoolService, main  # noqa: E402
 
 __all__ = ["GPUPoolService", "main"]
