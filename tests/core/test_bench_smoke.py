@@ -160,6 +160,8 @@ def test_service_benchmark():
         "service_rss_ready_mb",
         "service_rss_mb",
         "service_peak_rss_mb",
+        "baseline_rss_ready_mb",
+        "baseline_rss_mb",
         "populate_s",
         "sim_settle_s",
         "quiet_after_start_s",
@@ -182,6 +184,7 @@ def test_service_benchmark():
     assert result["admissions_per_s"] == admissions["per_s"] > 0
     assert result["api_list_s"] > 0 and result["startup_s"] > 0
     assert result["service_rss_mb"] >= result["service_rss_ready_mb"] > 0
+    assert result["baseline_rss_mb"] >= result["baseline_rss_ready_mb"] > 0
 
 
 PAGES = {
