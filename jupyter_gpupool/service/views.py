@@ -7,6 +7,8 @@ reservations; ``user=None`` is the admin's view of everything.
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict
 from datetime import datetime, timezone
@@ -41,8 +43,15 @@ JSON = dict[str, Any]
 
 
 def iso(ts: float) -> str:
-    """Seconds since the epoch as ISO 8601 UTC (``2025-01-31T12:00:00Z``)."""
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Seconds since the epoch as ISO 8601 UTC (``2025-01-31T12:00:00Z``), to the second."""
+    return _iso_second(math.floor(ts))
+
+
+@functools.lru_cache(maxsize=256)
+def _iso_second(second: int) -> str:
+    # the admissions answered in the same second share their expiry's text (strftime was a
+    # tenth of writing an admission's answer)
+    return datetime.fromtimestamp(second, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # --- pools ---------------------------------------------------------------------------------------

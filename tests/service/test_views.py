@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+from datetime import datetime, timezone
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -79,3 +82,14 @@ def test_csv_quotes_and_joins():
         ("name", "gpu_types", "description", "status"),
     )
     assert text == "name,gpu_types,description,status\na,A100;T4,'=cmd(),\n"
+
+
+def test_iso_says_the_second_a_time_falls_in_as_utc():
+    # the truth: the standard library's own reading of each moment; the cache must not give
+    # one second's text for another (rounded, or truncated toward zero before 1970)
+    rng = random.Random(7)
+    moments = [0.0, 0.999, 1.0, -0.5, -1.0, 1_767_225_599.9999, 1_767_225_600.0]
+    moments += [rng.uniform(-2e9, 4e9) for _ in range(2000)]
+    for ts in moments + moments[::-1]:  # asked again: from the cache
+        want = datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        assert views.iso(ts) == want, ts
