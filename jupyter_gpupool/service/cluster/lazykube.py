@@ -32,7 +32,7 @@ TOP = "kubernetes_asyncio"
 LAZY = (TOP, f"{TOP}.client", f"{TOP}.client.api", f"{TOP}.client.models")
 
 _FROM = re.compile(r"^from (kubernetes_asyncio(?:\.\w+)+) import (\w+)\s*$", re.M)
-_AS = re.compile(r"^import (kubernetes_asyncio\.(\w+)) as (\w+)\s*$", re.M)
+_AS = re.compile(r"^import (kubernetes_asyncio\.\w+) as (\w+)\s*$", re.M)
 _VERSION = re.compile(r"^__version__ = \"([^\"]+)\"", re.M)
 
 
@@ -40,7 +40,7 @@ def _names(init: str) -> dict[str, tuple[str, str]]:
     """Name -> (module, attribute) for what an ``__init__``'s text imports (a module imported
     ``as`` a name: that module itself, attribute "")."""
     names = {name: (module, name) for module, name in _FROM.findall(init)}
-    names.update({alias: (module, "") for module, _, alias in _AS.findall(init)})
+    names.update({alias: (module, "") for module, alias in _AS.findall(init)})
     return names
 
 
@@ -69,7 +69,7 @@ def _lazy_module(name: str, folder: Path) -> types.ModuleType | None:
         if found is None:
             # a submodule (``kubernetes_asyncio.client.rest``), as the real ``__init__`` leaves
             # the ones it imports
-            if not ((folder / f"{attr}.py").is_file() or (folder / attr / "__init__.py").is_file()):
+            if importlib.util.find_spec(f"{name}.{attr}") is None:
                 raise AttributeError(f"module {name!r} has no attribute {attr!r}")
             found = (f"{name}.{attr}", "")
         where, what = found

@@ -53,9 +53,11 @@ def test_the_service_loads_no_model_class_until_one_is_used():
     import jupyter_gpupool.service
     from jupyter_gpupool.service.cluster import kube, watch
     before = loaded("kubernetes_asyncio.client.models.")
+    from types import SimpleNamespace
     from kubernetes_asyncio import client
-    pod = client.ApiClient.__new__(client.ApiClient)  # no session: only the deserializer
-    obj = pod._ApiClient__deserialize({"metadata": {"name": "p"}}, "V1Pod")
+    api = client.ApiClient.__new__(client.ApiClient)  # no session: only its deserializer
+    # as the watch hands it an event's object
+    obj = api.deserialize(SimpleNamespace(data='{"metadata": {"name": "p"}}'), "V1Pod")
     after = loaded("kubernetes_asyncio.client.models.")
     print(json.dumps({"before": before, "after": after, "name": obj.metadata.name}))
     """,
