@@ -826,7 +826,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.no_postgresql = True
         args.days, args.users, args.user_groups, args.api_hours = 1, 30, 6, 2
         args.writers, args.durable_seconds, args.baseline_n = 4, 1.0, 20
-        args.kept_bookings = 5_000
+        args.kept_bookings = 20_000  # more than a second deletes (SQLite: up to ~10,000/s)
     return args
 
 
