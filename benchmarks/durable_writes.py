@@ -6,7 +6,7 @@ Each durable write the API waits for before it answers is measured apart: a rese
 (``DELETE api/v1/bookings/NAME``, of one of ``--kept-bookings`` put before), saved work (``POST
 api/v1/servers/saved``) and a session's end before a reclaim (why a server is stopped,
 ``reclaimed``, committed before the hub is asked to stop it). ``--writers`` asyncio tasks (the service's handlers) each write one and
-await its commit as the service does (``asyncio.wrap_future``), one after the other, for
+await its commit as the service does (:func:`~jupyter_gpupool.service.commits.until_committed`), one after the other, for
 ``--durable-seconds``. Figures per kind: answers a second, p50 / p99 of an answer's wait in ms,
 the process's CPU per answer (the writer's thread and the loop together), and answers per
 commit (the writer's commits, counted by the engine's ``commit`` event).
@@ -38,6 +38,7 @@ from sqlalchemy import Engine, create_engine, event, func, insert, select
 
 from jupyter_gpupool.db.models import BookingRow, ChangeRecord
 from jupyter_gpupool.db.store import Database
+from jupyter_gpupool.service.commits import until_committed
 
 Write = Callable[[Database, int], "Future[None] | None"]
 
@@ -179,7 +180,7 @@ async def one_kind(
             t0 = time.perf_counter()
             future = write(db, count[0])
             assert future is not None
-            await asyncio.wait_for(asyncio.wrap_future(future), 30)
+            await until_committed(future, 30)
             waits.append(time.perf_counter() - t0)
 
     commits_before, cpu_before, started = commits(), time.process_time(), time.perf_counter()

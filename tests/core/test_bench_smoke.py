@@ -524,6 +524,28 @@ def test_turn_benchmark():
         assert 0 <= many[way]["p50_s"] <= many[way]["p95_s"]
 
 
+def test_commit_waits_benchmark():
+    rounds, waiters = 200, 8
+    result = run("bench_commit_waits.py", "--rounds", rounds, "--waiters", waiters, "--repeat", 1)
+    assert set(result) == {
+        "rounds",
+        "waiters",
+        "until_committed",
+        "baseline_wrap_future",
+        "wrap_future_x_until_committed",
+    }
+    assert (result["rounds"], result["waiters"]) == (rounds, waiters)
+    for kind in ("until_committed", "baseline_wrap_future"):
+        assert set(result[kind]) == {"wall_us", "cpu_us", "wakes_per_wait"}
+        assert result[kind]["wall_us"] > 0 and result[kind]["cpu_us"] > 0
+    # the baseline wakes the loop once per write; the service at most once per batch
+    assert result["baseline_wrap_future"]["wakes_per_wait"] == 1
+    assert 0 < result["until_committed"]["wakes_per_wait"] < 1
+    ratio = result["baseline_wrap_future"]["cpu_us"] / result["until_committed"]["cpu_us"]
+    assert abs(result["wrap_future_x_until_committed"] - ratio) < 0.05 * ratio + 0.01
+    assert result["wrap_future_x_until_committed"] > 1
+
+
 def test_registry_benchmark():
     pools, refuse = 300, 3000
     result = run(

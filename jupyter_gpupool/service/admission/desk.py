@@ -36,6 +36,7 @@ from ...core.words.pool_rows import pool_exists, pool_or_bare
 from .. import clock
 from ..cluster.hubapi import HubAPI
 from ..cluster.kube import Kube, KubeError
+from ..commits import until_committed
 from ..errors import ApiError
 from ..loops import Loop
 from ..monitoring.metrics import Metrics
@@ -251,7 +252,7 @@ class AdmissionDesk:
             return
         assert written is not None
         try:
-            await asyncio.wait_for(asyncio.wrap_future(written), self.durable_timeout)
+            await until_committed(written, self.durable_timeout)
             return
         except Exception as e:  # DatabaseError, or late (TimeoutError)
             why = str(e) or f"no commit within {self.durable_timeout:g} s"
@@ -272,7 +273,7 @@ class AdmissionDesk:
         if outcome.written is None:
             return outcome
         try:
-            await asyncio.wait_for(asyncio.wrap_future(outcome.written), self.durable_timeout)
+            await until_committed(outcome.written, self.durable_timeout)
             return outcome
         except Exception as e:  # DatabaseError, or late (TimeoutError)
             why = str(e) or f"no commit within {self.durable_timeout:g} s"

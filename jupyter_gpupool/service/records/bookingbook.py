@@ -26,6 +26,7 @@ from ...core.time.bookings import Booking
 from ...core.words.booking_rows import UNSHOWN, booking_row
 from ...db.store import Database
 from .. import clock
+from ..commits import until_committed
 from ..errors import ApiError
 
 log = logging.getLogger(__name__)
@@ -122,7 +123,7 @@ class BookingBook:
         if future is None:  # pragma: no cover - a book that is ready has a database
             raise ApiError(503, f"cannot keep {what}: {self.problem}")
         try:
-            await asyncio.wait_for(asyncio.wrap_future(future), self.durable_timeout)
+            await until_committed(future, self.durable_timeout)
         except Exception as e:  # DatabaseError, or late (TimeoutError)
             if isinstance(e, TimeoutError) and not future.cancelled():
                 if future.done() and future.exception() is None:

@@ -9,7 +9,6 @@ them running (``last_seen``, written every ``history_interval``).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from ...core.accounting import ledger
 from ...core.usage.index import UsageIndex
 from ...db.store import Database
+from ..commits import until_committed
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class Ledger:
         if future is None:
             return
         try:
-            await asyncio.wait_for(asyncio.wrap_future(future), self.durable_timeout)
+            await until_committed(future, self.durable_timeout)
         except Exception as e:  # the stop goes ahead: the booking's members come first
             log.error(
                 "why %s/%s is stopped (reclaimed) could not be recorded first: %s",

@@ -35,6 +35,7 @@ from ...core.usage.utilization import PodUtilization, busy_gpus
 from ...db.store import RESERVATION_FIELDS, Database, DatabaseError, SchemaTooNew
 from .. import clock
 from ..admission.entries import entry_of, waiting_from_row
+from ..commits import until_committed
 from ..errors import ApiError
 from ..monitoring.polling import Utilization
 from .bookingbook import BookingBook
@@ -309,7 +310,7 @@ class Records:
         )
         try:
             assert future is not None
-            await asyncio.wait_for(asyncio.wrap_future(future), self.durable_timeout)
+            await until_committed(future, self.durable_timeout)
         except Exception as e:  # DatabaseError, or late (TimeoutError)
             why = str(e) or f"no commit within {self.durable_timeout:g} s"
             raise ApiError(503, f"the saved work could not be recorded ({why})") from None
