@@ -12,6 +12,9 @@ Builds the simulated cluster of ``bigcluster.py`` (default 5,000 nodes x 8 GPUs 
    API server's own list time. Target: <= 3 s;
 3. **The baseline**: the same service with the admission and the pool list taken out
    (``baseline_service.py``: same HTTP, token checks and request parsing), started alongside;
+   with ``--against undurable``, the service itself with its reservations kept in memory only
+   (``undurable_service.py``: a 201 waits for no commit) in its place, so that the ratios say
+   what the durable answers cost (the ``baseline_`` keys are then that service's);
 4. **Admissions**: ``--clients`` concurrent spawners, each with its own
    :class:`~jupyter_gpupool.client.GPUPoolClient` (kept-alive connections, as in the hub), each
    sending its next ``POST api/v1/admissions`` when the previous one is answered: 1 GPU (4 in
@@ -33,7 +36,7 @@ service has a core while it is measured. Prints one JSON line. Run::
 
 ``--profile FILE`` attaches ``py-spy record`` to the service while its admissions are measured
 and writes the collapsed stacks (``--gil``: of the thread holding the GIL only, what bounds the
-rate on one core).
+rate on one core; ``--profile-of baseline``: the baseline's instead, to compare the two).
 """
 
 from __future__ import annotations
@@ -82,7 +85,11 @@ from jupyter_gpupool.client import AdmissionRejected, GPUPoolClient, GPUPoolErro
 from jupyter_gpupool.service.cluster.watch import ACTIVE_PODS
 from jupyter_gpupool.sim import SimCluster
 
-BASELINE = (sys.executable, str(Path(__file__).resolve().parent / "baseline_service.py"))
+#: The second service measured: ``--against`` names it
+AGAINST = {
+    "baseline": Path(__file__).resolve().parent / "baseline_service.py",
+    "undurable": Path(__file__).resolve().parent / "undurable_service.py",
+}
 
 #: Every this many admissions asks for more GPUs than any node has free (a 409).
 REFUSED_EVERY = 5
@@ -257,7 +264,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 hub_api,
                 SYNC_TIMEOUT,
                 db_url=f"sqlite:///{Path(tmp) / 'baseline.sqlite'}",
-                command=BASELINE,
+                command=(sys.executable, str(AGAINST[args.against])),
             )
             procs.append(bproc)
             await wait_answering(bproc, answers_ok(bbase + "api/v1/", ADMIN_TOKEN))
@@ -274,7 +281,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     # warm up: connections opened, token checks cached
                     await run_phase(admins, args.clients * 4, admit, pid)
                     await run_phase(users, args.clients * 4, ask_pools, pid)
-                    spy = profiler(args.profile, pid, args.gil) if name == "service" else None
+                    spy = profiler(args.profile, pid, args.gil) if name == args.profile_of else None
                     admissions = await run_phase(admins, args.requests, admit, pid)
                     if spy is not None:
                         spy.send_signal(signal.SIGINT)
@@ -307,6 +314,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "pools": args.pools,
         "clients": args.clients,
         "requests_per_phase": args.requests,
+        "against": args.against,
         "admissions": adm.summary(),
         "admission_p99_ms": round(percentile(every(adm), 99), 2),
         "admissions_per_s": adm.summary()["per_s"],
@@ -350,5 +358,18 @@ if __name__ == "__main__":
         "--profile", metavar="FILE", help="py-spy's collapsed stacks of the service's admissions"
     )
     parser.add_argument("--gil", action="store_true", help="--profile: the GIL's holder only")
+    parser.add_argument(
+        "--against",
+        choices=sorted(AGAINST),
+        default="baseline",
+        help="what the service is compared with: the baseline (no admission), or the service "
+        "whose reservations are not written (undurable_service.py: what durability costs)",
+    )
+    parser.add_argument(
+        "--profile-of",
+        choices=("service", "baseline"),
+        default="service",
+        help="--profile: which of the two services (default: the service)",
+    )
     result = asyncio.run(main(parser.parse_args()))
     print(json.dumps(result))

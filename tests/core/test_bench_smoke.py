@@ -145,6 +145,7 @@ def test_service_benchmark():
         "pools",
         "clients",
         "requests_per_phase",
+        "against",
         "admissions",
         "admission_p99_ms",
         "admissions_per_s",
@@ -185,6 +186,26 @@ def test_service_benchmark():
     assert result["api_list_s"] > 0 and result["startup_s"] > 0
     assert result["service_rss_mb"] >= result["service_rss_ready_mb"] > 0
     assert result["baseline_rss_mb"] >= result["baseline_rss_ready_mb"] > 0
+    assert result["against"] == "baseline"
+
+
+def test_service_benchmark_against_the_undurable_service():
+    """``--against undurable``: the second service decides as the service does (its requests
+    answered 201 or 409, the same mix), only without writing its reservations."""
+    requests = 100  # into 10 nodes of 8 GPUs, 10 servers and 5 jobs there: they fill up
+    result = run(
+        "bench_service.py",
+        *("--nodes", 10, "--pools", 2, "--pods", 80, "--groups", 2),
+        *("--clients", 4, "--requests", requests, "--against", "undurable"),
+    )
+    assert result["against"] == "undurable"
+    for key in ("admissions", "baseline_admissions"):
+        answered = result[key]
+        assert set(answered) - {"per_s", "server_cpu_ms", "client_cpu_ms"} <= {"201", "409"}
+        assert sum(answered[s]["n"] for s in ("201", "409") if s in answered) == requests
+    # both admit until the nodes are full, then refuse (the baseline admits everything)
+    for key in ("admissions", "baseline_admissions"):
+        assert "201" in result[key] and "409" in result[key]
 
 
 PAGES = {
