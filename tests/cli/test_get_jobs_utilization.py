@@ -132,8 +132,12 @@ async def test_get_jobs_wide_shows_each_servers_gpu_utilization_and_memory(
     pods = await start_alice_and_bob(service, sim_cluster)
 
     async def both_measured() -> bool:
+        # at the percents set: a first sample may be taken before the exporter has them
         rows = {r["user"]: r for r in await admin.servers()}
-        return all(rows[u]["gpu_utilization"] is not None for u in ("alice", "bob"))
+        return all(
+            rows[u]["gpu_utilization"] == percent
+            for u, percent in (("alice", ALICE_PERCENT), ("bob", BOB_PERCENT))
+        )
 
     await async_wait_for(both_measured, what="both servers measured", timeout=15)
     connect = ("--url", service.url, "--token", hub.admin())
