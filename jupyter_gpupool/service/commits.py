@@ -65,7 +65,10 @@ class Commits:
             if self._draining:
                 return  # the drain scheduled by the first of the batch takes it
             self._draining = True
-        self._loop.call_soon_threadsafe(self._drain)
+        try:
+            self._loop.call_soon_threadsafe(self._drain)
+        except RuntimeError:  # the loop is closed (the service stopped): nobody waits any more
+            pass
 
     def _drain(self) -> None:
         with self._lock:

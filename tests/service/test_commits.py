@@ -8,6 +8,7 @@ one batch wake the loop once, not once each.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -172,3 +173,26 @@ async def test_two_waits_of_one_write_both_end_and_a_done_write_answers_at_once(
     await asyncio.wait_for(waits, 20)
     assert held(outside) == {"both"}
     await asyncio.wait_for(until_committed(written, 0), 1)  # done: no wait at all
+
+
+def test_a_write_completed_after_its_loop_closed_is_let_go_quietly(caplog) -> None:
+    """The service stopped (its loop closed) while a write was in flight: the writer's thread
+    completes it without an error from a loop that is gone."""
+    loop = asyncio.new_event_loop()
+    written: Future[None] = Future()
+
+    async def give_up() -> None:
+        waiting = asyncio.ensure_future(until_committed(written, 30))
+        await asyncio.sleep(0.05)
+        waiting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiting
+
+    written.set_running_or_notify_cancel()  # being committed: the cancel cannot take it back
+    loop.run_until_complete(give_up())
+    loop.close()
+    done = threading.Thread(target=written.set_result, args=(None,))
+    done.start()
+    done.join()
+    assert written.result() is None
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
