@@ -28,7 +28,9 @@ class Commits:
     """The waits of one event loop for durable writes (:func:`until_committed`)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        # weakly: the loop is the key of this instance in ``_commits``, which a strong
+        # reference back would keep alive for ever (every test's loop)
+        self._loop = weakref.ref(loop)
         self._lock = threading.Lock()
         #: completed in the writer's thread, not yet told to their waiters
         self._done: list[Future[None]] = []
@@ -39,7 +41,7 @@ class Commits:
     async def wait(self, written: Future[None], timeout: float) -> None:
         """Until ``written`` completes (its result or error), or ``timeout`` seconds pass
         (:class:`TimeoutError`; the write is cancelled if it has not begun)."""
-        loop = self._loop
+        loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
         timer = loop.call_at(loop.time() + timeout, self._late, written, waiter)
         waiters = self._waiters.get(written)
@@ -65,8 +67,11 @@ class Commits:
             if self._draining:
                 return  # the drain scheduled by the first of the batch takes it
             self._draining = True
+        loop = self._loop()
+        if loop is None:
+            return  # the loop is gone: nobody waits any more
         try:
-            self._loop.call_soon_threadsafe(self._drain)
+            loop.call_soon_threadsafe(self._drain)
         except RuntimeError:  # the loop is closed (the service stopped): nobody waits any more
             pass
 

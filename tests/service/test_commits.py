@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from concurrent.futures import Future
 from typing import Any
@@ -196,3 +198,24 @@ def test_a_write_completed_after_its_loop_closed_is_let_go_quietly(caplog) -> No
     done.join()
     assert written.result() is None
     assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+
+
+def test_a_loop_that_awaited_commits_can_be_collected() -> None:
+    """The waits kept per loop do not keep the loop alive once nothing else does (a test run
+    makes thousands of loops)."""
+    loop = asyncio.new_event_loop()
+    written: Future[None] = Future()
+
+    async def wait_for_it() -> None:
+        waiting = asyncio.ensure_future(until_committed(written, 30))
+        await asyncio.sleep(0)
+        written.set_running_or_notify_cancel()
+        written.set_result(None)
+        await waiting
+
+    loop.run_until_complete(wait_for_it())
+    loop.close()
+    gone = weakref.ref(loop)
+    del loop
+    gc.collect()
+    assert gone() is None
