@@ -5,8 +5,9 @@ Each durable write the API waits for before it answers is measured apart: a rese
 201), a place in line (a 202), a booking (``POST api/v1/bookings``), a booking's deletion
 (``DELETE api/v1/bookings/NAME``, of one of ``--kept-bookings`` put before), saved work (``POST
 api/v1/servers/saved``) and a session's end before a reclaim (why a server is stopped,
-``reclaimed``, committed before the hub is asked to stop it). ``--writers`` asyncio tasks (the service's handlers) each write one and
-await its commit as the service does (:func:`~jupyter_gpupool.service.commits.until_committed`), one after the other, for
+``reclaimed``, committed before the hub is asked to stop it). ``--writers`` asyncio tasks (the
+service's handlers) each write one and await its commit as the service does
+(:func:`~jupyter_gpupool.service.commits.until_committed`), one after the other, for
 ``--durable-seconds``. Figures per kind: answers a second, p50 / p99 of an answer's wait in ms,
 the process's CPU per answer (the writer's thread and the loop together), and answers per
 commit (the writer's commits, counted by the engine's ``commit`` event).

@@ -83,6 +83,29 @@ def db_url(request: pytest.FixtureRequest, tmp_path) -> str:
     return str(request.getfixturevalue("fresh_postgresql_url"))
 
 
+@pytest.fixture
+def db(db_url: str):
+    """The service's :class:`~jupyter_gpupool.db.store.Database` on ``db_url``, open, its
+    writer committing at once (``batch_seconds=0``)."""
+    from jupyter_gpupool.db.store import Database
+
+    database = Database(db_url, batch_seconds=0)
+    database.open()
+    yield database
+    database.close()
+
+
+@pytest.fixture
+def outside(db_url: str):
+    """An engine of the test's own on ``db_url``'s database (what it reads there is not the
+    service's word)."""
+    from sqlalchemy import create_engine
+
+    engine = create_engine(db_url)
+    yield engine
+    engine.dispose()
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def outage(request: pytest.FixtureRequest, tmp_path):
     """The service's database, which the test takes down and brings back (tests/outage.py):

@@ -11,26 +11,18 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Engine, event, text
 from sqlalchemy.exc import OperationalError
 from test_store import entry, reservation, session
 
 from jupyter_gpupool.db import writer
 from jupyter_gpupool.db.store import Database, DatabaseError
 from jupyter_gpupool.db.writer import ROWS_PER_INSERT
-
-
-@pytest.fixture
-def outside(db_url: str) -> Iterator[Engine]:
-    """An engine of the test's own on the same database."""
-    engine = create_engine(db_url)
-    yield engine
-    engine.dispose()
 
 
 def count(engine: Engine, table: str) -> int:

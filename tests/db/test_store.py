@@ -8,7 +8,6 @@ The truth is read with plain SQL through a connection of the test's own, not the
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pg
 import pytest
@@ -80,14 +79,6 @@ def at_revision(url: str, revision: str, sql: str) -> None:
             conn.execute(text(sql))
     finally:
         engine.dispose()
-
-
-@pytest.fixture
-def db(db_url: str) -> Iterator[Database]:
-    database = Database(db_url, batch_seconds=0)
-    database.open()
-    yield database
-    database.close()
 
 
 def test_open_creates_the_schema_and_opening_again_keeps_it(db_url):

@@ -13,12 +13,11 @@ import gc
 import threading
 import time
 import weakref
-from collections.abc import Iterator
 from concurrent.futures import Future
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Engine, event, text
 from sqlalchemy.exc import OperationalError
 from test_store import reservation
 
@@ -58,21 +57,6 @@ async def behind_a_held_commit(db: Database) -> Gate:
     db.reservation_add(reservation("first", 1e12))
     await asyncio.to_thread(gate.entered.wait, 10)
     return gate
-
-
-@pytest.fixture
-def outside(db_url: str) -> Iterator[Engine]:
-    engine = create_engine(db_url)
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture
-def db(db_url: str) -> Iterator[Database]:
-    database = Database(db_url, batch_seconds=0)
-    database.open()
-    yield database
-    database.close()
 
 
 async def test_a_wait_ends_once_its_row_is_in_and_a_batch_wakes_the_loop_once(
