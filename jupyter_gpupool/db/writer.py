@@ -24,8 +24,13 @@ an ORM merge (a SELECT and an INSERT) each; the uses of one statement (reports o
 one executemany (:func:`write_batch` says what may go ahead of what). One statement is also one
 release of the GIL by the driver, not one per row: the thread waits for it again at each (up to
 the interpreter's switch interval while the event loop runs), which made a batch of N rows wait
-N times. Batches that follow each other within :data:`KEEP_CONNECTION` seconds share one
-connection (no checkout, no reset, no pre-ping between them).
+N times. A batch that is one statement (the reservations of admissions answered together,
+bookings made together: :func:`one_statement`) is run alone on the writer's connection, which is
+in autocommit mode: the database commits it as it runs it, one call into the driver, where a
+transaction of its own would add an implicit ``BEGIN`` and a ``COMMIT`` (and the ORM session
+around them); any other batch is ``BEGIN``, its writes, ``COMMIT`` (``Writer._commit``). Batches
+that follow each other within :data:`KEEP_CONNECTION` seconds share one connection (no checkout,
+no reset, no pre-ping between them).
 """
 
 from __future__ import annotations
@@ -137,18 +142,33 @@ def _key(table: Table) -> Column[Any]:
     return key
 
 
+def _last_of_each_key(table: Table, rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    key = _key(table).name
+    return list({row[key]: row for row in rows}.values())
+
+
+def _upserts(dialect: Dialect, table: Table, last: Sequence[dict[str, Any]]) -> bool:
+    """Whether ``last`` (distinct keys) can be written as upserts: the dialect has them and
+    every row gives the same columns."""
+    if dialect.name not in _UPSERTS or not last:
+        return False
+    columns = tuple(last[0])
+    return all(tuple(row) == columns for row in last)
+
+
 def write_rows(session: Session, table: Table, rows: Sequence[dict[str, Any]]) -> None:
     """Put ``rows`` in ``table``, each replacing the row of its key (the last of one key wins)."""
     key = _key(table)
-    last = list({row[key.name]: row for row in rows}.values())
+    last = _last_of_each_key(table, rows)
     if not last:
         return
-    columns = tuple(last[0])
     dialect = session.get_bind().dialect
-    if dialect.name in _UPSERTS and all(tuple(row) == columns for row in last):
+    if _upserts(dialect, table, last):
+        columns = tuple(last[0])
         for i in range(0, len(last), ROWS_PER_INSERT):
             chunk = last[i : i + ROWS_PER_INSERT]
-            _insert(session, upsert_sql(dialect, table, columns, len(chunk)), chunk)
+            text, params = _statement(upsert_sql(dialect, table, columns, len(chunk)), chunk)
+            session.connection().exec_driver_sql(text, params)
         return
     keys = [row[key.name] for row in last]
     for i in range(0, len(keys), KEYS_PER_DELETE):
@@ -168,7 +188,8 @@ def write_new_rows(
         for i in range(0, len(group), ROWS_PER_INSERT):
             chunk = group[i : i + ROWS_PER_INSERT]
             if dialect.name in _UPSERTS:
-                _insert(session, upsert_sql(dialect, table, columns, len(chunk), key), chunk)
+                sql = upsert_sql(dialect, table, columns, len(chunk), key)
+                session.connection().exec_driver_sql(*_statement(sql, chunk))
                 continue
             there = set(
                 session.scalars(
@@ -186,14 +207,36 @@ def _by_columns(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, ...], list[di
     return out
 
 
-def _insert(
-    session: Session, sql: tuple[str, tuple[str, ...] | None], chunk: Sequence[dict[str, Any]]
-) -> None:
-    """One statement of :func:`upsert_sql` with the values of ``chunk``."""
+def _statement(
+    sql: tuple[str, tuple[str, ...] | None], chunk: Sequence[dict[str, Any]]
+) -> tuple[str, Any]:
+    """One statement of :func:`upsert_sql` with the values of ``chunk``: its text and
+    parameters, as the driver takes them."""
     text, order = sql
     values = {f"p{j}": v for j, v in enumerate(v for row in chunk for v in row.values())}
-    params = values if order is None else tuple(values[n] for n in order)
-    session.connection().exec_driver_sql(text, params)
+    return text, (values if order is None else tuple(values[n] for n in order))
+
+
+def one_statement(dialect: Dialect, batch: Sequence[Queued]) -> tuple[str, Any] | None:
+    """The batch as one statement (its text and parameters), when it is one: rows of one table
+    (each replacing the row of its key), at most :data:`ROWS_PER_INSERT` of them once the last
+    of each key is taken, written as one upsert. The reservations of the admissions answered
+    together are such a batch. None for any other batch."""
+    if not batch:
+        return None
+    first = batch[0][1]
+    if not isinstance(first, Row):
+        return None
+    table = first.table
+    rows: list[dict[str, Any]] = []
+    for _, write, _ in batch:
+        if not isinstance(write, Row) or write.table is not table:
+            return None
+        rows.extend(write.rows)
+    last = _last_of_each_key(table, rows)
+    if len(last) > ROWS_PER_INSERT or not _upserts(dialect, table, last):
+        return None
+    return _statement(upsert_sql(dialect, table, tuple(last[0]), len(last)), last)
 
 
 @functools.lru_cache(maxsize=256)
@@ -378,8 +421,31 @@ class Writer:
             self._let_go()
         if self._conn is None:
             assert self.engine is not None
-            self._conn = self.engine.connect()
+            # each transaction is the writer's own (BEGIN ... COMMIT below), or one statement
+            self._conn = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
         return self._conn
+
+    def _commit(self, batch: Sequence[Queued]) -> None:
+        """Commit ``batch``: one statement alone when it is one (:func:`one_statement`), which
+        the database commits as it runs it; else ``BEGIN``, its writes, ``COMMIT``.
+
+        Each call into the driver lets go of the GIL and must win it back from the event loop
+        (up to the interpreter's switch interval, or until the OS gives the thread a core):
+        a transaction of its own costs the implicit BEGIN and the COMMIT, two more such calls
+        each (four, with SQLite's statement preparing), and the ORM session around them more
+        work in this thread than the statement itself."""
+        conn = self._connection()
+        one = one_statement(conn.dialect, batch)
+        if one is not None:
+            conn.exec_driver_sql(*one)
+            conn.commit()  # SQLAlchemy's own (autobegun) transaction: nothing is sent
+            return
+        # the session's commit (or rollback) is the driver's commit() (or rollback()), which
+        # ends the transaction begun here: sqlite3's and psycopg's do whenever one is open, in
+        # autocommit mode too
+        with Session(bind=conn) as session, session.begin():
+            session.connection().exec_driver_sql("BEGIN")
+            write_batch(session, batch)
 
     def _let_go(self) -> None:
         """The writer's connection back to the pool (or dropped, when it failed)."""
@@ -422,8 +488,7 @@ class Writer:
                 if future is None or future.set_running_or_notify_cancel()
             ]
             try:
-                with Session(bind=self._connection()) as session, session.begin():
-                    write_batch(session, batch)
+                self._commit(batch)
                 self._conn_used = time.monotonic()
             except SQLAlchemyError as e:
                 self._let_go()  # a connection that failed is not used again

@@ -16,6 +16,7 @@ from concurrent.futures import Future
 from typing import Any
 
 import pytest
+from commit_points import CommitPoints
 from sqlalchemy import Engine, event, text
 from sqlalchemy.exc import OperationalError
 from test_store import entry, reservation, session
@@ -42,9 +43,9 @@ class Commits:
         self.fail: Callable[[], bool] = lambda: False
         self._gate = threading.Event()
         assert db.engine is not None
-        event.listen(db.engine, "commit", self._commit)
+        CommitPoints(db.engine, self._commit)
 
-    def _commit(self, _conn: Any) -> None:
+    def _commit(self, _statements: list[str]) -> None:
         self.seen.append(([f.done() for f in self.watched], count(self.outside, "reservations")))
         if len(self.seen) == 1:
             self._gate.wait(20)
@@ -87,6 +88,40 @@ def test_durable_writes_arriving_during_a_commit_share_the_next_and_are_done_aft
         assert commits.seen[1] == ([False] * 25, 1)
         assert count(outside, "reservations") == 21
         assert count(outside, "queue_entries") == 5
+    finally:
+        db.close()
+
+
+def test_a_batch_of_two_tables_is_one_transaction_a_failed_statement_keeps_none_of_it(
+    db_url: str, outside: Engine
+):
+    """A batch of 10 reservations and 3 places in line is two statements in one transaction:
+    when the second fails at the driver (after the first ran), both fail, and neither the
+    reservations nor the places are in the database (the first statement was not committed
+    on its own)."""
+    db = Database(db_url, batch_seconds=0, retry_cap=0.2)
+    db.open()
+    try:
+        assert db.engine is not None
+
+        def refuse_places(_c: Any, _cur: Any, sql: str, *_: Any) -> None:
+            if sql.lstrip().upper().startswith("INSERT INTO QUEUE_ENTRIES"):
+                raise OperationalError(sql, {}, Exception("database or disk is full"))
+
+        # listened to before the commits are held (not while the writer is inside a listener)
+        event.listen(db.engine, "before_cursor_execute", refuse_places)
+        commits = Commits(db, outside)
+        db.reservation_add(reservation("first", 1e12))
+        commits.wait_first()
+        batch = [db.reservation_add(reservation(f"a{i}", 1e12)) for i in range(10)]
+        batch += [db.queue_add(entry(f"q{i}", i), durable=True) for i in range(3)]
+        commits.release()
+        for f in batch:
+            assert f is not None
+            with pytest.raises(DatabaseError, match="disk is full"):
+                f.result(timeout=10)
+        assert count(outside, "reservations") == 1, "only the first batch's reservation"
+        assert count(outside, "queue_entries") == 0
     finally:
         db.close()
 
@@ -202,14 +237,16 @@ def test_a_batch_of_reservations_is_one_insert_that_replaces_rows_of_the_same_ke
         for aid in ("again1", "again2"):
             db.reservation_add(reservation(aid, 1e12, gpus=1, node="gpu-old"))
         assert db.flush(timeout=10)
-        commits = Commits(db, outside)
         statements: list[tuple[str, str]] = []
         assert db.engine is not None
+        # listened to first: the first statement (held there, at its commit) is seen before
+        # it is held, then cleared
         event.listen(
             db.engine,
             "before_cursor_execute",
             lambda _c, _cur, sql, *_: statements.append(tuple(sql.split()[:3])),  # type: ignore[arg-type]
         )
+        commits = Commits(db, outside)
         db.reservation_add(reservation("first", 1e12))
         commits.wait_first()
         statements.clear()

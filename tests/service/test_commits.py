@@ -17,7 +17,8 @@ from concurrent.futures import Future
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, event, text
+from commit_points import CommitPoints
+from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
 from test_store import reservation
 
@@ -39,9 +40,9 @@ class Gate:
         self.entered = threading.Event()
         self.fail = False
         assert db.engine is not None
-        event.listen(db.engine, "commit", self._commit)
+        CommitPoints(db.engine, self._commit)
 
-    def _commit(self, _conn: Any) -> None:
+    def _commit(self, _statements: list[str]) -> None:
         self.entered.set()
         self.opened.wait(20)
         if self.fail:

@@ -13,7 +13,7 @@ import asyncio
 import threading
 from typing import Any
 
-from sqlalchemy import event
+from commit_points import CommitPoints, carries
 from sqlalchemy.exc import OperationalError
 from sqlrows import sql
 from waiting import async_wait_for
@@ -34,18 +34,11 @@ class HeldCommits:
         self.fail_next = False
         self.held = threading.Event()
         self._gate = threading.Event()
-        self._carrying = False
-        event.listen(db.engine, "before_cursor_execute", self._statement)
-        event.listen(db.engine, "commit", self._commit)
+        CommitPoints(db.engine, self._commit)
 
-    def _statement(self, _conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        if statement.lstrip().upper().startswith("INSERT INTO RESERVATIONS"):
-            self._carrying = True
-
-    def _commit(self, _conn: Any) -> None:
-        if threading.current_thread().name != "gpupool-db" or not self._carrying:
+    def _commit(self, statements: list[str]) -> None:
+        if not carries(statements, "reservations"):
             return
-        self._carrying = False
         self.count += 1
         if self.holding:
             self.holding = False
