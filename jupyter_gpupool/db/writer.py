@@ -72,9 +72,10 @@ Write = Callable[[Session], None]
 class Row:
     """Rows put in ``table``, each replacing the row of the same primary key if there is one.
 
-    Rows of one table queued one after another are written together: one DELETE of their keys
-    and one INSERT of them all (an executemany), whatever their number, so that a batch of N
-    admissions costs two statements, not N round trips of an ORM merge."""
+    Rows of one table queued one after another are written together: on SQLite and PostgreSQL
+    one INSERT of them all that replaces the rows of the same keys (per :data:`ROWS_PER_INSERT`),
+    elsewhere one DELETE of their keys and one INSERT (an executemany), so that a batch of N
+    admissions costs one or two statements, not N round trips of an ORM merge."""
 
     table: Table
     rows: tuple[dict[str, Any], ...]
@@ -147,13 +148,19 @@ def _last_of_each_key(table: Table, rows: Iterable[dict[str, Any]]) -> list[dict
     return list({row[key]: row for row in rows}.values())
 
 
-def _upserts(dialect: Dialect, table: Table, last: Sequence[dict[str, Any]]) -> bool:
-    """Whether ``last`` (distinct keys) can be written as upserts: the dialect has them and
-    every row gives the same columns."""
+def _upserts(
+    dialect: Dialect, table: Table, last: Sequence[dict[str, Any]]
+) -> list[tuple[str, Any]] | None:
+    """The statements that put ``last`` (rows of distinct keys) in ``table``, each replacing the
+    row of its key: one upsert per :data:`ROWS_PER_INSERT` rows, its text and parameters. None
+    when they cannot be upserts: the dialect has none, or the rows give different columns."""
     if dialect.name not in _UPSERTS or not last:
-        return False
+        return None
     columns = tuple(last[0])
-    return all(tuple(row) == columns for row in last)
+    if any(tuple(row) != columns for row in last):
+        return None
+    chunks = [last[i : i + ROWS_PER_INSERT] for i in range(0, len(last), ROWS_PER_INSERT)]
+    return [_statement(upsert_sql(dialect, table, columns, len(c)), c) for c in chunks]
 
 
 def write_rows(session: Session, table: Table, rows: Sequence[dict[str, Any]]) -> None:
@@ -162,12 +169,9 @@ def write_rows(session: Session, table: Table, rows: Sequence[dict[str, Any]]) -
     last = _last_of_each_key(table, rows)
     if not last:
         return
-    dialect = session.get_bind().dialect
-    if _upserts(dialect, table, last):
-        columns = tuple(last[0])
-        for i in range(0, len(last), ROWS_PER_INSERT):
-            chunk = last[i : i + ROWS_PER_INSERT]
-            text, params = _statement(upsert_sql(dialect, table, columns, len(chunk)), chunk)
+    statements = _upserts(session.get_bind().dialect, table, last)
+    if statements is not None:
+        for text, params in statements:
             session.connection().exec_driver_sql(text, params)
         return
     keys = [row[key.name] for row in last]
@@ -222,21 +226,18 @@ def one_statement(dialect: Dialect, batch: Sequence[Queued]) -> tuple[str, Any] 
     (each replacing the row of its key), at most :data:`ROWS_PER_INSERT` of them once the last
     of each key is taken, written as one upsert. The reservations of the admissions answered
     together are such a batch. None for any other batch."""
-    if not batch:
-        return None
-    first = batch[0][1]
-    if not isinstance(first, Row):
-        return None
-    table = first.table
+    table: Table | None = None
     rows: list[dict[str, Any]] = []
     for _, write, _ in batch:
-        if not isinstance(write, Row) or write.table is not table:
+        if not isinstance(write, Row) or (table is not None and write.table is not table):
             return None
+        table = write.table
         rows.extend(write.rows)
-    last = _last_of_each_key(table, rows)
-    if len(last) > ROWS_PER_INSERT or not _upserts(dialect, table, last):
+    if table is None:
         return None
-    return _statement(upsert_sql(dialect, table, tuple(last[0]), len(last)), last)
+    last = _last_of_each_key(table, rows)
+    statements = _upserts(dialect, table, last) if len(last) <= ROWS_PER_INSERT else None
+    return statements[0] if statements else None
 
 
 @functools.lru_cache(maxsize=256)
